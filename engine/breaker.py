@@ -1,0 +1,226 @@
+"""The breaker state machine: pure, sans-I/O, one object per key.
+
+Like h11's connection object it takes values and a time and returns decisions and transitions;
+it never reads a clock, sleeps or touches the network. The engine wraps it with locking,
+sequence numbers and persistence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from engine import events as ev
+from engine.outcomes import Outcome, OutcomeClass
+from engine.policy import AgentPolicy, ToolPolicy
+
+
+class State(StrEnum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+class DenyReason(StrEnum):
+    OPEN = "circuit_breaker_open"
+    PROBE_IN_FLIGHT = "probe_in_flight"
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    allowed: bool
+    as_probe: bool = False
+    reason: DenyReason | None = None
+    retry_after: float = 0.0
+
+
+ADMIT_NORMAL = Admission(allowed=True)
+ADMIT_PROBE = Admission(allowed=True, as_probe=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A state change the core decided on; the engine stamps it with seq, key and time."""
+
+    type: str
+    fields: dict[str, Any]
+
+
+class Breaker:
+    """State for one key. Only counted failures move `count`; only a success resets it."""
+
+    __slots__ = (
+        "cooldown",
+        "count",
+        "failed_probes",
+        "key",
+        "last_failure_at",
+        "last_retry_after",
+        "opened_at",
+        "paged",
+        "policy",
+        "probe_deadline",
+        "probe_id",
+        "rate_limited_streak",
+        "state",
+        "trip_cause",
+    )
+
+    def __init__(self, key: str, policy: AgentPolicy | ToolPolicy) -> None:
+        self.key = key
+        self.policy = policy
+        self.state = State.CLOSED
+        self.count = 0
+        self.last_failure_at: float | None = None
+        self.opened_at: float | None = None
+        self.cooldown = 0.0
+        self.failed_probes = 0
+        self.paged = False
+        self.rate_limited_streak = 0
+        self.last_retry_after: float | None = None
+        self.trip_cause: OutcomeClass | None = None
+        self.probe_id: str | None = None
+        self.probe_deadline = 0.0
+
+    @property
+    def reopens_at(self) -> float | None:
+        """When an open breaker lets its next probe through, in monotonic seconds."""
+        if self.state is State.OPEN and self.opened_at is not None:
+            return self.opened_at + self.cooldown
+        return None
+
+    def admit(self, call_id: str, now: float, lease: float) -> tuple[Admission, list[Transition]]:
+        """Let a call in as normal or as the one probe, or refuse it with the time left."""
+        if self.state is State.CLOSED:
+            return ADMIT_NORMAL, []
+        transitions = self.poll(now)
+        if self.state is State.OPEN:
+            left = self.opened_at + self.cooldown - now  # type: ignore[operator]
+            return self._deny(DenyReason.OPEN, left), transitions
+        if self.state is State.CLOSED:
+            return ADMIT_NORMAL, transitions
+        if self.probe_id is None:
+            self.probe_id = call_id
+            self.probe_deadline = now + lease
+            return ADMIT_PROBE, transitions
+        return self._deny(DenyReason.PROBE_IN_FLIGHT, self.policy.probe_retry_after_seconds), (
+            transitions
+        )
+
+    def _deny(self, reason: DenyReason, left: float) -> Admission:
+        return Admission(False, reason=reason, retry_after=max(left, self.policy.min_retry_after))
+
+    def poll(self, now: float) -> list[Transition]:
+        """Move an open breaker whose cooldown has run out to half-open."""
+        due = self.reopens_at
+        if due is not None and now >= due:
+            self.state = State.HALF_OPEN
+            self.probe_id = None
+            return [Transition(ev.HALF_OPEN, {})]
+        return []
+
+    def expired_probe(self, now: float) -> str | None:
+        """The probe that has outlived its lease, if any; the engine records it as failed."""
+        if self.state is State.HALF_OPEN and now > self.probe_deadline:
+            return self.probe_id
+        return None
+
+    def extend_probe(self, call_id: str, seconds: float) -> None:
+        """A probe waiting out a Retry-After keeps its slot for that long too."""
+        if self.probe_id == call_id:
+            self.probe_deadline += seconds
+
+    def is_probe(self, call_id: str) -> bool:
+        return self.state is State.HALF_OPEN and self.probe_id == call_id
+
+    def record(self, call_id: str, outcome: Outcome, now: float) -> list[Transition]:
+        """Apply one completed call. Late completions are applied as the design says."""
+        if outcome.counted and not self.policy.may_count(outcome.cls):
+            raise ValueError(f"{outcome.cls} never counts under the {self.policy.kind} policy")
+        if outcome.cls is OutcomeClass.SUCCESS:
+            return self._succeed()
+        was_probe = self.is_probe(call_id)
+        if not outcome.counted:
+            if was_probe:
+                self.probe_id = None
+            return []
+        self._count(outcome, now)
+        if was_probe:
+            return self._reopen(outcome)
+        if self.state is State.CLOSED and self.count >= self.policy.threshold(outcome.cls):
+            return self._trip(outcome, now)
+        return []
+
+    def _succeed(self) -> list[Transition]:
+        was_closed = self.state is State.CLOSED
+        self._close()
+        return [] if was_closed else [Transition(ev.RECOVERED, {})]
+
+    def _close(self) -> None:
+        self.state = State.CLOSED
+        self.count = 0
+        self.failed_probes = 0
+        self.paged = False
+        self.rate_limited_streak = 0
+        self.probe_id = None
+        self.opened_at = None
+        self.cooldown = 0.0
+        self.trip_cause = None
+
+    def _count(self, outcome: Outcome, now: float) -> None:
+        window = self.policy.window
+        if (
+            window is not None
+            and self.last_failure_at is not None
+            and now - self.last_failure_at > window
+        ):
+            self.count = 0
+        self.count += 1
+        self.last_failure_at = now
+        if outcome.cls is OutcomeClass.RATE_LIMITED:
+            self.rate_limited_streak += 1
+            self.last_retry_after = outcome.retry_after
+        else:
+            self.rate_limited_streak = 0
+
+    def _trip(self, outcome: Outcome, now: float) -> list[Transition]:
+        self.state = State.OPEN
+        self.opened_at = now
+        self.failed_probes = 0
+        self.paged = False
+        self.trip_cause = outcome.cls
+        if self.rate_limited_streak >= self.policy.threshold(outcome.cls):
+            self.cooldown = self._rate_limit_cooldown(outcome)
+        else:
+            self.cooldown = self.policy.trip_cooldown()
+        fields = {
+            "failure_class": outcome.cls.value,
+            "count": self.count,
+            "cooldown_seconds": self.cooldown,
+        }
+        return [Transition(ev.TRIPPED, fields)]
+
+    def _reopen(self, outcome: Outcome) -> list[Transition]:
+        self.failed_probes += 1
+        self.state = State.OPEN
+        self.opened_at = self.last_failure_at
+        self.probe_id = None
+        if outcome.cls is OutcomeClass.RATE_LIMITED and outcome.retry_after is not None:
+            self.cooldown = self._rate_limit_cooldown(outcome)
+        else:
+            self.cooldown = self.policy.probe_failure_cooldown(self.failed_probes)
+        transitions = [Transition(ev.REOPENED, {"cooldown_seconds": self.cooldown})]
+        if self.failed_probes >= 2 and not self.paged:
+            self.paged = True
+            transitions.append(Transition(ev.PAGE, {}))
+        return transitions
+
+    def _rate_limit_cooldown(self, outcome: Outcome) -> float:
+        return self.policy.rate_limit_cooldown(outcome.retry_after or self.policy.trip_cooldown())
+
+    def reset(self, actor: str, reason: str) -> list[Transition]:
+        """An operator's reset: closed, counter and ladder zeroed, whatever the state was."""
+        self._close()
+        self.last_failure_at = None
+        return [Transition(ev.RESET, {"actor": actor, "reason": reason})]

@@ -1,0 +1,39 @@
+"""What a finished call was, as the breaker sees it: a class, and whether that class counts.
+
+Classification (`engine.classify`) is the only place that builds `Outcome`s from the wire; the
+breaker core trusts the class and checks `counted` against its policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class OutcomeClass(StrEnum):
+    SUCCESS = "success"
+    AUTH_FAILURE = "auth_failure"
+    UPSTREAM_FAILURE = "upstream_failure"
+    MALFORMED_OUTPUT = "malformed_output"
+    RATE_LIMITED = "rate_limited"
+    CALLER_ERROR = "caller_error"
+    PERMISSION_DENIED = "permission_denied"
+    REFUSED_PRE_CALL = "refused_pre_call"
+    PENDING_APPROVAL = "pending_approval"
+    UPSTREAM_ERROR = "upstream_error"
+    CREDENTIAL_REVOKED = "credential_revoked"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    cls: OutcomeClass
+    counted: bool = False
+    retry_after: float | None = None
+    detail: str = ""
+
+    @property
+    def is_success(self) -> bool:
+        return self.cls is OutcomeClass.SUCCESS
+
+
+SUCCESS = Outcome(OutcomeClass.SUCCESS)
