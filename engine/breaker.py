@@ -33,6 +33,7 @@ class Admission:
     as_probe: bool = False
     reason: DenyReason | None = None
     retry_after: float = 0.0
+    cause: OutcomeClass | None = None
 
 
 ADMIT_NORMAL = Admission(allowed=True)
@@ -56,6 +57,7 @@ class Breaker:
         "failed_probes",
         "key",
         "last_failure_at",
+        "last_failure_detail",
         "last_retry_after",
         "opened_at",
         "paged",
@@ -73,6 +75,7 @@ class Breaker:
         self.state = State.CLOSED
         self.count = 0
         self.last_failure_at: float | None = None
+        self.last_failure_detail = ""
         self.opened_at: float | None = None
         self.cooldown = 0.0
         self.failed_probes = 0
@@ -109,7 +112,8 @@ class Breaker:
         )
 
     def _deny(self, reason: DenyReason, left: float) -> Admission:
-        return Admission(False, reason=reason, retry_after=max(left, self.policy.min_retry_after))
+        retry_after = max(left, self.policy.min_retry_after)
+        return Admission(False, reason=reason, retry_after=retry_after, cause=self.trip_cause)
 
     def poll(self, now: float) -> list[Transition]:
         """Move an open breaker whose cooldown has run out to half-open."""
@@ -178,6 +182,7 @@ class Breaker:
             self.count = 0
         self.count += 1
         self.last_failure_at = now
+        self.last_failure_detail = outcome.detail
         if outcome.cls is OutcomeClass.RATE_LIMITED:
             self.rate_limited_streak += 1
             self.last_retry_after = outcome.retry_after

@@ -7,6 +7,7 @@ headless trace and the live feed all agree on order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final
 
 CALL_COMPLETED: Final = "call.completed"
@@ -35,3 +36,31 @@ class Event:
     agent: str | None
     wall: float
     fields: dict[str, Any] = field(default_factory=dict)
+
+
+def iso_utc(wall: float) -> str:
+    return (
+        datetime.fromtimestamp(wall, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
+
+
+def record(event: Event, epoch: float) -> dict[str, Any]:
+    """The public shape of an event (headless trace, feed, page hook): fixed keys first."""
+    return {
+        "seq": event.seq,
+        "t": round(event.wall - epoch, 3),
+        "at": iso_utc(event.wall),
+        "type": event.type,
+        "key": event.key,
+        "agent": event.agent,
+        **event.fields,
+    }
+
+
+def audit_form(event: Event) -> Event | None:
+    """The audit log keeps failures, refusals and transitions; a success is not history."""
+    if event.type != CALL_COMPLETED:
+        return event
+    if event.fields.get("outcome") == "success":
+        return None
+    return Event(event.seq, CALL_FAILED, event.key, event.agent, event.wall, event.fields)

@@ -1,0 +1,173 @@
+"""Failure classification, in one place per policy.
+
+An HTTP exchange (or an exception instead of one) becomes an `Outcome` whose class the design
+names and whose `counted` says whether that class moves a counter under the policy. Tools that
+are not plain HTTP bring their own `Classifier` with the same contract.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from engine.outcomes import SUCCESS, Outcome, OutcomeClass
+
+#: Maps a function tool's return value or exception to an outcome.
+Classifier = Callable[[Any, BaseException | None], Outcome]
+
+FAULT_EXTENSION = "breakerdeck.fault"
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One request's verdict: the outcome, what the wire did, and whether to try again."""
+
+    outcome: Outcome
+    fault: str
+    platform_status: int | None = None
+    data: Any = None
+    retry: bool = False
+    wait: float | None = None
+
+
+def parse_retry_after(value: str | None, now_wall: float) -> float | None:
+    """Seconds to wait from a Retry-After header; None when absent or unreadable."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - now_wall)
+
+
+def fault_of(request: httpx.Request | None, fallback: str) -> str:
+    """What the wire did: the fixture says so on the request; a real backend leaves a guess."""
+    if request is not None:
+        label = request.extensions.get(FAULT_EXTENSION)
+        if isinstance(label, str):
+            return label
+    return fallback
+
+
+def network_fault(error: BaseException) -> str:
+    if isinstance(error, httpx.TimeoutException | asyncio.TimeoutError | TimeoutError):
+        return "timeout"
+    if isinstance(error, httpx.ConnectError):
+        return "refused"
+    if isinstance(error, httpx.ReadError | httpx.RemoteProtocolError):
+        return "reset"
+    return "error"
+
+
+def describe_error(error: BaseException, deadline: float) -> str:
+    if isinstance(error, httpx.TimeoutException | asyncio.TimeoutError | TimeoutError):
+        return f"timed out after {deadline:g} s"
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def tool_error_attempt(
+    error: BaseException, request: httpx.Request | None, deadline: float
+) -> Attempt:
+    """A request that got no response: connection, TLS, DNS or timeout. Counted, retried."""
+    outcome = Outcome(
+        OutcomeClass.UPSTREAM_FAILURE, counted=True, detail=describe_error(error, deadline)
+    )
+    return Attempt(outcome, fault_of(request, network_fault(error)), retry=True)
+
+
+def tool_response_attempt(
+    response: httpx.Response,
+    *,
+    schema: type[BaseModel] | None,
+    deadline: float,
+    credential_worked: bool,
+    now_wall: float,
+) -> Attempt:
+    """Classify a response under the `tool` policy."""
+    status = response.status_code
+    fault = fault_of(response.request, "ok" if status < 300 else f"http_{status}")
+    if 200 <= status < 300:
+        return _success(response, schema, fault)
+    if status == 429:
+        retry_after = parse_retry_after(response.headers.get("retry-after"), now_wall)
+        if retry_after is not None and retry_after > deadline:
+            detail = f"rate limited for {retry_after:g} s, longer than the {deadline:g} s deadline"
+            outcome = Outcome(OutcomeClass.RATE_LIMITED, True, retry_after, detail)
+            return Attempt(outcome, fault, status)
+        outcome = Outcome(OutcomeClass.RATE_LIMITED, False, retry_after, "rate limited")
+        return Attempt(outcome, fault, status, retry=True, wait=retry_after)
+    if status >= 500:
+        detail = f"HTTP {status} from the backend"
+        return Attempt(
+            Outcome(OutcomeClass.UPSTREAM_FAILURE, True, None, detail), fault, status, retry=True
+        )
+    if status == 401:
+        if credential_worked:
+            detail = "the credential worked before and is now rejected: revoked"
+            return Attempt(Outcome(OutcomeClass.CREDENTIAL_REVOKED, detail=detail), fault, status)
+        detail = "the credential was rejected (401) and has never worked: check the credential"
+        return Attempt(Outcome(OutcomeClass.CALLER_ERROR, detail=detail), fault, status)
+    if status == 403:
+        return Attempt(
+            Outcome(OutcomeClass.PERMISSION_DENIED, detail="forbidden (403)"), fault, status
+        )
+    return Attempt(Outcome(OutcomeClass.CALLER_ERROR, detail=_error_text(response)), fault, status)
+
+
+def _success(response: httpx.Response, schema: type[BaseModel] | None, fault: str) -> Attempt:
+    try:
+        body = response.json()
+    except ValueError:
+        if schema is None:
+            return Attempt(SUCCESS, fault, response.status_code, data=response.text)
+        return _malformed(response, "the response is not JSON")
+    if schema is None:
+        return Attempt(SUCCESS, fault, response.status_code, data=body)
+    try:
+        data = schema.model_validate(body).model_dump(mode="json")
+    except ValidationError as error:
+        return _malformed(
+            response, f"the response fails {schema.__name__}: {error.error_count()} errors"
+        )
+    return Attempt(SUCCESS, fault, response.status_code, data=data)
+
+
+def _malformed(response: httpx.Response, detail: str) -> Attempt:
+    outcome = Outcome(OutcomeClass.MALFORMED_OUTPUT, counted=True, detail=detail)
+    return Attempt(
+        outcome, fault_of(response.request, "malformed"), response.status_code, retry=True
+    )
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        body = response.text[:200]
+    return f"HTTP {response.status_code}: {body}"
+
+
+def agent_outcome_for_response(status: int) -> Outcome:
+    """Under `agent`, any answer from the platform completed the call: relayed, never counted."""
+    if 200 <= status < 300:
+        return SUCCESS
+    return Outcome(OutcomeClass.UPSTREAM_ERROR, detail=f"platform answered {status}")
+
+
+def default_classifier(value: Any, error: BaseException | None) -> Outcome:
+    """For function tools: an exception is an upstream failure, a return value a success."""
+    if error is None:
+        return SUCCESS
+    return Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail=describe_error(error, 0))

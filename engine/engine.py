@@ -1,0 +1,525 @@
+"""The engine: breakers by key, one sequence of events, persistence and subscribers.
+
+The breaker core decides; this shell stamps decisions with sequence numbers and times, writes
+them in the design's order (a call's line, then the transitions it caused), persists verdicts,
+and hands events to the audit log and to subscribers. One lock orders all of that; the closed
+path takes no lock.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine import events as ev
+from engine.audit import AuditLog
+from engine.breaker import ADMIT_NORMAL, Admission, Breaker, State, Transition
+from engine.clock import Clock, SystemClock
+from engine.errors import UnknownKey
+from engine.events import Event
+from engine.outcomes import Outcome, OutcomeClass
+from engine.policy import AgentPolicy, ToolPolicy
+from engine.store import VerdictStore
+from engine.verdict import Verdict, is_stale
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[Event], None]
+Scheduler = Callable[[float, Callable[[], None]], None]
+
+#: A probe that reports back this long after its lease still counts as on time: the harness's
+#: own bookkeeping must not turn a probe that used its whole budget into an expired one.
+LEASE_GRACE_SECONDS = 1.0
+
+#: Transitions no call caused: under `tool` they name no agent.
+_TIME_OR_OPERATOR = frozenset({ev.HALF_OPEN, ev.RESET})
+
+EXPIRED = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="probe never reported back")
+
+
+@dataclass(slots=True)
+class Call:
+    """One call's ticket, from the harness's first look at it to its `call.completed` line."""
+
+    call_id: str
+    key: str
+    agent: str
+    platform: str
+    tool: str
+    deadline_seconds: float
+    attempts: int = 0
+    admitted_t: float | None = None
+    admitted_as: str | None = None
+    admitted_seq: int | None = None
+
+
+@dataclass(slots=True)
+class BreakerView:
+    """A read-only picture of one breaker for the console, the feed and `status`."""
+
+    key: str
+    agents: tuple[str, ...]
+    state: str
+    count: int
+    trip_cause: str | None
+    opened_at: float | None
+    reopens_at: float | None
+    cooldown: float
+    failed_probes: int
+    paged: bool
+    paused: bool
+    last_failure_at: float | None
+
+    @property
+    def shared(self) -> bool:
+        return len(self.agents) > 1
+
+
+@dataclass(slots=True)
+class _Credential:
+    worked_at: float | None = None
+    revoked: bool = False
+
+
+@dataclass(slots=True)
+class _Slot:
+    breaker: Breaker
+    agents: list[str] = field(default_factory=list)
+    credential: _Credential = field(default_factory=_Credential)
+
+
+class Engine:
+    def __init__(
+        self,
+        policy: AgentPolicy | ToolPolicy,
+        *,
+        clock: Clock | None = None,
+        state_dir: str | Path | None = None,
+        page_hook: Listener | None = None,
+        scheduler: Scheduler | None = None,
+    ) -> None:
+        self.policy = policy
+        self.clock = clock or SystemClock()
+        self.epoch = self.clock.wall()
+        self.page_hook = page_hook
+        self.scheduler = scheduler
+        self.problems: list[str] = []
+        self._slots: dict[str, _Slot] = {}
+        self._unsettled: set[str] = set()
+        self._probes: dict[str, Call] = {}
+        self._listeners: list[Listener] = []
+        self._lock = threading.RLock()
+        self._call_ids = itertools.count(1)
+        self.audit: AuditLog | None = None
+        self.store: VerdictStore | None = None
+        self._seq = 0
+        if state_dir is not None:
+            directory = Path(state_dir)
+            directory.mkdir(parents=True, exist_ok=True)
+            self.audit = AuditLog(directory / "audit.sqlite3", wall=self.clock.wall)
+            self.store = VerdictStore(directory / "verdicts.sqlite3")
+            self.problems += self.audit.problems + self.store.problems
+            self._seq = self.audit.max_seq()
+
+    # -- setup -------------------------------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Called with every event, in order, under the engine's lock: keep it quick."""
+        with self._lock:
+            self._listeners.append(listener)
+        return lambda: self._unsubscribe(listener)
+
+    def _unsubscribe(self, listener: Listener) -> None:
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    def restore(self) -> list[Event]:
+        """Seed breakers from the verdict store; call once subscribers are attached."""
+        if self.store is None:
+            return []
+        restored = []
+        with self._lock:
+            for verdict in self.store.load():
+                if is_stale(
+                    verdict,
+                    longest_cooldown=self.policy.longest_cooldown(),
+                    window=self.policy.window,
+                    now=self.clock.wall(),
+                ):
+                    self.store.delete(verdict.key)
+                    continue
+                restored.append(self._restore_one(verdict))
+        return restored
+
+    def _restore_one(self, verdict: Verdict) -> Event:
+        slot = self._slot(verdict.key, verdict.agent)
+        breaker = slot.breaker
+        to_mono = self.clock.monotonic() - self.clock.wall()
+        breaker.count = verdict.count
+        breaker.last_failure_at = _shift(verdict.last_failure_at, to_mono)
+        breaker.cooldown = verdict.cooldown
+        breaker.failed_probes = verdict.failed_probes
+        breaker.paged = verdict.paged
+        breaker.rate_limited_streak = verdict.rate_limited_streak
+        breaker.last_retry_after = verdict.last_retry_after
+        breaker.trip_cause = OutcomeClass(verdict.trip_cause) if verdict.trip_cause else None
+        if verdict.state != State.CLOSED and verdict.opened_at is not None:
+            # A half-open verdict lost its probe with the old process: open, and due now.
+            breaker.state = State.OPEN
+            breaker.opened_at = verdict.opened_at + to_mono
+            if verdict.state == State.HALF_OPEN:
+                breaker.opened_at = min(
+                    breaker.opened_at, self.clock.monotonic() - breaker.cooldown
+                )
+            self._unsettled.add(verdict.key)
+            self._schedule_poll(breaker.opened_at + breaker.cooldown)
+        slot.credential = _Credential(verdict.credential_ok_at, verdict.credential_revoked)
+        fields = {
+            "state": verdict.state,
+            "count": verdict.count,
+            "last_failure_t": self._t(verdict.last_failure_at),
+            "opened_t": self._t(verdict.opened_at),
+            "cooldown_seconds": verdict.cooldown,
+            "failed_probes": verdict.failed_probes,
+            "paged": verdict.paged,
+            "rate_limited_streak": verdict.rate_limited_streak,
+            "last_retry_after_seconds": verdict.last_retry_after,
+        }
+        return self._emit(ev.RESTORED, verdict.key, self._transition_agent(slot, None), fields)
+
+    # -- the call path ------------------------------------------------------------------------
+
+    def key_for(self, agent: str, backend: str, credential: str) -> str:
+        if isinstance(self.policy, AgentPolicy):
+            return agent
+        return f"{backend}@{credential}"
+
+    def new_call(
+        self, *, key: str, agent: str, platform: str, tool: str, deadline_seconds: float
+    ) -> Call:
+        call_id = f"call-{next(self._call_ids):06d}"
+        slot = self._slots.get(key)
+        if slot is None or agent not in slot.agents:
+            self._slot(key, agent)
+        return Call(call_id, key, agent, platform, tool, deadline_seconds)
+
+    def admit(self, call: Call, lease: float) -> Admission:
+        """Let the call in, as normal or as the one probe, or refuse it (`call.denied`)."""
+        breaker = self._slots[call.key].breaker
+        if breaker.state is State.CLOSED:
+            self._mark_admitted(call, "normal")
+            return ADMIT_NORMAL
+        with self._lock:
+            now = self.clock.monotonic()
+            self._expire(call.key, now)
+            admission, transitions = breaker.admit(call.call_id, now, lease + LEASE_GRACE_SECONDS)
+            self._apply(call.key, transitions, call.agent, cause_seq=None)
+            if admission.allowed:
+                self._mark_admitted(call, "probe" if admission.as_probe else "normal")
+                if admission.as_probe:
+                    self._probes[call.key] = call
+                    self._schedule_poll(breaker.probe_deadline + 1e-3)
+            else:
+                fields = {
+                    "call_id": call.call_id,
+                    "platform": call.platform,
+                    "reason": admission.reason.value if admission.reason else None,
+                    "retry_after_seconds": round(admission.retry_after, 3),
+                }
+                self._emit(ev.CALL_DENIED, call.key, self._call_agent(call), fields)
+            return admission
+
+    def may_retry(self, call: Call) -> bool:
+        """The re-check before a retry: a closed breaker or this call's own probe slot."""
+        breaker = self._slots[call.key].breaker
+        return breaker.state is State.CLOSED or breaker.is_probe(call.call_id)
+
+    def extend_probe(self, call: Call, seconds: float) -> None:
+        with self._lock:
+            breaker = self._slots[call.key].breaker
+            if breaker.is_probe(call.call_id):
+                breaker.extend_probe(call.call_id, seconds)
+                self._schedule_poll(breaker.probe_deadline + 1e-3)
+
+    def complete(
+        self,
+        call: Call,
+        outcome: Outcome,
+        *,
+        fault: str,
+        agent_status: int | str,
+        refresh: str | None = None,
+        platform_status: int | None = None,
+    ) -> Event:
+        """Record a finished call: its `call.completed` line, then what it caused."""
+        with self._lock:
+            slot = self._slots[call.key]
+            now = self.clock.monotonic()
+            self._expire(call.key, now)
+            breaker = slot.breaker
+            is_probe = breaker.is_probe(call.call_id)
+            count_before = breaker.count
+            line = self._call_line(
+                call, outcome, is_probe, fault, agent_status, refresh, platform_status
+            )
+            transitions = breaker.record(call.call_id, outcome, now)
+            if is_probe or breaker.probe_id is None:
+                self._probes.pop(call.key, None)
+            self._apply(call.key, transitions, call.agent, cause_seq=line.seq)
+            self._note_credential(slot, call, outcome, line.seq)
+            if breaker.count != count_before and not transitions:
+                self._persist(call.key)
+            return line
+
+    def refuse(self, call: Call, outcome: Outcome, *, agent_status: int | str) -> Event:
+        """A refusal before the breaker: a line, attempts 0, never counted, no probe slot."""
+        with self._lock:
+            return self._call_line(call, outcome, False, "none", agent_status, None, None)
+
+    def _call_line(
+        self,
+        call: Call,
+        outcome: Outcome,
+        is_probe: bool,
+        fault: str,
+        agent_status: int | str | None,
+        refresh: str | None,
+        platform_status: int | None,
+    ) -> Event:
+        fields = {
+            "call_id": call.call_id,
+            "platform": call.platform,
+            "tool": call.tool,
+            "admitted_t": call.admitted_t,
+            "admitted_as": call.admitted_as,
+            "probe": is_probe,
+            "attempts": call.attempts,
+            "deadline_seconds": call.deadline_seconds,
+            "fault": fault,
+            "refresh": refresh,
+            "platform_status": platform_status,
+            "agent_status": agent_status,
+            "outcome": outcome.cls.value,
+            "counted": outcome.counted,
+            "retry_after_seconds": outcome.retry_after,
+            "admitted_seq": call.admitted_seq,
+        }
+        return self._emit(ev.CALL_COMPLETED, call.key, self._call_agent(call), fields)
+
+    def _mark_admitted(self, call: Call, admitted_as: str) -> None:
+        call.admitted_as = admitted_as
+        call.admitted_t = self._t(self.clock.wall())
+        call.admitted_seq = self._seq
+
+    # -- credentials (tool policy) ---------------------------------------------------------
+
+    def credential_worked(self, key: str) -> bool:
+        slot = self._slots.get(key)
+        return slot is not None and slot.credential.worked_at is not None
+
+    def credential_paused(self, key: str) -> bool:
+        slot = self._slots.get(key)
+        return slot is not None and slot.credential.revoked
+
+    def _note_credential(self, slot: _Slot, call: Call, outcome: Outcome, cause: int) -> None:
+        if isinstance(self.policy, AgentPolicy):
+            return
+        if outcome.is_success and slot.credential.worked_at is None:
+            slot.credential.worked_at = self.clock.wall()
+            self._persist(call.key)
+        elif outcome.cls is OutcomeClass.CREDENTIAL_REVOKED and not slot.credential.revoked:
+            slot.credential.revoked = True
+            fields = {"cause_seq": cause}
+            self._emit(ev.CREDENTIAL_REVOKED, call.key, call.agent, fields)
+            self._persist(call.key)
+
+    def restore_credential(self, key: str, actor: str) -> Event:
+        """Mark-credential-fixed: calls on this key go out again."""
+        with self._lock:
+            slot = self._known(key)
+            slot.credential.revoked = False
+            event = self._emit(ev.CREDENTIAL_RESTORED, key, self._key_agent(slot), {"actor": actor})
+            self._persist(key)
+            return event
+
+    # -- operator and time ------------------------------------------------------------------
+
+    def reset(self, key: str, actor: str, reason: str) -> Event:
+        with self._lock:
+            slot = self._known(key)
+            self._probes.pop(key, None)
+            transitions = slot.breaker.reset(actor, reason)
+            events = self._apply(key, transitions, None, cause_seq=None)
+            self._persist(key)
+            return events[-1]
+
+    def poll(self) -> list[Event]:
+        """Write what time alone causes: half-opens and expired probes, at their moment."""
+        with self._lock:
+            now = self.clock.monotonic()
+            written: list[Event] = []
+            for key in sorted(self._unsettled):
+                written += self._expire(key, now)
+                written += self._apply(key, self._slots[key].breaker.poll(now), None, None)
+            return written
+
+    def _expire(self, key: str, now: float) -> list[Event]:
+        breaker = self._slots[key].breaker
+        call_id = breaker.expired_probe(now)
+        if call_id is None:
+            return []
+        call = self._probes.pop(key)
+        line = self._call_line(call, EXPIRED, True, "expired", None, None, None)
+        transitions = breaker.record(call_id, EXPIRED, now)
+        return [line, *self._apply(key, transitions, call.agent, cause_seq=line.seq)]
+
+    # -- views ------------------------------------------------------------------------------
+
+    @property
+    def seq(self) -> int:
+        return self._seq
+
+    def keys(self) -> list[str]:
+        return list(self._slots)
+
+    def breaker(self, key: str) -> Breaker:
+        return self._known(key).breaker
+
+    def view(self, key: str) -> BreakerView:
+        slot = self._known(key)
+        b = slot.breaker
+        to_wall = self.clock.wall() - self.clock.monotonic()
+        return BreakerView(
+            key=key,
+            agents=tuple(slot.agents),
+            state=b.state.value,
+            count=b.count,
+            trip_cause=b.trip_cause.value if b.trip_cause else None,
+            opened_at=_shift(b.opened_at, to_wall),
+            reopens_at=_shift(b.reopens_at, to_wall),
+            cooldown=b.cooldown,
+            failed_probes=b.failed_probes,
+            paged=b.paged,
+            paused=slot.credential.revoked,
+            last_failure_at=_shift(b.last_failure_at, to_wall),
+        )
+
+    def views(self) -> list[BreakerView]:
+        with self._lock:
+            return [self.view(key) for key in self._slots]
+
+    def close(self) -> None:
+        if self.audit is not None:
+            self.audit.close()
+        if self.store is not None:
+            self.store.close()
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _slot(self, key: str, agent: str | None) -> _Slot:
+        with self._lock:
+            slot = self._slots.get(key)
+            if slot is None:
+                slot = self._slots[key] = _Slot(Breaker(key, self.policy))
+            if agent is not None and agent not in slot.agents:
+                slot.agents.append(agent)
+            return slot
+
+    def _known(self, key: str) -> _Slot:
+        slot = self._slots.get(key)
+        if slot is None:
+            known = ", ".join(sorted(self._slots)[:10]) or "none yet"
+            raise UnknownKey(f"no breaker with key {key!r} (known: {known})")
+        return slot
+
+    def _apply(
+        self, key: str, transitions: list[Transition], agent: str | None, cause_seq: int | None
+    ) -> list[Event]:
+        slot = self._slots[key]
+        written = []
+        for transition in transitions:
+            fields = dict(transition.fields)
+            if transition.type == ev.PAGE and written:
+                fields["cause_seq"] = written[-1].seq
+            elif cause_seq is not None:
+                fields["cause_seq"] = cause_seq
+            caller = None if transition.type in _TIME_OR_OPERATOR else agent
+            event = self._emit(transition.type, key, self._transition_agent(slot, caller), fields)
+            written.append(event)
+            if transition.type == ev.PAGE and self.page_hook is not None:
+                self.page_hook(event)
+        if transitions:
+            if slot.breaker.state is State.CLOSED:
+                self._unsettled.discard(key)
+            else:
+                self._unsettled.add(key)
+                due = slot.breaker.reopens_at
+                if due is not None:
+                    self._schedule_poll(due)
+            self._persist(key)
+        return written
+
+    def _schedule_poll(self, when: float) -> None:
+        if self.scheduler is not None:
+            self.scheduler(when, self.poll)
+
+    def _emit(self, type_: str, key: str, agent: str | None, fields: dict[str, Any]) -> Event:
+        self._seq += 1
+        event = Event(self._seq, type_, key, agent, self.clock.wall(), fields)
+        for listener in self._listeners:
+            listener(event)
+        if self.audit is not None:
+            kept = ev.audit_form(event)
+            if kept is not None:
+                self.audit.append(kept)
+        return event
+
+    def _call_agent(self, call: Call) -> str:
+        return call.key if isinstance(self.policy, AgentPolicy) else call.agent
+
+    def _key_agent(self, slot: _Slot) -> str | None:
+        if isinstance(self.policy, AgentPolicy):
+            return slot.breaker.key
+        return None
+
+    def _transition_agent(self, slot: _Slot, caller: str | None) -> str | None:
+        return self._key_agent(slot) if isinstance(self.policy, AgentPolicy) else caller
+
+    def _t(self, wall: float | None) -> float | None:
+        return None if wall is None else round(wall - self.epoch, 3)
+
+    def _persist(self, key: str) -> None:
+        if self.store is None:
+            return
+        slot = self._slots[key]
+        b = slot.breaker
+        to_wall = self.clock.wall() - self.clock.monotonic()
+        self.store.save(
+            Verdict(
+                key=key,
+                agent=slot.agents[0] if slot.agents else None,
+                state=b.state.value,
+                count=b.count,
+                last_failure_at=_shift(b.last_failure_at, to_wall),
+                opened_at=_shift(b.opened_at, to_wall),
+                cooldown=b.cooldown,
+                failed_probes=b.failed_probes,
+                paged=b.paged,
+                rate_limited_streak=b.rate_limited_streak,
+                last_retry_after=b.last_retry_after,
+                trip_cause=b.trip_cause.value if b.trip_cause else None,
+                credential_ok_at=slot.credential.worked_at,
+                credential_revoked=slot.credential.revoked,
+                saved_at=self.clock.wall(),
+            )
+        )
+
+
+def _shift(value: float | None, offset: float) -> float | None:
+    return None if value is None else value + offset

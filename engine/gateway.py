@@ -1,0 +1,208 @@
+"""The credential-holding gateway's call path (`agent` policy): one breaker per agent.
+
+The gateway fetches the agent's stored credential, calls the platform with a deadline, refreshes
+the token once on 401/403, and answers the agent with the design's statuses and bodies: the
+platform's own answer relayed, 401 `reauth_failed`, 502 when the call could not be completed,
+403 `agent_halted` when the breaker refuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+from engine import results
+from engine.classify import agent_outcome_for_response, describe_error, fault_of, network_fault
+from engine.engine import Call, Engine
+from engine.errors import VaultUnavailable
+from engine.harness import Refusal
+from engine.outcomes import Outcome, OutcomeClass
+from engine.policy import AgentPolicy
+from engine.results import GatewayResponse
+
+REFRESH_PATH = "/oauth/token"
+
+_AUTH_REJECTED = frozenset({401, 403})
+
+
+class Vault(Protocol):
+    async def fetch(self, agent: str, platform: str) -> str: ...
+
+
+#: Decides whether the gateway serves this request at all (signature, scopes, approvals).
+GatewayAuthorizer = Callable[[str, str, Any], Refusal | None]
+
+
+@dataclass(slots=True)
+class _Exchange:
+    """What the platform did on the last attempt, for the call's line."""
+
+    fault: str = "none"
+    platform_status: int | None = None
+    refresh: str | None = None
+
+
+class Gateway:
+    def __init__(
+        self,
+        engine: Engine,
+        clients: Mapping[str, httpx.AsyncClient],
+        vault: Vault,
+        *,
+        authorize: GatewayAuthorizer | None = None,
+    ) -> None:
+        if not isinstance(engine.policy, AgentPolicy):
+            raise TypeError("the gateway runs the 'agent' policy; this engine runs 'tool'")
+        self.engine = engine
+        self.policy: AgentPolicy = engine.policy
+        self.clients = dict(clients)
+        self.vault = vault
+        self.authorize = authorize
+
+    async def call(
+        self,
+        agent: str,
+        platform: str,
+        *,
+        method: str = "POST",
+        path: str = "/",
+        json: Any = None,
+        tool: str = "",
+    ) -> GatewayResponse:
+        if platform not in self.clients:
+            known = ", ".join(sorted(self.clients))
+            return GatewayResponse(
+                404,
+                {
+                    "error": "unknown_platform",
+                    "message": f"no platform {platform!r}; known: {known}",
+                },
+            )
+        call = self.engine.new_call(
+            key=agent,
+            agent=agent,
+            platform=platform,
+            tool=tool or platform,
+            deadline_seconds=self.policy.deadline_seconds,
+        )
+        refusal = self.authorize(agent, platform, json) if self.authorize else None
+        if refusal is not None:
+            response = _refusal_response(refusal)
+            outcome = Outcome(refusal.cls, detail=refusal.reason)
+            self.engine.refuse(call, outcome, agent_status=response.status)
+            return response
+        admission = self.engine.admit(call, self.policy.probe_lease())
+        if not admission.allowed:
+            return results.agent_halted(admission)
+        exchange = _Exchange()
+        outcome, response = await self._exchange(call, exchange, method, path, json)
+        self.engine.complete(
+            call,
+            outcome,
+            fault=exchange.fault,
+            agent_status=response.status,
+            refresh=exchange.refresh,
+            platform_status=exchange.platform_status,
+        )
+        return response
+
+    async def _exchange(
+        self, call: Call, exchange: _Exchange, method: str, path: str, json: Any
+    ) -> tuple[Outcome, GatewayResponse]:
+        platform = call.platform
+        try:
+            token = await self.vault.fetch(call.agent, platform)
+        except VaultUnavailable as error:
+            exchange.fault = "vault_down"
+            return _upstream(platform, f"the credential vault is unreachable: {error}")
+        sent = await self._send(call, exchange, method, path, json, token)
+        if isinstance(sent, BaseException):
+            return _upstream(platform, describe_error(sent, self.policy.deadline_seconds))
+        if sent.status_code not in _AUTH_REJECTED:
+            return _relayed(sent)
+        refreshed = await self._refresh(platform, token)
+        if refreshed is None:
+            exchange.refresh = "failed"
+            return _auth_failure(platform, "failed")
+        exchange.refresh = "ok"
+        retried = await self._send(call, exchange, method, path, json, refreshed)
+        if isinstance(retried, BaseException):
+            return _upstream(platform, describe_error(retried, self.policy.deadline_seconds))
+        if retried.status_code in _AUTH_REJECTED:
+            return _auth_failure(platform, "succeeded but the new token was rejected too")
+        return _relayed(retried)
+
+    async def _send(
+        self, call: Call, exchange: _Exchange, method: str, path: str, json: Any, token: str
+    ) -> httpx.Response | BaseException:
+        client = self.clients[call.platform]
+        request = client.build_request(
+            method,
+            path,
+            json=json,
+            headers={"Idempotency-Key": call.call_id, "Authorization": f"Bearer {token}"},
+            timeout=self.policy.deadline_seconds,
+        )
+        call.attempts += 1
+        try:
+            async with asyncio.timeout(self.policy.deadline_seconds):
+                response = await client.send(request)
+        except (httpx.HTTPError, TimeoutError) as error:
+            exchange.fault = fault_of(request, network_fault(error))
+            exchange.platform_status = None
+            return error
+        exchange.fault = fault_of(request, f"http_{response.status_code}")
+        exchange.platform_status = response.status_code
+        return response
+
+    async def _refresh(self, platform: str, token: str) -> str | None:
+        client = self.clients[platform]
+        try:
+            async with asyncio.timeout(self.policy.deadline_seconds):
+                response = await client.post(REFRESH_PATH, json={"refresh_token": token})
+        except (httpx.HTTPError, TimeoutError):
+            return None
+        if response.status_code != 200:
+            return None
+        try:
+            new_token = response.json()["access_token"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        return new_token if isinstance(new_token, str) else None
+
+
+def _relayed(response: httpx.Response) -> tuple[Outcome, GatewayResponse]:
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"body": response.text}
+    if not isinstance(body, dict):
+        body = {"data": body}
+    return agent_outcome_for_response(response.status_code), GatewayResponse(
+        response.status_code, body
+    )
+
+
+def _upstream(platform: str, detail: str) -> tuple[Outcome, GatewayResponse]:
+    outcome = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail=detail)
+    return outcome, results.upstream_failure(platform, detail)
+
+
+def _auth_failure(platform: str, refresh: str) -> tuple[Outcome, GatewayResponse]:
+    detail = f"{platform} rejected the credential; refresh {refresh}"
+    outcome = Outcome(OutcomeClass.AUTH_FAILURE, counted=True, detail=detail)
+    return outcome, results.reauth_failed(platform, refresh)
+
+
+def _refusal_response(refusal: Refusal) -> GatewayResponse:
+    if refusal.cls is OutcomeClass.PENDING_APPROVAL:
+        return GatewayResponse(202, {"status": "pending_approval", "message": refusal.reason})
+    if refusal.cls is OutcomeClass.PERMISSION_DENIED:
+        return GatewayResponse(403, {"error": "permission_denied", "message": refusal.reason})
+    if refusal.cls is OutcomeClass.CALLER_ERROR:
+        return GatewayResponse(400, {"error": "invalid_request", "message": refusal.reason})
+    return GatewayResponse(401, {"error": "request_refused", "message": refusal.reason})

@@ -1,0 +1,314 @@
+"""The agent harness (`tool` policy): registered tools, each call wrapped by its breaker.
+
+The breaker wraps the whole retry budget: one exhausted budget is one counted failure, and the
+breaker is asked again before every retry. Every answer is a structured result the model can
+act on (`engine.results`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from engine import results
+from engine.classify import (
+    Attempt,
+    Classifier,
+    default_classifier,
+    network_fault,
+    tool_error_attempt,
+    tool_response_attempt,
+)
+from engine.engine import Call, Engine
+from engine.outcomes import Outcome, OutcomeClass
+from engine.results import ToolResult
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a call is stopped before it reaches the breaker (permission, approval, pre-call)."""
+
+    cls: OutcomeClass
+    reason: str
+
+
+#: Decides, before anything is sent, whether this agent may make this call at all.
+Authorizer = Callable[[str, "Tool", Any], Refusal | None]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool as the harness registers it. Tools with the same backend share a breaker."""
+
+    name: str
+    backend: str
+    method: str = "POST"
+    path: str = "/"
+    response_schema: type[BaseModel] | None = None
+    args_schema: type[BaseModel] | None = None
+    alternatives: tuple[str, ...] = ()
+    deadline_seconds: float = 30.0
+    attempts: int = 2
+    backoff_seconds: float = 1.0
+    function: Callable[..., Awaitable[Any]] | None = None
+    classifier: Classifier = field(default=default_classifier)
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"tool {self.name!r}: attempts must be at least 1")
+        if self.deadline_seconds <= 0:
+            raise ValueError(f"tool {self.name!r}: deadline_seconds must be positive")
+
+    @property
+    def lease(self) -> float:
+        """The whole retry budget: what a probe may use before it counts as lost."""
+        return self.attempts * self.deadline_seconds + (self.attempts - 1) * self.backoff_seconds
+
+
+class Harness:
+    def __init__(
+        self,
+        engine: Engine,
+        clients: Mapping[str, httpx.AsyncClient] | None = None,
+        *,
+        authorize: Authorizer | None = None,
+    ) -> None:
+        self.engine = engine
+        self.clients = dict(clients or {})
+        self.authorize = authorize
+        self._tools: dict[str, Tool] = {}
+
+    def register(self, tool: Tool) -> Tool:
+        if tool.function is None and tool.backend not in self.clients:
+            raise ValueError(f"tool {tool.name!r}: no HTTP client for backend {tool.backend!r}")
+        self._tools[tool.name] = tool
+        return tool
+
+    @property
+    def tools(self) -> Mapping[str, Tool]:
+        return self._tools
+
+    async def call_tool(
+        self, agent: str, name: str, args: Any = None, *, credential: str = "default"
+    ) -> ToolResult:
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            return results.invalid_request(name, f"no tool named {name!r}; known tools: {known}")
+        key = self.engine.key_for(agent, tool.backend, credential)
+        call = self.engine.new_call(
+            key=key,
+            agent=agent,
+            platform=tool.backend,
+            tool=name,
+            deadline_seconds=tool.deadline_seconds,
+        )
+        refusal = self._precheck(agent, tool, args, key)
+        if refusal is not None:
+            outcome = Outcome(refusal.cls, detail=refusal.reason)
+            result = _refusal_result(tool, refusal, credential)
+            self.engine.refuse(call, outcome, agent_status=result["status"])
+            return result
+        admission = self.engine.admit(call, tool.lease)
+        if not admission.allowed:
+            return results.denied(name, admission, self._open_reason(key), tool.alternatives)
+        return await self._run_budget(tool, call, args, credential)
+
+    def _precheck(self, agent: str, tool: Tool, args: Any, key: str) -> Refusal | None:
+        if tool.args_schema is not None:
+            try:
+                tool.args_schema.model_validate(args)
+            except ValidationError as error:
+                fix = "; ".join(
+                    f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
+                    for e in error.errors()
+                )
+                return Refusal(OutcomeClass.CALLER_ERROR, f"arguments rejected: {fix}")
+        if self.authorize is not None:
+            refusal = self.authorize(agent, tool, args)
+            if refusal is not None:
+                return refusal
+        if self.engine.credential_paused(key):
+            return Refusal(OutcomeClass.CREDENTIAL_REVOKED, "credential revoked")
+        return None
+
+    async def _run_budget(self, tool: Tool, call: Call, args: Any, credential: str) -> ToolResult:
+        attempt: Attempt | None = None
+        for number in range(tool.attempts):
+            if number:
+                wait = (
+                    attempt.wait if attempt and attempt.wait is not None else tool.backoff_seconds
+                )
+                if attempt and attempt.wait is not None:
+                    self.engine.extend_probe(call, attempt.wait)
+                await asyncio.sleep(wait)
+                if not self.engine.may_retry(call):
+                    return self._stopped_by_recheck(tool, call, attempt)
+            call.attempts += 1
+            attempt = await self._attempt(tool, call, args, credential)
+            if not attempt.retry:
+                break
+        assert attempt is not None
+        return self._finish(tool, call, attempt, credential)
+
+    async def _attempt(self, tool: Tool, call: Call, args: Any, credential: str) -> Attempt:
+        if tool.function is not None:
+            return await self._function_attempt(tool, args)
+        client = self.clients[tool.backend]
+        request = client.build_request(
+            tool.method,
+            tool.path,
+            json=args,
+            headers={"Idempotency-Key": call.call_id, "Authorization": f"Bearer {credential}"},
+            timeout=tool.deadline_seconds,
+        )
+        try:
+            async with asyncio.timeout(tool.deadline_seconds):
+                response = await client.send(request)
+        except (httpx.HTTPError, TimeoutError) as error:
+            return tool_error_attempt(error, request, tool.deadline_seconds)
+        return tool_response_attempt(
+            response,
+            schema=tool.response_schema,
+            deadline=tool.deadline_seconds,
+            credential_worked=self.engine.credential_worked(call.key),
+            now_wall=self.engine.clock.wall(),
+        )
+
+    async def _function_attempt(self, tool: Tool, args: Any) -> Attempt:
+        assert tool.function is not None
+        try:
+            async with asyncio.timeout(tool.deadline_seconds):
+                value = await tool.function(args)
+        except Exception as error:
+            return _classified(tool, None, error)
+        return _classified(tool, value, None)
+
+    def _finish(self, tool: Tool, call: Call, attempt: Attempt, credential: str) -> ToolResult:
+        outcome = attempt.outcome
+        result = _result_for(tool, attempt, call.attempts, credential)
+        self.engine.complete(
+            call,
+            outcome,
+            fault=attempt.fault,
+            agent_status=result["status"],
+            platform_status=attempt.platform_status,
+        )
+        return result
+
+    def _stopped_by_recheck(self, tool: Tool, call: Call, attempt: Attempt | None) -> ToolResult:
+        """The breaker opened while this call waited to retry: report what it saw, stop."""
+        assert attempt is not None
+        self.engine.complete(
+            call,
+            attempt.outcome,
+            fault=attempt.fault,
+            agent_status="circuit_open",
+            platform_status=attempt.platform_status,
+        )
+        view = self.engine.view(call.key)
+        left = (view.reopens_at or 0) - self.engine.clock.wall()
+        return results.circuit_open(
+            tool.name, self._open_reason(call.key), max(left, 0), tool.alternatives
+        )
+
+    def _open_reason(self, key: str) -> str:
+        breaker = self.engine.breaker(key)
+        last = breaker.last_failure_detail or "unknown"
+        return (
+            f"{key} failed {breaker.count} times in a row; the last failure: {last}. "
+            "Calls are paused until the cooldown ends."
+        )
+
+    def guard(
+        self, name: str, *, sleep: Callable[[float], None] = time.sleep
+    ) -> Callable[[Callable[..., Any]], Callable[..., ToolResult]]:
+        """Wrap a plain synchronous function in the tool's breaker and retry budget."""
+        tool = self._tools[name]
+
+        def decorate(function: Callable[..., Any]) -> Callable[..., ToolResult]:
+            def guarded(
+                *args: Any, agent: str = "local", credential: str = "default", **kwargs: Any
+            ) -> ToolResult:
+                key = self.engine.key_for(agent, tool.backend, credential)
+                call = self.engine.new_call(
+                    key=key,
+                    agent=agent,
+                    platform=tool.backend,
+                    tool=name,
+                    deadline_seconds=tool.deadline_seconds,
+                )
+                admission = self.engine.admit(call, tool.lease)
+                if not admission.allowed:
+                    return results.denied(
+                        name, admission, self._open_reason(key), tool.alternatives
+                    )
+                attempt: Attempt | None = None
+                for number in range(tool.attempts):
+                    if number:
+                        sleep(tool.backoff_seconds)
+                        if not self.engine.may_retry(call):
+                            return self._stopped_by_recheck(tool, call, attempt)
+                    call.attempts += 1
+                    attempt = _sync_attempt(tool, function, args, kwargs)
+                    if not attempt.retry:
+                        break
+                assert attempt is not None
+                return self._finish(tool, call, attempt, credential)
+
+            return guarded
+
+        return decorate
+
+
+def _sync_attempt(tool: Tool, function: Callable[..., Any], args: Any, kwargs: Any) -> Attempt:
+    try:
+        value = function(*args, **kwargs)
+    except Exception as error:
+        return _classified(tool, None, error)
+    return _classified(tool, value, None)
+
+
+def _classified(tool: Tool, value: Any, error: BaseException | None) -> Attempt:
+    """A function tool's result through its own classifier: the same contract as HTTP tools."""
+    outcome = tool.classifier(value, error)
+    if error is not None:
+        fault = network_fault(error)
+    else:
+        fault = "ok" if outcome.is_success else "error"
+    return Attempt(outcome, fault, data=value, retry=outcome.counted)
+
+
+def _result_for(tool: Tool, attempt: Attempt, attempts: int, credential: str) -> ToolResult:
+    outcome = attempt.outcome
+    cls = outcome.cls
+    if cls is OutcomeClass.SUCCESS:
+        return results.ok(tool.name, attempt.data)
+    if outcome.counted:
+        return results.tool_error(tool.name, outcome.detail, attempts, outcome.retry_after)
+    if cls is OutcomeClass.RATE_LIMITED:
+        return results.rate_limited(tool.name, outcome.retry_after)
+    if cls is OutcomeClass.PERMISSION_DENIED:
+        return results.permission_denied(tool.name, outcome.detail)
+    if cls is OutcomeClass.CREDENTIAL_REVOKED:
+        return results.credential_revoked(tool.name, credential)
+    return results.invalid_request(tool.name, outcome.detail)
+
+
+def _refusal_result(tool: Tool, refusal: Refusal, credential: str) -> ToolResult:
+    cls = refusal.cls
+    if cls is OutcomeClass.PERMISSION_DENIED:
+        return results.permission_denied(tool.name, refusal.reason)
+    if cls is OutcomeClass.PENDING_APPROVAL:
+        return results.pending_approval(tool.name, refusal.reason)
+    if cls is OutcomeClass.CREDENTIAL_REVOKED:
+        return results.credential_revoked(tool.name, credential)
+    if cls is OutcomeClass.CALLER_ERROR:
+        return results.invalid_request(tool.name, refusal.reason)
+    return results.refused(tool.name, refusal.reason)

@@ -1,0 +1,144 @@
+"""The answers a model (under `tool`) or an agent (under `agent`) gets: structured, never prose.
+
+Built as plain dicts because a fast-fail must stay cheap; the field names are a public
+interface (docs/results.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from engine.breaker import Admission, DenyReason
+from engine.outcomes import OutcomeClass
+
+ToolResult = dict[str, Any]
+
+HALT_INSTRUCTIONS = (
+    "Pause calls to this platform. Tell the user that it is failing and that calls are halted "
+    "for now. Wait retry_after_seconds, then retry one call as a probe; if it succeeds, carry "
+    "on as normal."
+)
+
+
+def _ms(seconds: float) -> int:
+    return math.ceil(seconds * 1000)
+
+
+def denied(
+    tool: str, admission: Admission, reason: str, alternatives: tuple[str, ...]
+) -> ToolResult:
+    if admission.reason is DenyReason.PROBE_IN_FLIGHT:
+        return {
+            "status": "probe_in_flight",
+            "tool": tool,
+            "retry_after_ms": _ms(admission.retry_after),
+        }
+    return circuit_open(tool, reason, admission.retry_after, alternatives)
+
+
+def circuit_open(
+    tool: str, reason: str, retry_after: float, alternatives: tuple[str, ...]
+) -> ToolResult:
+    return {
+        "status": "circuit_open",
+        "tool": tool,
+        "reason": reason,
+        "retry_after_ms": _ms(retry_after),
+        "alternatives": list(alternatives),
+    }
+
+
+def ok(tool: str, data: Any) -> ToolResult:
+    return {"status": "ok", "tool": tool, "data": data}
+
+
+def tool_error(tool: str, reason: str, attempts: int, retry_after: float | None) -> ToolResult:
+    result: ToolResult = {
+        "status": "tool_error",
+        "tool": tool,
+        "reason": reason,
+        "attempts": attempts,
+    }
+    if retry_after is not None:
+        result["retry_after_ms"] = _ms(retry_after)
+    return result
+
+
+def invalid_request(tool: str, fix: str) -> ToolResult:
+    return {"status": "invalid_request", "tool": tool, "error": fix}
+
+
+def permission_denied(tool: str, reason: str) -> ToolResult:
+    return {"status": "permission_denied", "tool": tool, "reason": reason}
+
+
+def rate_limited(tool: str, retry_after: float | None) -> ToolResult:
+    result: ToolResult = {"status": "rate_limited", "tool": tool}
+    if retry_after is not None:
+        result["retry_after_ms"] = _ms(retry_after)
+    return result
+
+
+def pending_approval(tool: str, reason: str) -> ToolResult:
+    return {"status": "pending_approval", "tool": tool, "reason": reason}
+
+
+def refused(tool: str, reason: str) -> ToolResult:
+    return {"status": "refused", "tool": tool, "reason": reason}
+
+
+def credential_revoked(tool: str, credential: str) -> ToolResult:
+    return {
+        "status": "credential_revoked",
+        "tool": tool,
+        "credential": credential,
+        "instructions": (
+            "Stop calling this tool and tell the user that its credential was revoked and must "
+            "be reconnected; calls stay refused until an operator marks it fixed."
+        ),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayResponse:
+    """What a credential-holding gateway sends an agent under the `agent` policy."""
+
+    status: int
+    body: dict[str, Any]
+
+
+_HALT_STATE = {DenyReason.OPEN: "breaker_open", DenyReason.PROBE_IN_FLIGHT: "breaker_half_open"}
+_HALT_CAUSE = {
+    OutcomeClass.AUTH_FAILURE: "breaker_auth_failure",
+    OutcomeClass.UPSTREAM_FAILURE: "breaker_upstream_failure",
+}
+
+
+def agent_halted(admission: Admission) -> GatewayResponse:
+    assert admission.reason is not None
+    halt = {
+        "state": _HALT_STATE[admission.reason],
+        "recoverable_by": "time",
+        "cause": _HALT_CAUSE.get(admission.cause, "breaker_upstream_failure"),  # type: ignore[arg-type]
+        "retry_after_seconds": max(5, math.ceil(admission.retry_after)),
+        "instructions": HALT_INSTRUCTIONS,
+    }
+    body = {"error": "agent_halted", "reason": admission.reason.value, "halt": halt}
+    return GatewayResponse(403, body)
+
+
+def reauth_failed(platform: str, detail: str) -> GatewayResponse:
+    body = {
+        "error": "reauth_failed",
+        "platform": platform,
+        "message": f"{platform} rejected the stored credential and the token refresh {detail}; "
+        "the user must reconnect this platform.",
+    }
+    return GatewayResponse(401, body)
+
+
+def upstream_failure(platform: str, detail: str) -> GatewayResponse:
+    body = {"error": "upstream_failure", "platform": platform, "message": detail}
+    return GatewayResponse(502, body)

@@ -1,0 +1,203 @@
+"""The harness under the `tool` policy, counted at the fake platform's wire."""
+
+import asyncio
+
+from engine import events as ev
+from engine.harness import Harness
+from fixtures.faults import Fault, FaultKind
+from fixtures.platform import FakePlatform
+
+TIMEOUT = Fault(FaultKind.TIMEOUT)
+REFUSED = Fault(FaultKind.REFUSED)
+
+
+async def test_a_dead_backend_takes_exactly_six_requests_then_nothing(harness, platform):
+    platform.set_fault(REFUSED)
+    statuses = [(await harness.call_tool("ava", "charge"))["status"] for _ in range(3)]
+    assert statuses == ["tool_error"] * 3
+    assert platform.requests == 6
+    for _ in range(20):
+        result = await harness.call_tool("ava", "charge")
+        assert result["status"] == "circuit_open"
+    assert platform.requests == 6
+
+
+async def test_the_fourth_call_gets_circuit_open_with_reason_and_alternatives(harness, platform):
+    platform.set_fault(TIMEOUT)
+    for _ in range(3):
+        await harness.call_tool("ava", "charge")
+    result = await harness.call_tool("ava", "charge")
+    assert result["status"] == "circuit_open"
+    assert result["tool"] == "charge"
+    assert "3 times" in result["reason"] and "timed out after 30 s" in result["reason"]
+    assert result["alternatives"] == ["queue_charge"]
+    assert 0 < result["retry_after_ms"] <= 30_000
+
+
+async def test_a_timeout_costs_its_deadline_in_simulated_time(harness, platform):
+    platform.set_fault(TIMEOUT)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    await harness.call_tool("ava", "charge")
+    assert loop.time() - start == 61  # two 30 s attempts and one 1 s backoff
+
+
+async def test_ten_400s_reach_the_backend_ten_times_and_never_trip(harness, platform):
+    platform.set_fault(Fault.http(400))
+    for _ in range(10):
+        result = await harness.call_tool("ava", "charge")
+        assert result["status"] == "invalid_request"
+    assert platform.requests == 10
+    assert harness.engine.view("payments@default").state == "closed"
+
+
+async def test_tools_on_one_backend_share_a_breaker(harness, platform):
+    platform.set_fault(REFUSED)
+    await harness.call_tool("ava", "charge")
+    await harness.call_tool("ava", "refund")
+    await harness.call_tool("bo", "charge")
+    assert (await harness.call_tool("bo", "refund"))["status"] == "circuit_open"
+    assert harness.engine.view("payments@default").agents == ("ava", "bo")
+
+
+async def test_one_tool_with_two_credentials_has_two_breakers(harness, platform):
+    platform.set_fault(REFUSED)
+    for _ in range(3):
+        await harness.call_tool("ava", "charge", credential="cred-a")
+    platform.set_fault(Fault(FaultKind.OK))
+    assert (await harness.call_tool("ava", "charge", credential="cred-b"))["status"] == "ok"
+    assert (await harness.call_tool("ava", "charge", credential="cred-a"))["status"] == (
+        "circuit_open"
+    )
+
+
+async def test_after_30_s_one_probe_goes_out_and_its_success_closes(harness, platform):
+    platform.set_fault(REFUSED)
+    for _ in range(3):
+        await harness.call_tool("ava", "charge")
+    platform.set_fault(Fault(FaultKind.OK))
+    await asyncio.sleep(30)
+    result = await harness.call_tool("ava", "charge")
+    assert result["status"] == "ok"
+    assert harness.engine.view("payments@default").state == "closed"
+
+
+async def test_fifty_concurrent_calls_in_half_open_admit_exactly_one(harness, platform):
+    platform.set_fault(REFUSED)
+    for _ in range(3):
+        await harness.call_tool("ava", "charge")
+    platform.set_fault(Fault(FaultKind.SLOW, delay=2.0))
+    await asyncio.sleep(30)
+    before = platform.requests
+    results = await asyncio.gather(*(harness.call_tool("ava", "charge") for _ in range(50)))
+    statuses = [r["status"] for r in results]
+    assert statuses.count("ok") == 1
+    assert statuses.count("probe_in_flight") == 49
+    assert platform.requests - before == 1
+
+
+async def test_a_failed_probe_against_a_dead_backend_costs_two_requests(harness, platform):
+    platform.set_fault(REFUSED)
+    for _ in range(3):
+        await harness.call_tool("ava", "charge")
+    await asyncio.sleep(30)
+    result = await harness.call_tool("ava", "charge")
+    assert result["status"] == "tool_error"
+    assert platform.requests == 8
+    assert harness.engine.view("payments@default").cooldown == 60
+
+
+async def test_a_retry_after_within_the_deadline_is_waited_out_and_never_counted(harness, platform):
+    platform.set_fault(Fault.http(429, retry_after="10"))
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    for _ in range(5):
+        result = await harness.call_tool("ava", "charge")
+        assert result == {"status": "rate_limited", "tool": "charge", "retry_after_ms": 10_000}
+    assert loop.time() - start == 50
+    assert harness.engine.view("payments@default").count == 0
+
+
+async def test_a_retry_after_beyond_the_deadline_counts_at_once_and_opens_for_it(harness, platform):
+    platform.set_fault(Fault.http(429, retry_after="120"))
+    for _ in range(3):
+        result = await harness.call_tool("ava", "charge")
+        assert result["status"] == "tool_error" and result["attempts"] == 1
+    view = harness.engine.view("payments@default")
+    assert view.state == "open" and view.cooldown == 120
+    assert platform.requests == 3
+
+
+async def test_a_garbage_retry_after_is_read_as_absent(harness, platform):
+    platform.set_fault(Fault.http(429, retry_after="soon-ish"))
+    result = await harness.call_tool("ava", "charge")
+    assert result == {"status": "rate_limited", "tool": "charge"}
+    assert platform.requests == 2
+
+
+async def test_malformed_output_is_a_counted_failure(harness, platform):
+    platform.set_fault(Fault(FaultKind.MALFORMED))
+    for _ in range(3):
+        result = await harness.call_tool("ava", "charge")
+        assert result["status"] == "tool_error"
+    assert harness.engine.view("payments@default").trip_cause == "malformed_output"
+
+
+async def test_a_403_is_a_permission_denial_and_never_counted(harness, platform):
+    platform.set_fault(Fault.http(403))
+    for _ in range(5):
+        assert (await harness.call_tool("ava", "charge"))["status"] == "permission_denied"
+    assert harness.engine.view("payments@default").count == 0
+
+
+async def test_a_401_on_a_credential_that_never_worked_is_a_caller_error(harness, platform):
+    platform.revoke_credential()
+    result = await harness.call_tool("ava", "charge")
+    assert result["status"] == "invalid_request"
+    assert not harness.engine.credential_paused("payments@default")
+
+
+async def test_a_401_on_a_credential_that_worked_pauses_it_until_marked_fixed(harness, platform):
+    events = []
+    harness.engine.subscribe(events.append)
+    assert (await harness.call_tool("ava", "charge"))["status"] == "ok"
+    platform.revoke_credential()
+    assert (await harness.call_tool("ava", "charge"))["status"] == "credential_revoked"
+    sent = platform.requests
+    assert (await harness.call_tool("ava", "charge"))["status"] == "credential_revoked"
+    assert platform.requests == sent
+    platform.fix_credential()
+    harness.engine.restore_credential("payments@default", actor="alice")
+    assert (await harness.call_tool("ava", "charge"))["status"] == "ok"
+    types = [e.type for e in events]
+    assert types.count(ev.CREDENTIAL_REVOKED) == 1 and types.count(ev.CREDENTIAL_RESTORED) == 1
+    assert harness.engine.view("payments@default").count == 0
+
+
+async def test_a_call_whose_retry_finds_the_breaker_open_stops_with_circuit_open(harness, platform):
+    platform.set_fault(REFUSED)
+    await harness.call_tool("ava", "charge")
+    await harness.call_tool("ava", "charge")
+    # Two calls race: both fail their first attempt; the first to finish its budget trips,
+    # so the other's retry is refused at the re-check.
+    first, second = await asyncio.gather(
+        harness.call_tool("ava", "charge"), harness.call_tool("bo", "charge")
+    )
+    assert {first["status"], second["status"]} == {"tool_error", "circuit_open"}
+
+
+async def test_unknown_tool_is_an_invalid_request_naming_the_known_ones(harness: Harness):
+    result = await harness.call_tool("ava", "chrage")
+    assert result["status"] == "invalid_request"
+    assert "charge" in result["error"]
+
+
+async def test_each_call_line_counts_the_requests_the_fixture_saw(harness, platform: FakePlatform):
+    lines = []
+    harness.engine.subscribe(lambda e: lines.append(e) if e.type == ev.CALL_COMPLETED else None)
+    platform.set_fault(REFUSED)
+    for _ in range(3):
+        await harness.call_tool("ava", "charge")
+    for line in lines:
+        assert line.fields["attempts"] == platform.requests_for(line.fields["call_id"]) == 2
+        assert line.fields["fault"] == "refused"
