@@ -1,0 +1,105 @@
+"""Fans engine events out to asyncio consumers (the console, feed connections).
+
+Each subscriber has a bounded buffer. The engine's thread only appends under a short lock and
+wakes a waiting consumer; it never blocks on a slow one. A subscriber that falls behind loses
+its buffer and is told how much it missed, so it resyncs from a snapshot instead of replaying.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engine.engine import Engine
+from engine.events import Event
+
+
+@dataclass(frozen=True, slots=True)
+class Missed:
+    """Events were dropped for this subscriber: take a snapshot before reading on."""
+
+    count: int
+
+
+class Subscription:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, maxsize: int, unsubscribe: Callable[[], None]
+    ):
+        self._loop = loop
+        self._maxsize = maxsize
+        self._unsubscribe = unsubscribe
+        self._items: deque[Event] = deque()
+        self._missed = 0
+        self._lock = threading.Lock()
+        self._waiter: asyncio.Future[None] | None = None
+        self.closed = False
+
+    def offer(self, event: Event) -> None:
+        """Called from the engine's thread: append, or drop everything if the buffer is full."""
+        with self._lock:
+            if self.closed:
+                return
+            if len(self._items) >= self._maxsize:
+                self._missed += len(self._items) + 1
+                self._items.clear()
+            else:
+                self._items.append(event)
+            waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            self._loop.call_soon_threadsafe(_wake, waiter)
+
+    async def get(self) -> list[Event] | Missed:
+        """Everything buffered, oldest first, waiting for at least one; or a `Missed`."""
+        while True:
+            with self._lock:
+                if self._missed:
+                    missed, self._missed = Missed(self._missed), 0
+                    return missed
+                if self._items:
+                    batch = list(self._items)
+                    self._items.clear()
+                    return batch
+                if self.closed:
+                    return []
+                self._waiter = waiter = self._loop.create_future()
+            await waiter
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+            waiter, self._waiter = self._waiter, None
+        self._unsubscribe()
+        if waiter is not None:
+            self._loop.call_soon_threadsafe(_wake, waiter)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class EventBus:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._subscriptions: list[Subscription] = []
+        self._lock = threading.Lock()
+        engine.subscribe(self._publish)
+
+    def subscribe(self, maxsize: int = 10_000) -> Subscription:
+        """A new subscriber on the running loop; it sees events from now on."""
+        subscription = Subscription(asyncio.get_running_loop(), maxsize, lambda: None)
+        subscription._unsubscribe = lambda: self._remove(subscription)
+        with self._lock:
+            self._subscriptions = [*self._subscriptions, subscription]
+        return subscription
+
+    def _remove(self, subscription: Subscription) -> None:
+        with self._lock:
+            self._subscriptions = [s for s in self._subscriptions if s is not subscription]
+
+    def _publish(self, event: Event) -> None:
+        for subscription in self._subscriptions:
+            subscription.offer(event)
