@@ -8,6 +8,7 @@ path takes no lock.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import threading
@@ -146,13 +147,24 @@ class Engine:
         restored = []
         with self._lock:
             for verdict in self.store.load():
+                # Staleness is the breaker's; what a credential did is kept however old.
+                breaker_only = dataclasses.replace(
+                    verdict, credential_ok_at=None, credential_revoked=False
+                )
                 if is_stale(
-                    verdict,
+                    breaker_only,
                     longest_cooldown=self.policy.longest_cooldown(),
                     window=self.policy.window,
                     now=self.clock.wall(),
                 ):
-                    self.store.delete(verdict.key)
+                    if verdict.credential_ok_at is None and not verdict.credential_revoked:
+                        self.store.delete(verdict.key)
+                    else:
+                        slot = self._slot(verdict.key, verdict.agent)
+                        slot.credential = _Credential(
+                            verdict.credential_ok_at, verdict.credential_revoked
+                        )
+                        self._persist(verdict.key)
                     continue
                 restored.append(self._restore_one(verdict))
         return restored
