@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ from engine.verdict import Verdict, is_stale
 log = logging.getLogger(__name__)
 
 Listener = Callable[[Event], None]
+PageHook = Callable[[dict[str, Any]], None]
 Scheduler = Callable[[float, Callable[[], None]], None]
 
 #: A probe that reports back this long after its lease still counts as on time: the harness's
@@ -39,6 +42,8 @@ LEASE_GRACE_SECONDS = 1.0
 
 #: Transitions no call caused: under `tool` they name no agent.
 _TIME_OR_OPERATOR = frozenset({ev.HALF_OPEN, ev.RESET})
+
+MARK_FILE = "mark.json"
 
 EXPIRED = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="probe never reported back")
 
@@ -101,7 +106,7 @@ class Engine:
         *,
         clock: Clock | None = None,
         state_dir: str | Path | None = None,
-        page_hook: Listener | None = None,
+        page_hook: PageHook | None = None,
         scheduler: Scheduler | None = None,
     ) -> None:
         self.policy = policy
@@ -118,6 +123,7 @@ class Engine:
         self._call_ids = itertools.count(1)
         self.audit: AuditLog | None = None
         self.store: VerdictStore | None = None
+        self._mark_file = None
         self._seq = 0
         if state_dir is not None:
             directory = Path(state_dir)
@@ -125,7 +131,9 @@ class Engine:
             self.audit = AuditLog(directory / "audit.sqlite3", wall=self.clock.wall)
             self.store = VerdictStore(directory / "verdicts.sqlite3")
             self.problems += self.audit.problems + self.store.problems
-            self._seq = self.audit.max_seq()
+            self._mark_file: Path | None = directory / MARK_FILE
+            mark = read_mark(directory, self.problems)
+            self._seq = max(self.audit.max_seq(), mark.seq)
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -427,6 +435,11 @@ class Engine:
             return [self.view(key) for key in self._slots]
 
     def close(self) -> None:
+        if self._mark_file is not None:
+            # Successes are not audited, so the log alone would hand their numbers out again.
+            spare = self._mark_file.with_suffix(".tmp")
+            spare.write_text(json.dumps({"seq": self._seq, "wall": self.clock.wall()}))
+            os.replace(spare, self._mark_file)
         if self.audit is not None:
             self.audit.close()
         if self.store is not None:
@@ -465,7 +478,7 @@ class Engine:
             event = self._emit(transition.type, key, self._transition_agent(slot, caller), fields)
             written.append(event)
             if transition.type == ev.PAGE and self.page_hook is not None:
-                self.page_hook(event)
+                self.page_hook(ev.record(event, self.epoch))
         if transitions:
             if slot.breaker.state is State.CLOSED:
                 self._unsettled.discard(key)
@@ -531,6 +544,27 @@ class Engine:
                 saved_at=self.clock.wall(),
             )
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """Where a closed engine left off: its last sequence number and wall time."""
+
+    seq: int = 0
+    wall: float | None = None
+
+
+def read_mark(directory: Path, problems: list[str] | None = None) -> Mark:
+    path = directory / MARK_FILE
+    try:
+        data = json.loads(path.read_text())
+        return Mark(int(data["seq"]), float(data["wall"]))
+    except FileNotFoundError:
+        return Mark()
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        if problems is not None:
+            problems.append(f"{path}: unreadable mark ({error}); continuing from the audit log")
+        return Mark()
 
 
 def _shift(value: float | None, offset: float) -> float | None:

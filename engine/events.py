@@ -6,8 +6,9 @@ headless trace and the live feed all agree on order.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 CALL_COMPLETED: Final = "call.completed"
@@ -39,17 +40,21 @@ class Event:
 
 
 def iso_utc(wall: float) -> str:
-    return (
-        datetime.fromtimestamp(wall, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """ISO-8601 UTC to the millisecond, rounded (not truncated) so `at` agrees with `t`."""
+    whole = math.floor(wall)
+    stamp = datetime.fromtimestamp(whole, UTC) + timedelta(
+        milliseconds=round((wall - whole) * 1000)
     )
+    return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def record(event: Event, epoch: float) -> dict[str, Any]:
     """The public shape of an event (headless trace, feed, page hook): fixed keys first."""
+    t = round(event.wall - epoch, 3)
     return {
         "seq": event.seq,
-        "t": round(event.wall - epoch, 3),
-        "at": iso_utc(event.wall),
+        "t": t,
+        "at": iso_utc(epoch + t),
         "type": event.type,
         "key": event.key,
         "agent": event.agent,
