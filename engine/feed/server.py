@@ -1,0 +1,464 @@
+"""Serve an engine's breakers over a websocket: a snapshot, then every event in order.
+
+Embedding in a service that already runs an engine (one per replica)::
+
+    from engine.feed.server import serve_feed
+
+    async def main(engine):
+        async with serve_feed(
+            engine,
+            host="127.0.0.1",
+            port=8765,
+            viewer_token=read("viewer.token"),
+            operator_token=read("operator.token"),
+            source_name="payments-gateway-1",
+        ) as feed:
+            print("feed on", feed.url)
+            await run_the_service()  # the feed serves until this block exits
+
+How it moves data (docs/feed.md has the protocol):
+
+- One subscription to the engine feeds one pump task. The pump turns what arrived since its
+  last turn into frames (`event` for one, `events` for a batch, at most `max_batch` each),
+  serialises each frame once, and hands the same bytes to every connection.
+- Each connection has a bounded outbox (`client_buffer_bytes`) and one sender task. A
+  connection whose outbox overflows (it stopped reading, or reads slower than the engine
+  writes) loses the outbox and gets a fresh snapshot when its sender gets going again: memory
+  per client stays bounded, and neither the engine nor the other clients ever wait for it.
+- A snapshot is taken under the engine's lock, so its `seq` and its breakers agree; frames
+  queued before it are trimmed to events after its `seq`, so nothing is sent twice.
+- Requests (`reset`, `mark_fixed`) need the operator token. Answers go ahead of queued event
+  frames and are never dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any
+from weakref import WeakKeyDictionary
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from engine.bus import Missed, Subscription
+from engine.engine import BreakerView, Engine
+from engine.errors import UnknownKey
+from engine.events import iso_utc, record
+from engine.feed import protocol as p
+from engine.policy import AgentPolicy
+
+log = logging.getLogger(__name__)
+
+VIEWER = "viewer"
+OPERATOR = "operator"
+
+DEFAULT_PORT = 8765
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024
+#: Per-connection outbox bound. A client this far behind gets a snapshot instead.
+DEFAULT_CLIENT_BUFFER_BYTES = 1024 * 1024
+#: Events per `events` frame, so a frame stays well under a client's size limit.
+DEFAULT_MAX_BATCH = 500
+#: Events the pump may hold before it gives up and resyncs every client from a snapshot.
+PUMP_BUFFER_EVENTS = 100_000
+#: Answers a connection may have waiting before the server stops reading its requests.
+MAX_PENDING_ANSWERS = 64
+
+
+@dataclass(eq=False)
+class _Client:
+    ws: ServerConnection
+    role: str
+    buffer_limit: int
+    frames: deque[tuple[bytes, int, int, list[dict[str, Any]]]] = field(default_factory=deque)
+    answers: deque[bytes] = field(default_factory=deque)
+    buffered: int = 0
+    needs_snapshot: bool = True
+    after_seq: int = -1
+    snapshots: int = 0
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Set while the answer queue has room; reading requests waits for it.
+    room: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.room.set()
+
+    def offer(self, frame: bytes, first: int, last: int, records: list[dict[str, Any]]) -> None:
+        if self.needs_snapshot:
+            return  # the coming snapshot covers it
+        if self.buffered + len(frame) > self.buffer_limit and self.frames:
+            # Fell behind: drop the backlog, resync from a snapshot when it can take one.
+            self.frames.clear()
+            self.buffered = 0
+            self.needs_snapshot = True
+        else:
+            self.frames.append((frame, first, last, records))
+            self.buffered += len(frame)
+        self.wake.set()
+
+    def answer(self, frame: bytes) -> None:
+        self.answers.append(frame)
+        self.wake.set()
+        if len(self.answers) >= MAX_PENDING_ANSWERS:
+            self.room.clear()
+
+
+class FeedServer:
+    """The running feed; `serve_feed` is the way to get one."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        host: str,
+        port: int,
+        viewer_token: str,
+        operator_token: str,
+        source_name: str,
+        max_message_bytes: int,
+        client_buffer_bytes: int,
+        max_batch: int,
+    ) -> None:
+        for name, token in (("viewer_token", viewer_token), ("operator_token", operator_token)):
+            if not isinstance(token, str) or not token.strip():
+                raise ValueError(f"{name} must be a non-empty string: tokens are always required")
+        if hmac.compare_digest(viewer_token.encode(), operator_token.encode()):
+            raise ValueError("the viewer and operator tokens must differ")
+        self.engine = engine
+        self.host = host
+        self.requested_port = port
+        self.source = source_name
+        self.max_message_bytes = max_message_bytes
+        self.client_buffer_bytes = client_buffer_bytes
+        self.max_batch = max(1, max_batch)
+        self._tokens = ((viewer_token.encode(), VIEWER), (operator_token.encode(), OPERATOR))
+        self._roles: WeakKeyDictionary[ServerConnection, str] = WeakKeyDictionary()
+        self._clients: set[_Client] = set()
+        self._server: Server | None = None
+        self._pump: asyncio.Task[None] | None = None
+        self._subscription: Subscription | None = None
+        self.frames_sent = 0
+        self.snapshots_sent = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        unsubscribe: list[Any] = []
+        self._subscription = Subscription(loop, PUMP_BUFFER_EVENTS, lambda: unsubscribe[0]())
+        unsubscribe.append(self.engine.subscribe(self._subscription.offer))
+        self._pump = asyncio.create_task(self._run_pump(), name="feed-pump")
+        self._server = await serve(
+            self._handle,
+            self.host,
+            self.requested_port,
+            process_request=self._authenticate,
+            max_size=self.max_message_bytes,
+            # Frames go out as the same bytes to everyone; per-connection compression would
+            # cost a deflate per client per frame.
+            compression=None,
+            server_header=None,
+        )
+
+    async def stop(self) -> None:
+        if self._subscription is not None:
+            self._subscription.close()
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+        if self._pump is not None:
+            self._pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "the feed is not started"
+        return self._server.sockets[0].getsockname()[1]
+
+    @property
+    def url(self) -> str:
+        host = self.host if ":" not in self.host else f"[{self.host}]"
+        return f"ws://{host}:{self.port}"
+
+    @property
+    def client_count(self) -> int:
+        return len(self._clients)
+
+    # -- the handshake ---------------------------------------------------------------------
+
+    def _authenticate(self, connection: ServerConnection, request: Request) -> Response | None:
+        role = self._role_for(request.headers)
+        if role is None:
+            response = connection.respond(
+                HTTPStatus.UNAUTHORIZED,
+                "Missing or wrong token: send 'Authorization: Bearer <viewer or operator token>'"
+                " in the websocket handshake.\n",
+            )
+            response.headers["WWW-Authenticate"] = 'Bearer realm="breakerdeck"'
+            return response
+        self._roles[connection] = role
+        return None
+
+    def _role_for(self, headers: Headers) -> str | None:
+        value = headers.get("Authorization", "")
+        scheme, _, token = value.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        presented = token.strip().encode()
+        role = None
+        for expected, name in self._tokens:
+            # Compare against both, always, so timing does not tell which one was close.
+            if hmac.compare_digest(presented, expected):
+                role = name
+        return role
+
+    # -- one connection --------------------------------------------------------------------
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        role = self._roles.pop(ws, VIEWER)
+        client = _Client(ws, role, self.client_buffer_bytes)
+        self._clients.add(client)
+        sender = asyncio.create_task(self._send_loop(client), name="feed-sender")
+        peer = _peer(ws)
+        log.info("feed: %s connected as %s", peer, role)
+        try:
+            async for raw in ws:
+                client.answer(self._answer(client, raw, peer))
+                # A client that sends requests but never reads the answers is simply not read
+                # from any more: TCP pushes back on it, and nobody else notices.
+                await client.room.wait()
+        except ConnectionClosed as closed:
+            if closed.rcvd is not None and closed.rcvd.code == 1009:
+                log.info("feed: %s sent a message over the size limit", peer)
+        finally:
+            self._clients.discard(client)
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
+                await sender
+            log.info("feed: %s disconnected (%s)", peer, ws.close_code)
+
+    async def _send_loop(self, client: _Client) -> None:
+        ws = client.ws
+        try:
+            while True:
+                if client.answers and client.snapshots:
+                    await ws.send(client.answers.popleft(), text=True)
+                    if len(client.answers) < MAX_PENDING_ANSWERS:
+                        client.room.set()
+                elif client.needs_snapshot:
+                    seq, frame = self._snapshot_frame()
+                    client.needs_snapshot = False
+                    client.after_seq = seq
+                    # Whatever got queued while this was pending is trimmed below.
+                    await ws.send(frame, text=True)
+                    client.snapshots += 1
+                    self.snapshots_sent += 1
+                elif client.frames:
+                    frame, first, last, records = client.frames.popleft()
+                    client.buffered -= len(frame)
+                    if last <= client.after_seq:
+                        continue
+                    if first <= client.after_seq:
+                        later = [r for r in records if r["seq"] > client.after_seq]
+                        frame = p.encode_events(later)
+                    client.after_seq = last
+                    await ws.send(frame, text=True)
+                    self.frames_sent += 1
+                else:
+                    client.wake.clear()
+                    await client.wake.wait()
+        except ConnectionClosed:
+            pass
+
+    # -- requests --------------------------------------------------------------------------
+
+    def _answer(self, client: _Client, raw: str | bytes, peer: str) -> bytes:
+        try:
+            request = p.parse_client_message(raw)
+        except p.ProtocolError as error:
+            log.info("feed: %s sent a bad message: %s", peer, error.message)
+            return p.error_frame(error.code, error.message, error.request_id)
+        rid = request.request_id
+        if client.role != OPERATOR:
+            return p.error_frame(
+                p.FORBIDDEN,
+                f"{request.type} needs the operator token; this connection has the viewer token",
+                rid,
+            )
+        actor = f"remote:{client.role}" + (f":{request.actor}" if request.actor else "")
+        try:
+            if request.type == "reset":
+                reason = request.reason or "reset over the live feed"
+                event = self.engine.reset(request.key, actor, reason)
+            else:
+                event = self.engine.restore_credential(request.key, actor)
+        except UnknownKey:
+            return p.error_frame(
+                p.UNKNOWN_KEY,
+                f"no breaker with key {request.key!r} on {self.source}; nothing was changed",
+                rid,
+            )
+        except Exception as error:  # the engine's failure must not end the connection
+            log.exception("feed: %s from %s failed", request.type, peer)
+            return p.error_frame(p.INTERNAL, f"{request.type} failed: {error}", rid)
+        log.warning(
+            "feed: %s on %r by %s from %s (reason: %s)",
+            request.type,
+            request.key,
+            actor,
+            peer,
+            request.reason or "-",
+        )
+        return p.encode(p.AckMessage(request_id=rid, seq=event.seq))
+
+    # -- snapshots and events --------------------------------------------------------------
+
+    def _snapshot_frame(self) -> tuple[int, bytes]:
+        seq, message = snapshot(self.engine, self.source)
+        return seq, p.encode(message)
+
+    async def _run_pump(self) -> None:
+        assert self._subscription is not None
+        epoch = self.engine.epoch
+        while True:
+            got = await self._subscription.get()
+            if isinstance(got, Missed):
+                log.warning("feed: fell %d events behind the engine; resyncing", got.count)
+                for client in self._clients:
+                    client.needs_snapshot = True
+                    client.frames.clear()
+                    client.buffered = 0
+                    client.wake.set()
+                continue
+            if not got:
+                if self._subscription.closed:
+                    return
+                continue
+            if not self._clients:
+                continue
+            for start in range(0, len(got), self.max_batch):
+                chunk = [record(event, epoch) for event in got[start : start + self.max_batch]]
+                try:
+                    frame = p.encode_events(chunk)
+                except (TypeError, ValueError):
+                    log.exception("feed: could not encode events %s..", chunk[0]["seq"])
+                    for client in self._clients:
+                        client.needs_snapshot = True
+                        client.wake.set()
+                    continue
+                first, last = chunk[0]["seq"], chunk[-1]["seq"]
+                for client in self._clients:
+                    client.offer(frame, first, last, chunk)
+
+
+def snapshot(engine: Engine, source: str) -> tuple[int, p.SnapshotMessage]:
+    """The engine's breakers and the seq they reflect, read together."""
+    # The engine's own lock: no event can be written between reading `seq` and the views.
+    with engine._lock:
+        seq = engine.seq
+        views = engine.views()
+        now = engine.clock.wall()
+    policy = engine.policy
+    if isinstance(policy, AgentPolicy):
+        thresholds = {
+            "auth_failure": policy.auth_threshold,
+            "upstream_failure": policy.upstream_threshold,
+        }
+    else:
+        thresholds = {"consecutive": policy.failure_threshold}
+    return seq, p.SnapshotMessage(
+        seq=seq,
+        source=source,
+        policy=policy.kind,
+        at=iso_utc(now),
+        epoch=iso_utc(engine.epoch),
+        thresholds=thresholds,
+        breakers=[_breaker(view, source, now) for view in views],
+    )
+
+
+def _breaker(view: BreakerView, source: str, now: float) -> p.BreakerInfo:
+    retry_after = None
+    if view.state != "closed" and view.reopens_at is not None:
+        retry_after = round(max(0.0, view.reopens_at - now), 3)
+    return p.BreakerInfo(
+        key=view.key,
+        agent=view.agents[0] if view.agents else None,
+        agents=list(view.agents),
+        shared=view.shared,
+        state=view.state,
+        count=view.count,
+        retry_after_seconds=retry_after,
+        source=source,
+        trip_cause=view.trip_cause,
+        paged=view.paged,
+        paused=view.paused,
+        opened_at=_iso(view.opened_at),
+        reopens_at=_iso(view.reopens_at),
+        cooldown_seconds=view.cooldown,
+        failed_probes=view.failed_probes,
+        last_failure_at=_iso(view.last_failure_at),
+    )
+
+
+def _iso(wall: float | None) -> str | None:
+    return None if wall is None else iso_utc(wall)
+
+
+def _peer(ws: ServerConnection) -> str:
+    address = ws.remote_address
+    if isinstance(address, tuple) and len(address) >= 2:
+        return f"{address[0]}:{address[1]}"
+    return str(address)
+
+
+@contextlib.asynccontextmanager
+async def serve_feed(
+    engine: Engine,
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    viewer_token: str,
+    operator_token: str,
+    source_name: str | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    client_buffer_bytes: int = DEFAULT_CLIENT_BUFFER_BYTES,
+    max_batch: int = DEFAULT_MAX_BATCH,
+) -> AsyncIterator[FeedServer]:
+    """Serve `engine`'s feed on `host:port` (port 0 picks a free one) until the block exits.
+
+    `source_name` labels this engine's breakers in every console (default `host:port`).
+    `max_message_bytes` bounds what a client may send; a bigger message closes that
+    connection with code 1009. The engine may run on this loop or on another thread.
+    """
+    feed = FeedServer(
+        engine,
+        host=host,
+        port=port,
+        viewer_token=viewer_token,
+        operator_token=operator_token,
+        source_name=source_name or "",
+        max_message_bytes=max_message_bytes,
+        client_buffer_bytes=client_buffer_bytes,
+        max_batch=max_batch,
+    )
+    await feed.start()
+    if not feed.source:
+        feed.source = f"{host}:{feed.port}"
+    try:
+        yield feed
+    finally:
+        await feed.stop()
+
+
+__all__ = ["FeedServer", "serve_feed", "snapshot"]

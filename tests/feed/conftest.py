@@ -1,0 +1,35 @@
+"""Feed tests run on a real loop with real loopback sockets on ephemeral ports."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.clock import ManualClock
+from engine.engine import Engine
+from engine.feed.server import serve_feed
+from engine.policy import AgentPolicy
+from tests.feed.feedkit import OPERATOR, VIEWER
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def engine(clock: ManualClock, tmp_path) -> Engine:
+    engine = Engine(AgentPolicy(), clock=clock, state_dir=tmp_path / "state")
+    yield engine
+    engine.close()
+
+
+@pytest.fixture
+async def feed(engine: Engine):
+    async with serve_feed(
+        engine,
+        port=0,
+        viewer_token=VIEWER,
+        operator_token=OPERATOR,
+        source_name="test-engine",
+    ) as server:
+        yield server
