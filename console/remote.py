@@ -1,0 +1,360 @@
+"""`breakerdeck serve`, `status` and `reset`: the live feed from the command line.
+
+- `run_serve`: simulated agents on an engine, served over the feed (engine.feed.server).
+- `run_status`: one snapshot of a remote engine as a table or JSON; the exit status says how
+  bad things are (see `EXIT_*` and docs/feed.md).
+- `run_reset`: one reset over the feed, after a confirmation unless `--yes`.
+
+Each returns the process's exit status. Results go to standard output, messages to standard
+error. `FeedClient` (re-exported) is the reconnecting client the console's watch screen uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import getpass
+import json
+import os
+import secrets
+import signal
+import socket
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import IO
+
+from engine.feed import protocol as p
+from engine.feed.client import (
+    ConnectionLost,
+    FeedClient,
+    FeedError,
+    FeedProtocolError,
+    FeedRefused,
+    FeedRequestError,
+    FeedUnreachable,
+    fetch_snapshot,
+    read_token,
+    send_request,
+)
+
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_OPEN",
+    "EXIT_PAGED",
+    "EXIT_REFUSED",
+    "EXIT_UNREACHABLE",
+    "ConnectionLost",
+    "FeedClient",
+    "default_state_dir",
+    "run_reset",
+    "run_serve",
+    "run_status",
+]
+
+#: `status`: every breaker closed. `reset`: done.
+EXIT_OK = 0
+#: `status`: something open, half-open or paused. `reset`: not confirmed, nothing sent.
+EXIT_OPEN = 1
+#: `status`: something paged (open through two cooldowns).
+EXIT_PAGED = 2
+#: The feed could not be reached (nothing listening, timeout, not a websocket).
+EXIT_UNREACHABLE = 3
+#: The token was refused at the handshake, or no token could be found.
+EXIT_REFUSED = 4
+#: The server refused the request (forbidden, unknown key) or spoke another protocol version.
+EXIT_ERROR = 5
+
+VIEWER_TOKEN_FILE = "viewer.token"
+OPERATOR_TOKEN_FILE = "operator.token"
+TOKEN_ENV = "BREAKERDECK_TOKEN"
+
+
+def default_state_dir() -> Path:
+    """Where `serve` keeps verdicts, audit log and generated tokens without `--state-dir`."""
+    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(base) / "breakerdeck"
+
+
+def _say(message: str) -> None:
+    print(f"breakerdeck: {message}", file=sys.stderr)
+
+
+# -- tokens -------------------------------------------------------------------------------------
+
+
+def _write_secret(path: Path, token: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(token + "\n")
+
+
+def _generated_token(path: Path) -> str:
+    """The token kept in the state dir: reused across restarts (watching consoles keep working),
+    created with mode 0600 when missing. Delete the file to rotate it."""
+    if path.exists():
+        mode = path.stat().st_mode & 0o777
+        if mode & 0o077:
+            path.chmod(0o600)
+            _say(f"{path} was readable by others (mode {mode:o}); set it to 0600")
+        return read_token(path)
+    token = secrets.token_urlsafe(32)
+    _write_secret(path, token)
+    return token
+
+
+def serve_tokens(args: argparse.Namespace, state_dir: Path) -> tuple[str, str]:
+    """(viewer, operator): from the token files given, else generated into `state_dir`."""
+    tokens = {}
+    for role, option, name in (
+        ("viewer", "viewer_token_file", VIEWER_TOKEN_FILE),
+        ("operator", "operator_token_file", OPERATOR_TOKEN_FILE),
+    ):
+        given = getattr(args, option, None)
+        if given:
+            tokens[role] = read_token(given)
+            _say(f"{role} token from {given}")
+        else:
+            path = state_dir / name
+            tokens[role] = _generated_token(path)
+            _say(f"{role} token in {path} (mode 0600)")
+    if secrets.compare_digest(tokens["viewer"], tokens["operator"]):
+        raise FeedError("the viewer and operator tokens must differ")
+    return tokens["viewer"], tokens["operator"]
+
+
+def client_token(args: argparse.Namespace, *, operator: bool) -> str:
+    """`--token-file`, else $BREAKERDECK_TOKEN, else the token files `serve` writes into the
+    default state dir (operator first for writes, viewer first for reads)."""
+    given = getattr(args, "token_file", None)
+    if given:
+        return read_token(given)
+    if os.environ.get(TOKEN_ENV, "").strip():
+        return os.environ[TOKEN_ENV].strip()
+    names = [OPERATOR_TOKEN_FILE, VIEWER_TOKEN_FILE]
+    if not operator:
+        names.reverse()
+    for name in names:
+        path = default_state_dir() / name
+        if path.exists():
+            return read_token(path)
+    raise FeedError(
+        f"no token: pass --token-file, set {TOKEN_ENV}, or run `breakerdeck serve` on this "
+        f"machine (it writes {default_state_dir()}/{{viewer,operator}}.token)"
+    )
+
+
+def _exit_for(error: BaseException) -> int:
+    if isinstance(error, FeedRefused):
+        return EXIT_REFUSED
+    if isinstance(error, FeedUnreachable):
+        return EXIT_UNREACHABLE
+    if isinstance(error, FeedRequestError | FeedProtocolError):
+        return EXIT_ERROR
+    if isinstance(error, OSError):  # an unreadable token file
+        return EXIT_REFUSED
+    if isinstance(error, FeedError):
+        return EXIT_REFUSED if "token" in str(error) else EXIT_ERROR
+    return EXIT_ERROR
+
+
+# -- serve ------------------------------------------------------------------------------------
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from engine.feed.server import serve_feed
+    from engine.page import command_hook
+    from fixtures import scenario as scenarios
+    from fixtures.simulation import Simulation
+
+    state_dir = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        viewer, operator = serve_tokens(args, state_dir)
+    except (OSError, FeedError) as error:
+        _say(f"cannot set up tokens: {error}")
+        return 2
+    try:
+        simulation = Simulation.build(
+            args.scenario,
+            policy=args.policy,
+            seed=args.seed,
+            speed=args.speed or 1.0,
+            state_dir=state_dir,
+            page_hook=command_hook(args.on_page) if args.on_page else None,
+            epoch=time.time(),
+        )
+    except scenarios.ScenarioError as error:
+        _say(str(error))
+        return 2
+    for problem in simulation.engine.problems:
+        _say(problem)
+    if args.host not in ("127.0.0.1", "::1", "localhost"):
+        _say(
+            f"listening on {args.host}: the feed is plain ws://, tokens travel unencrypted; "
+            "prefer an SSH tunnel or a TLS-terminating proxy"
+        )
+    source = getattr(args, "source", None) or f"{socket.gethostname()}:{args.port}"
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(signum, stop.set)
+        async with serve_feed(
+            simulation.engine,
+            host=args.host,
+            port=args.port,
+            viewer_token=viewer,
+            operator_token=operator,
+            source_name=source,
+        ) as feed:
+            simulation.start_thread()
+            _say(
+                f"serving {simulation.scenario.name} under the {args.policy} policy as "
+                f"{feed.source!r} on {feed.url} (speed {args.speed or 1.0:g}x); Ctrl-C stops"
+            )
+            await stop.wait()
+
+    try:
+        asyncio.run(main())
+    except OSError as error:
+        _say(f"cannot serve on {args.host}:{args.port}: {error}")
+        return 2
+    except KeyboardInterrupt:
+        pass
+    finally:
+        simulation.stop()
+    _say("stopped")
+    return 0
+
+
+# -- status -----------------------------------------------------------------------------------
+
+
+def status_exit(snapshot: p.SnapshotMessage) -> int:
+    if any(b.paged for b in snapshot.breakers):
+        return EXIT_PAGED
+    if any(b.state != "closed" or b.paused for b in snapshot.breakers):
+        return EXIT_OPEN
+    return EXIT_OK
+
+
+def run_status(args: argparse.Namespace) -> int:
+    try:
+        token = client_token(args, operator=False)
+        snapshot = asyncio.run(fetch_snapshot(args.url, token, timeout=_timeout(args)))
+    except (FeedError, OSError) as error:
+        _say(str(error))
+        return _exit_for(error)
+    code = status_exit(snapshot)
+    if getattr(args, "json", False):
+        out = {"url": args.url, "exit_status": code, **snapshot.model_dump(mode="json")}
+        json.dump(out, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        _say(
+            f"{snapshot.source} at {args.url}: {len(snapshot.breakers)} breakers, "
+            f"{snapshot.policy} policy, seq {snapshot.seq}, as of {snapshot.at}"
+        )
+        write_table(snapshot, sys.stdout)
+    return code
+
+
+def _timeout(args: argparse.Namespace) -> float:
+    return float(getattr(args, "timeout", None) or 10.0)
+
+
+def write_table(snapshot: p.SnapshotMessage, out: IO[str]) -> None:
+    if not snapshot.breakers:
+        _say("no breakers yet (no calls seen)")
+        return
+    rows = [("KEY", "AGENT", "STATE", "COUNT", "RETRY IN", "CAUSE", "NOTE")]
+    order = {"PAUSED": 0, "OPEN": 1, "HALF-OPEN": 2, "CLOSED": 3}
+    for b in sorted(snapshot.breakers, key=lambda b: (not b.paged, order[b.display_state], b.key)):
+        notes = []
+        if b.paged:
+            notes.append("PAGED")
+        if b.shared:
+            notes.append(f"shared by {len(b.agents)}")
+        retry = "-" if b.retry_after_seconds is None else f"{b.retry_after_seconds:.0f}s"
+        agent = ",".join(b.agents) if b.shared else (b.agent or "-")
+        rows.append(
+            (
+                b.key,
+                agent,
+                b.display_state,
+                str(b.count),
+                retry,
+                b.trip_cause or "-",
+                " ".join(notes) or "-",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        out.write("\n")
+
+
+# -- reset ------------------------------------------------------------------------------------
+
+
+def run_reset(args: argparse.Namespace) -> int:
+    try:
+        token = client_token(args, operator=True)
+        timeout = _timeout(args)
+        current = asyncio.run(fetch_snapshot(args.url, token, timeout=timeout))
+    except (FeedError, OSError) as error:
+        _say(str(error))
+        return _exit_for(error)
+    breaker = next((b for b in current.breakers if b.key == args.key), None)
+    if breaker is None:
+        known = ", ".join(sorted(b.key for b in current.breakers)[:10]) or "none yet"
+        _say(f"{current.source} has no breaker with key {args.key!r} (known: {known})")
+        return EXIT_ERROR
+    what = f"{breaker.display_state}, count {breaker.count}"
+    if breaker.trip_cause and breaker.state != "closed":
+        what += f", cause {breaker.trip_cause}"
+    if not getattr(args, "yes", False) and not _confirm(
+        f"Reset {args.key} on {current.source} ({what})? [y/N] "
+    ):
+        _say("not reset")
+        return EXIT_OPEN
+    actor = getattr(args, "operator", None) or _login()
+    request = p.ResetRequest(
+        key=args.key,
+        request_id=uuid.uuid4().hex,
+        reason=getattr(args, "reason", None) or "reset from the shell",
+        actor=actor,
+    )
+    try:
+        _, ack = asyncio.run(send_request(args.url, token, request, timeout=timeout))
+    except FeedRequestError as error:
+        _say(f"{current.source} refused the reset: {error.message} ({error.code})")
+        return EXIT_ERROR
+    except (FeedError, OSError) as error:
+        _say(str(error))
+        return _exit_for(error)
+    _say(f"reset {args.key} on {current.source} as remote:operator:{actor} (seq {ack.seq})")
+    return EXIT_OK
+
+
+def _confirm(prompt: str) -> bool:
+    """Ask on standard error, read the answer from standard input (a pipe works too)."""
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    answer = sys.stdin.readline() if sys.stdin else ""
+    if not answer:
+        sys.stderr.write("\n")
+        _say("no answer on standard input; pass --yes to reset without asking")
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "unknown"
