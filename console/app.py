@@ -1,0 +1,226 @@
+"""The breakerdeck console: a Textual app over one `Source`.
+
+Parts: the model (`console.model`, plain data the UI never changes), the source
+(`console.source`, in-process today), the UI (`screens/`, `widgets/`, `breakerdeck.tcss`) and
+messages. One exclusive worker reads the source's event batches, folds them into the board and
+posts a `BoardChanged` that replaces any still queued, so a flood collapses into one repaint.
+One one-second timer drives every countdown; it repaints only visible open cards.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import ClassVar
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.message import Message
+
+from console.model import Board, Card
+from console.screens.confirm import ConfirmScreen
+from console.screens.dashboard import DashboardScreen
+from console.screens.detail import DetailScreen
+from console.screens.help import HelpScreen
+from console.source import FaultControls, Source
+from engine.bus import Missed
+
+#: Audit rows read at start so cards show recent denials and trips at once.
+SEED_EVENTS = 2000
+
+
+class BoardChanged(Message):
+    """The board has news; one queued instance stands for any number of batches."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, BoardChanged)
+
+
+class BreakerdeckApp(App[None]):
+    CSS_PATH = "breakerdeck.tcss"
+    TITLE = "breakerdeck"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="app-quit"),
+    ]
+
+    def __init__(
+        self,
+        source: Source,
+        *,
+        operator: str,
+        controls: FaultControls | None = None,
+        platform_of: Callable[[str], str | None] | None = None,
+        tick_seconds: float | None = 1.0,
+        theme: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.operator = operator
+        self.controls = controls
+        self.platform_of = platform_of or (lambda key: None)
+        self.board = Board(source.thresholds)
+        self.tick_seconds = tick_seconds
+        self._pending: set[str] = set()
+        chosen = theme or os.environ.get("BREAKERDECK_THEME")
+        if chosen:
+            self.theme = chosen
+
+    # -- life --------------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self.board.apply(self.source.recent(SEED_EVENTS))
+        self.board.load(self.source.snapshot())
+        self.push_screen(DashboardScreen())
+        self.read_source()
+        if self.tick_seconds:
+            self.set_interval(self.tick_seconds, self.tick, name="countdowns")
+
+    def on_unmount(self) -> None:
+        self.source.close()
+
+    @work(exclusive=True, group="source", name="source reader")
+    async def read_source(self) -> None:
+        async for batch in self.source.updates():
+            if isinstance(batch, Missed):
+                self.board.load(self.source.snapshot())
+                self._pending.add("*")
+            else:
+                touched = self.board.apply(batch)
+                if touched:
+                    self.board.update(self.source.views(sorted(touched)))
+                    self._pending |= touched
+            if self._pending:
+                self.post_message(BoardChanged())
+
+    def on_board_changed(self, _message: BoardChanged) -> None:
+        touched, self._pending = self._pending, set()
+        for screen in self.screen_stack:
+            if isinstance(screen, DashboardScreen):
+                screen.board_changed()
+            elif isinstance(screen, DetailScreen) and (
+                "*" in touched or screen.card.key in touched
+            ):
+                self.run_worker(screen.reload(), group="detail", exclusive=True)
+
+    def tick(self) -> None:
+        """The one timer: countdowns on the screen that shows them."""
+        screen = self.screen
+        if isinstance(screen, DashboardScreen | DetailScreen):
+            screen.tick()
+        else:  # a dialog is up: keep the dashboard beneath it honest
+            for below in self.screen_stack:
+                if isinstance(below, DashboardScreen):
+                    below.tick()
+
+    # -- operator actions ------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def show_details(self, card: Card) -> None:
+        self.push_screen(DetailScreen(card))
+
+    def card_platform(self, card: Card) -> str | None:
+        return card.platform or self.platform_of(card.key)
+
+    def can_fix(self, card: Card) -> bool:
+        """`f` applies: a paused credential (tool policy), or any card in demo mode."""
+        if card.view.paused and self.source.can_mark_fixed:
+            return True
+        return self.controls is not None and self.card_platform(card) is not None
+
+    def request_reset(self, card: Card) -> None:
+        view = card.view
+        state = card.word
+        left = card.seconds_left(self.source.now())
+        if left is not None:
+            state += f" ({int(left)} s to the probe)"
+        cause = view.trip_cause or "unknown cause"
+        lines = [
+            f"Agent: {card.agent}" + (f"   key: {card.key}" if card.key != card.agent else ""),
+            f"State: {state}, tripped on {cause}",
+            f"Counter: {self.board.thresholds.counter(view.count)}",
+            f"Writes circuit_breaker_reset as {self.operator}.",
+        ]
+        warning = None
+        if cause == "auth_failure":
+            warning = (
+                "this was an auth trip. Resetting without fixing the credential trips "
+                f"it again after {self.board.thresholds.auth} calls. Fix it first (f)."
+            )
+        elif view.paused:
+            warning = "the credential is revoked: calls stay paused until it is marked fixed (f)."
+        reason = f"reset from the console ({state.split(' ')[0]} on {cause})"
+
+        async def answered(confirmed: bool | None) -> None:
+            if not confirmed:
+                self.notify(f"Reset cancelled: {card.key} is unchanged.", timeout=3)
+                return
+            await self.source.reset(card.key, self.operator, reason)
+            self.notify(f"{card.key} reset by {self.operator}.", timeout=4)
+
+        self.push_screen(
+            ConfirmScreen(f"Reset {card.key}?", lines, warning=warning, yes="Reset"), answered
+        )
+
+    def request_fix(self, card: Card) -> None:
+        platform = self.card_platform(card)
+        marks = card.view.paused and self.source.can_mark_fixed
+        demo = self.controls is not None and platform is not None
+        if not (marks or demo):
+            self.notify("Nothing to fix here: the credential is not paused.", timeout=3)
+            return
+        lines = [f"Agent: {card.agent}   key: {card.key}"]
+        if marks:
+            lines.append(
+                f"Marks the credential fixed: calls on {card.key} go out again "
+                f"(writes credential.restored as {self.operator})."
+            )
+        if demo:
+            lines.append(f"Demo: makes {platform}'s credential valid again.")
+        if card.auth_trip:
+            lines.append("The breaker stays open: reset it next (r), or let the probe close it.")
+
+        async def answered(confirmed: bool | None) -> None:
+            if not confirmed:
+                self.notify("Nothing changed.", timeout=3)
+                return
+            if demo and platform is not None and self.controls is not None:
+                self.controls.fix(platform)
+            if marks:
+                await self.source.mark_credential_fixed(card.key, self.operator)
+            follow = "  Now reset it: r." if card.auth_trip else ""
+            self.notify(f"Credential for {platform or card.key} fixed.{follow}", timeout=5)
+            self._refresh_status()
+
+        self.push_screen(
+            ConfirmScreen(f"Credential for {platform or card.key} fixed?", lines, yes="Fixed"),
+            answered,
+        )
+
+    def demo_fault(self, what: str, card: Card | None) -> None:
+        controls = self.controls
+        if controls is None:
+            return
+        platform = self.card_platform(card) if card is not None else None
+        platform = platform or (controls.platforms[0] if controls.platforms else None)
+        if platform is None:
+            return
+        getattr(controls, what)(platform)
+        said = {
+            "take_down": f"{platform} is down (connection refused). Watch its agents trip.",
+            "bring_back": f"{platform} is healthy again. The next probe closes its breakers.",
+            "revoke": f"{platform}'s credential is revoked: expect reauth_failed and an auth "
+            "trip. Fix it with f, then reset with r.",
+            "fix": f"{platform}'s credential is fixed.",
+        }[what]
+        self.notify(said, timeout=5)
+        self._refresh_status()
+
+    def _refresh_status(self) -> None:
+        for screen in self.screen_stack:
+            if isinstance(screen, DashboardScreen):
+                screen.board_changed()

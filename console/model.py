@@ -1,0 +1,424 @@
+"""What the console shows, as plain data: cards built from engine views plus recent history.
+
+The UI reads `Card`s and never changes them. A `Board` is the one mutable thing: the source's
+reader applies event batches and fresh views to it, and the UI asks it for cards. History that
+no view carries (denied calls, trips and how they ended, the failures before a trip) is
+collected from events here, bounded per key.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+from engine import events as ev
+from engine.engine import BreakerView
+from engine.events import Event
+
+#: Denied calls, failures and trips kept per key for the cards.
+HISTORY = 6
+
+WORDS = {"closed": "CLOSED", "open": "OPEN", "half_open": "HALF-OPEN"}
+
+#: Trouble first: paged, open, half-open, paused, then closed.
+RANK_PAGED, RANK_OPEN, RANK_HALF_OPEN, RANK_PAUSED, RANK_CLOSED = range(5)
+
+_REASONS = {"circuit_breaker_open": "breaker open", "probe_in_flight": "probe in flight"}
+
+
+def clock_text(wall: float | None) -> str:
+    """Simulated wall time as HH:MM:SS (UTC), the way every time on screen is written."""
+    if wall is None:
+        return "--:--:--"
+    return datetime.fromtimestamp(wall, UTC).strftime("%H:%M:%S")
+
+
+def mmss(seconds: float) -> str:
+    whole = max(0, int(seconds + 0.999))  # round up: "00:00" only once it is due
+    minutes, secs = divmod(whole, 60)
+    return f"{minutes:02d}:{secs:02d}"
+
+
+def cause_word(cause: str | None) -> str:
+    """`auth_failure` -> `auth`: the short form used on cards."""
+    if cause is None:
+        return "?"
+    return cause.removesuffix("_failure").removesuffix("_output")
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """The policy's thresholds, enough to write a counter the way the design does."""
+
+    kind: str  # "agent" | "tool"
+    auth: int = 3
+    upstream: int = 5
+    failure: int = 3
+
+    def counter(self, count: int) -> str:
+        if self.kind == "agent":
+            return f"{count} · auth {self.auth} / upstream {self.upstream}"
+        return f"{count} / {self.failure}"
+
+    @classmethod
+    def of(cls, policy: object) -> Thresholds:
+        kind = getattr(policy, "kind", "agent")
+        if kind == "agent":
+            return cls("agent", auth=policy.auth_threshold, upstream=policy.upstream_threshold)  # type: ignore[attr-defined]
+        return cls("tool", failure=policy.failure_threshold)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class Denied:
+    wall: float
+    platform: str
+    reason: str
+    agent: str | None
+
+    @property
+    def text(self) -> str:
+        return f"{clock_text(self.wall)} {self.platform} {_REASONS.get(self.reason, self.reason)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    seq: int
+    wall: float
+    platform: str
+    outcome: str
+    fault: str
+    agent_status: object
+    agent: str | None
+    counted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Trip:
+    """One open episode: when, why, how many failures, and how it ended (None: still open)."""
+
+    seq: int
+    wall: float
+    cause: str
+    count: int
+    reopened: int = 0
+    paged: bool = False
+    ended: str | None = None  # "recovered" | "reset"
+    ended_wall: float | None = None
+    actor: str | None = None
+    reason: str | None = None
+
+    @property
+    def ending(self) -> str:
+        if self.ended is None:
+            return "still open" + (", PAGED" if self.paged else "")
+        if self.ended == "recovered":
+            return "recovered"
+        return f"reset by {self.actor}" + (f" ({self.reason})" if self.reason else "")
+
+    @property
+    def short(self) -> str:
+        ending = (
+            "open"
+            if self.ended is None
+            else ("recovered" if self.ended == "recovered" else f"reset by {self.actor}")
+        )
+        return f"{clock_text(self.wall)} {cause_word(self.cause)}×{self.count} → {ending}"
+
+
+@dataclass(frozen=True, slots=True)
+class Card:
+    """One breaker as shown under one agent (under `tool`, a shared breaker has several)."""
+
+    agent: str
+    view: BreakerView
+    denied: tuple[Denied, ...] = ()
+    failures: tuple[Failure, ...] = ()
+    trips: tuple[Trip, ...] = ()
+    platform: str | None = None
+
+    @property
+    def ident(self) -> tuple[str, str]:
+        return (self.agent, self.view.key)
+
+    @property
+    def key(self) -> str:
+        return self.view.key
+
+    @property
+    def state(self) -> str:
+        return self.view.state
+
+    @property
+    def shared(self) -> bool:
+        return len(self.view.agents) > 1
+
+    @property
+    def word(self) -> str:
+        if self.view.paused:
+            return "PAUSED"
+        return WORDS.get(self.view.state, self.view.state.upper())
+
+    @property
+    def rank(self) -> int:
+        if self.view.paged and self.view.state != "closed":
+            return RANK_PAGED
+        if self.view.state == "open":
+            return RANK_OPEN
+        if self.view.state == "half_open":
+            return RANK_HALF_OPEN
+        if self.view.paused:
+            return RANK_PAUSED
+        return RANK_CLOSED
+
+    def seconds_left(self, now: float) -> float | None:
+        if self.view.state != "open" or self.view.reopens_at is None:
+            return None
+        return max(0.0, self.view.reopens_at - now)
+
+    @property
+    def auth_trip(self) -> bool:
+        return self.view.state != "closed" and self.view.trip_cause == "auth_failure"
+
+    def matches(self, text: str) -> bool:
+        """`/` filter: every word must name the agent, key, state or cause (case ignored)."""
+        words = text.lower().split()
+        haystack = f"{self.agent} {self.key} {self.view.trip_cause or ''}".lower()
+        state = self.word.lower()
+        for word in words:
+            if word in (state, state.replace("-", ""), state.replace("-", "_")):
+                continue
+            if word == "paged" and self.view.paged and self.view.state != "closed":
+                continue
+            if word == "shared" and self.shared:
+                continue
+            if word in haystack:
+                continue
+            return False
+        return True
+
+
+def hint(card: Card, *, keys: bool = False, fixable: bool = False) -> str:
+    """The plain hint at the cause, as the design words it; `keys` adds the keys that act."""
+    view = card.view
+    f_key = " (f)" if keys and fixable else ""
+    r_key = " (r)" if keys else ""
+    if view.paused:
+        where = _on(card.platform)
+        return f"credential revoked{where}: reconnect that credential, then mark it fixed{f_key}"
+    if view.state == "closed":
+        if view.count:
+            last = card.failures[0] if card.failures else None
+            what = f"last: {last.outcome} on {last.platform}" if last else ""
+            return f"healthy, {view.count} counted failure(s) in the window; {what}".rstrip("; ")
+        return "healthy"
+    cause = view.trip_cause or ""
+    counted = [f for f in card.failures if f.counted]
+    platforms = sorted({f.platform for f in counted[: max(view.count, 1)]}) or (
+        [card.platform] if card.platform else []
+    )
+    where = ", ".join(platforms)
+    if cause == "auth_failure":
+        return f"reauth_failed{_on(where)}: reconnect that credential{f_key}, then reset{r_key}"
+    if cause == "upstream_failure":
+        down = where or "the platform"
+        return f"{down} or the path to it is down (502s/timeouts); wait for the probe"
+    if cause == "malformed_output":
+        backend = where or "the backend"
+        return f"{backend} answers, but its output fails the tool's schema (bad deploy?)"
+    if cause == "rate_limited":
+        return f"{where or 'the backend'} is rate limiting hard (long Retry-After); wait it out"
+    return f"tripped on {cause}"
+
+
+def _on(where: str | None) -> str:
+    return f" on {where}" if where else ""
+
+
+def sort_cards(cards: Iterable[Card], kind: str) -> list[Card]:
+    """Trouble first. Under `tool`, cards stay grouped by agent; groups by their worst card."""
+    cards = list(cards)
+    if kind == "agent":
+        return sorted(cards, key=lambda c: (c.rank, c.agent, c.key))
+    worst: dict[str, int] = {}
+    for card in cards:
+        worst[card.agent] = min(worst.get(card.agent, RANK_CLOSED), card.rank)
+    return sorted(cards, key=lambda c: (worst[c.agent], c.agent, c.rank, c.key))
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    paged: int = 0
+    open: int = 0
+    half_open: int = 0
+    paused: int = 0
+    closed: int = 0
+    paged_keys: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class _History:
+    denied: deque[Denied] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    failures: deque[Failure] = field(default_factory=lambda: deque(maxlen=2 * HISTORY))
+    trips: deque[Trip] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    platform: str | None = None
+
+
+class Board:
+    """Views and history by key; cards on demand. Only the source reader writes to it."""
+
+    def __init__(self, thresholds: Thresholds) -> None:
+        self.thresholds = thresholds
+        self._views: dict[str, BreakerView] = {}
+        self._history: dict[str, _History] = {}
+        self._cards: list[Card] | None = None
+        self._by_key: dict[str, list[Card]] = {}  # built cards, kept until their key changes
+        self.seen_seq = 0
+        self.version = 0
+        self._summary: tuple[int, Summary] | None = None
+
+    # -- writing (the source reader) -------------------------------------------------------
+
+    def load(self, views: Iterable[BreakerView]) -> None:
+        """A full snapshot: replaces every view (after a start or a missed batch)."""
+        self._views = {view.key: view for view in views}
+        self._by_key.clear()
+        self._changed()
+
+    def update(self, views: Iterable[BreakerView]) -> None:
+        for view in views:
+            self._views[view.key] = view
+            self._by_key.pop(view.key, None)
+        self._changed()
+
+    def apply(self, events: Iterable[Event]) -> set[str]:
+        """Fold events into the history; returns the keys they touched (whose views to refresh)."""
+        touched: set[str] = set()
+        for event in events:
+            if event.seq and event.seq <= self.seen_seq:
+                continue
+            self.seen_seq = max(self.seen_seq, event.seq)
+            touched.add(event.key)
+            self._by_key.pop(event.key, None)
+            self._fold(event)
+        if touched:
+            self._changed()
+        return touched
+
+    def _fold(self, event: Event) -> None:
+        h = self._history.setdefault(event.key, _History())
+        f = event.fields
+        kind = event.type
+        if kind in (ev.CALL_COMPLETED, ev.CALL_FAILED):
+            h.platform = f.get("platform") or h.platform
+            if f.get("outcome") not in (None, "success"):
+                h.failures.appendleft(
+                    Failure(
+                        event.seq,
+                        event.wall,
+                        f.get("platform") or "?",
+                        f.get("outcome") or "?",
+                        f.get("fault") or "?",
+                        f.get("agent_status"),
+                        event.agent,
+                        bool(f.get("counted")),
+                    )
+                )
+        elif kind == ev.CALL_DENIED:
+            h.platform = f.get("platform") or h.platform
+            h.denied.appendleft(
+                Denied(event.wall, f.get("platform") or "?", f.get("reason") or "?", event.agent)
+            )
+        elif kind == ev.TRIPPED:
+            h.trips.appendleft(
+                Trip(event.seq, event.wall, f.get("failure_class") or "?", f.get("count") or 0)
+            )
+        elif kind == ev.RESTORED and f.get("state") in ("open", "half_open"):
+            view = self._views.get(event.key)
+            cause = view.trip_cause if view and view.trip_cause else "restored"
+            h.trips.appendleft(Trip(event.seq, event.wall, cause, f.get("count") or 0))
+        elif kind in (ev.REOPENED, ev.PAGE, ev.RECOVERED, ev.RESET):
+            if not h.trips or h.trips[0].ended is not None:
+                return
+            trip = h.trips[0]
+            if kind == ev.REOPENED:
+                trip = replace(trip, reopened=trip.reopened + 1)
+            elif kind == ev.PAGE:
+                trip = replace(trip, paged=True)
+            elif kind == ev.RECOVERED:
+                trip = replace(trip, ended="recovered", ended_wall=event.wall)
+            else:
+                trip = replace(
+                    trip,
+                    ended="reset",
+                    ended_wall=event.wall,
+                    actor=f.get("actor"),
+                    reason=f.get("reason"),
+                )
+            h.trips[0] = trip
+
+    def _changed(self) -> None:
+        self._cards = None
+        self.version += 1
+
+    # -- reading (the UI) ------------------------------------------------------------------
+
+    def cards(self) -> list[Card]:
+        """Every card, sorted trouble first (rebuilt only after a change)."""
+        if self._cards is None:
+            cards = []
+            for key, view in self._views.items():
+                built = self._by_key.get(key)
+                if built is None:
+                    built = self._by_key[key] = self._build(view)
+                cards.extend(built)
+            self._cards = sort_cards(cards, self.thresholds.kind)
+        return self._cards
+
+    def _build(self, view: BreakerView) -> list[Card]:
+        h = self._history.get(view.key) or _History()
+        agents = view.agents if self.thresholds.kind == "tool" and view.agents else (view.key,)
+        platform = h.platform or _platform_of(view.key, self.thresholds.kind)
+        if view.state != "closed":  # the platform behind the trip, not the last call's
+            counted = [f.platform for f in h.failures if f.counted]
+            platform = counted[0] if counted else platform
+        denied, failures, trips = tuple(h.denied), tuple(h.failures), tuple(h.trips)
+        return [Card(agent, view, denied, failures, trips, platform) for agent in agents]
+
+    def card(self, ident: tuple[str, str]) -> Card | None:
+        for card in self.cards():
+            if card.ident == ident:
+                return card
+        return None
+
+    def summary(self) -> Summary:
+        """Counts by the word on the card; paged ones are also counted under their state."""
+        if self._summary is not None and self._summary[0] == self.version:
+            return self._summary[1]
+        counts = {"OPEN": 0, "HALF-OPEN": 0, "PAUSED": 0, "CLOSED": 0}
+        paged: list[str] = []
+        for view in self._views.values():
+            card = Card(view.key, view)
+            counts[card.word] = counts.get(card.word, 0) + 1
+            if card.rank == RANK_PAGED:
+                paged.append(view.key)
+        summary = Summary(
+            paged=len(paged),
+            open=counts["OPEN"],
+            half_open=counts["HALF-OPEN"],
+            paused=counts["PAUSED"],
+            closed=counts["CLOSED"],
+            paged_keys=tuple(sorted(paged)),
+        )
+        self._summary = (self.version, summary)
+        return summary
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+
+def _platform_of(key: str, kind: str) -> str | None:
+    if kind == "tool" and "@" in key:
+        return key.split("@", 1)[0]
+    return None

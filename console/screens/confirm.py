@@ -1,0 +1,51 @@
+"""Confirmation for operator writes: a `ModalScreen[bool]` with No focused; y / n / escape."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Yes", id="confirm-yes"),
+        Binding("n", "answer(False)", "No", id="confirm-no"),
+        Binding("escape", "answer(False)", "Cancel", id="confirm-cancel"),
+        Binding("left,right,tab,shift+tab", "app.focus_next", "Switch", show=False),
+    ]
+
+    def __init__(
+        self, title: str, lines: list[str], *, warning: str | None = None, yes: str = "Yes"
+    ) -> None:
+        super().__init__(id="confirm")
+        self.title_text = title
+        self.lines = lines
+        self.warning = warning
+        self.yes = yes
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box"):
+            yield Static(self.title_text, id="confirm-title")
+            yield Static("\n".join(self.lines), id="confirm-body", markup=False)
+            if self.warning:
+                yield Static(f"WARNING: {self.warning}", id="confirm-warning", markup=False)
+            with Horizontal(id="confirm-buttons"):
+                yield Button("No (n)", id="no", variant="primary")
+                yield Button(f"{self.yes} (y)", id="yes", variant="error")
+            yield Static("y confirms · n or escape cancels", id="confirm-keys")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")

@@ -1,0 +1,186 @@
+"""The dashboard: summary, demo status, the cards, a filter box and the footer."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Footer, Input
+
+from console.model import Card
+from console.widgets.bars import StatusLine, SummaryBar
+from console.widgets.cards import CardList
+
+if TYPE_CHECKING:
+    from console.app import BreakerdeckApp
+
+
+class DashboardScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark", "app.help", "Help", id="help"),
+        Binding("slash", "filter", "Filter", id="filter"),
+        Binding("enter", "details", "Details", id="details"),
+        Binding("r", "reset", "Reset", id="reset"),
+        Binding("f", "fix", "Cred fixed", id="fix"),
+        Binding("j,down", "move(1)", "Next", show=False, id="next"),
+        Binding("k,up", "move(-1)", "Previous", show=False, id="previous"),
+        Binding("pagedown", "page(1)", "Page down", show=False, id="page-down"),
+        Binding("pageup", "page(-1)", "Page up", show=False, id="page-up"),
+        Binding("home,g", "edge(0)", "First", show=False, id="first"),
+        Binding("end,G", "edge(1)", "Last", show=False, id="last"),
+        Binding("d", "platform_down", "Platform down", show=False, id="demo-down"),
+        Binding("u", "platform_up", "Platform up", show=False, id="demo-up"),
+        Binding("x", "revoke", "Revoke cred", show=False, id="demo-revoke"),
+        Binding("escape", "clear_filter", "Clear filter", show=False, id="clear-filter"),
+        Binding("q", "app.quit", "Quit", id="quit"),
+    ]
+
+    app: BreakerdeckApp
+
+    def __init__(self) -> None:
+        super().__init__(id="dashboard")
+        self.filter_text = ""
+
+    def compose(self) -> ComposeResult:
+        app = self.app
+        yield SummaryBar(id="summary")
+        yield StatusLine(id="status")
+        yield CardList(app.board.thresholds, app.source.now, fix_key=app.can_fix, id="cards")
+        yield Input(
+            placeholder="filter: agent, key or state (enter keeps it, escape clears)", id="filter"
+        )
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(Input).display = False
+        self.query_one(CardList).focus()
+        self.board_changed()
+
+    @property
+    def cards(self) -> CardList:
+        return self.query_one(CardList)
+
+    # -- updates -----------------------------------------------------------------------------
+
+    def board_changed(self) -> None:
+        board = self.app.board
+        every = board.cards()
+        shown = [c for c in every if c.matches(self.filter_text)] if self.filter_text else every
+        cards = self.cards
+        cards.empty_text = (
+            f"nothing matches “{self.filter_text}” (escape clears the filter)"
+            if self.filter_text
+            else "no breakers yet: they appear with the first call"
+        )
+        cards.set_cards(shown)
+        self._show_status(len(shown), len(every))
+        self.show_summary()
+        self.refresh_bindings()
+
+    def show_summary(self) -> None:
+        source = self.app.source
+        self.query_one(SummaryBar).show(
+            self.app.board.summary(),
+            now=source.now(),
+            speed=source.speed,
+            label=source.label,
+            stale_since=source.stale_since,
+        )
+
+    def _show_status(self, shown: int, total: int) -> None:
+        controls = self.app.controls
+        faults = controls.status() if controls is not None else {}
+        self.query_one(StatusLine).show(
+            filter_text=self.filter_text, shown=shown, total=total, faults=faults
+        )
+
+    def tick(self) -> None:
+        if self.app.board.summary().open:
+            self.cards.tick()
+        self.show_summary()
+
+    # -- keys --------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        card = self.cards.selected_card if self.is_mounted else None
+        if action == "reset":
+            return None if card is None or card.state == "closed" else True
+        if action == "details":
+            return card is not None or None
+        if action == "fix":
+            return True if card is not None and self.app.can_fix(card) else None
+        if action in ("platform_down", "platform_up", "revoke"):
+            return self.app.controls is not None
+        if action == "clear_filter":
+            return bool(self.filter_text) or self.query_one(Input).display
+        return True
+
+    @on(CardList.Selected)
+    def _selected(self) -> None:
+        self.refresh_bindings()
+
+    def action_move(self, delta: int) -> None:
+        self.cards.move(delta)
+
+    def action_page(self, direction: int) -> None:
+        self.cards.move(direction * self.cards.page_cards)
+
+    def action_edge(self, end: int) -> None:
+        self.cards.select_index(len(self.cards.cards) - 1 if end else 0)
+
+    def action_filter(self) -> None:
+        box = self.query_one(Input)
+        box.value = self.filter_text
+        box.display = True
+        box.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value.strip()
+        self.board_changed()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self) -> None:
+        box = self.query_one(Input)
+        box.display = False
+        self.cards.focus()
+        self.cards.select_index(0)
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one(Input)
+        box.value = ""
+        box.display = False
+        self.filter_text = ""
+        self.cards.focus()
+        self.board_changed()
+
+    def action_details(self) -> None:
+        card = self.cards.selected_card
+        if card is not None:
+            self.app.show_details(card)
+
+    def action_reset(self) -> None:
+        card = self.cards.selected_card
+        if card is not None:
+            self.app.request_reset(card)
+
+    def action_fix(self) -> None:
+        card = self.cards.selected_card
+        if card is not None:
+            self.app.request_fix(card)
+
+    def action_platform_down(self) -> None:
+        self._demo("take_down")
+
+    def action_platform_up(self) -> None:
+        self._demo("bring_back")
+
+    def action_revoke(self) -> None:
+        self._demo("revoke")
+
+    def _demo(self, what: str) -> None:
+        card: Card | None = self.cards.selected_card
+        self.app.demo_fault(what, card)

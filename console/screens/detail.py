@@ -1,0 +1,221 @@
+"""One breaker in detail: state, the hint, the failures before each trip, and its audit log."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from console.model import Card, cause_word, clock_text, hint, mmss
+from engine import events as ev
+from engine.events import Event
+
+if TYPE_CHECKING:
+    from console.app import BreakerdeckApp
+
+AUDIT_ROWS = 200
+_SHOWN_FIELDS = (
+    "platform",
+    "outcome",
+    "fault",
+    "agent_status",
+    "refresh",
+    "reason",
+    "failure_class",
+    "count",
+    "cooldown_seconds",
+    "retry_after_seconds",
+    "actor",
+    "state",
+)
+
+
+def describe(event: Event) -> str:
+    """An audit row's own fields in a few words."""
+    f = event.fields
+    if event.type in (ev.CALL_FAILED, ev.CALL_COMPLETED):
+        parts = [f.get("platform"), f.get("outcome"), f"fault {f.get('fault')}"]
+        if f.get("agent_status") is not None:
+            parts.append(f"→ {f['agent_status']}")
+        if f.get("refresh"):
+            parts.append(f"refresh {f['refresh']}")
+        if f.get("probe"):
+            parts.append("probe")
+        if not f.get("counted"):
+            parts.append("not counted")
+        return " ".join(str(p) for p in parts if p)
+    if event.type == ev.CALL_DENIED:
+        return f"{f.get('platform')} {f.get('reason')} retry in {f.get('retry_after_seconds'):g}s"
+    if event.type == ev.TRIPPED:
+        return f"{f.get('failure_class')} ×{f.get('count')}, open {f.get('cooldown_seconds'):g}s"
+    if event.type == ev.REOPENED:
+        return f"probe failed, open {f.get('cooldown_seconds'):g}s"
+    if event.type == ev.RESET:
+        return f"by {f.get('actor')}: {f.get('reason')}"
+    if event.type == ev.CREDENTIAL_RESTORED:
+        return f"marked fixed by {f.get('actor')}"
+    shown = [f"{k}={f[k]}" for k in _SHOWN_FIELDS if k in f and f[k] is not None]
+    return " ".join(shown)
+
+
+def trips_with_failures(rows: list[Event]) -> list[tuple[Event, list[Event], Event | None]]:
+    """Each trip (newest first) with the counted failures that led to it and what ended it."""
+    trips: list[tuple[Event, list[Event], Event | None]] = []
+    pending: list[Event] = []
+    for event in reversed(rows):  # oldest first
+        if event.type == ev.CALL_FAILED and event.fields.get("counted"):
+            pending.append(event)
+        elif event.type == ev.TRIPPED:
+            count = int(event.fields.get("count") or len(pending))
+            trips.append((event, pending[-count:] if count else [], None))
+            pending = []
+        elif event.type in (ev.RECOVERED, ev.RESET):
+            if trips and trips[-1][2] is None:
+                trips[-1] = (trips[-1][0], trips[-1][1], event)
+            pending = []
+    return list(reversed(trips))
+
+
+class DetailScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,backspace", "app.pop_screen", "Back", id="back"),
+        Binding("r", "reset", "Reset", id="detail-reset"),
+        Binding("f", "fix", "Cred fixed", id="detail-fix"),
+        Binding("j", "cursor(1)", "Down", show=False, id="detail-down"),
+        Binding("k", "cursor(-1)", "Up", show=False, id="detail-up"),
+        Binding("question_mark", "app.help", "Help", id="detail-help"),
+        Binding("q", "app.quit", "Quit", id="detail-quit"),
+    ]
+
+    app: BreakerdeckApp
+
+    def __init__(self, card: Card) -> None:
+        super().__init__(id="detail")
+        self.card = card
+        self.rows: list[Event] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="detail-title")
+        yield Static(id="detail-hint", markup=False)
+        yield Static(id="detail-trips", markup=False)
+        yield DataTable(id="audit", cursor_type="row", zebra_stripes=False)
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_column("seq", key="seq")
+        table.add_column("time", key="time")
+        table.add_column("event", key="event")
+        table.add_column("agent", key="agent")
+        table.add_column("details", key="details")
+        table.focus()
+        await self.reload()
+
+    # -- data --------------------------------------------------------------------------------
+
+    async def reload(self) -> None:
+        """Fresh card and audit rows (the key changed, or the screen opened)."""
+        fresh = self.app.board.card(self.card.ident)
+        if fresh is not None:
+            self.card = fresh
+        self.rows = await self.app.source.audit(self.card.key, AUDIT_ROWS)
+        self._show_card()
+        self._show_trips()
+        self._show_rows()
+        self.refresh_bindings()
+
+    def _show_card(self) -> None:
+        card = self.card
+        title = Text(no_wrap=True, overflow="ellipsis")
+        word = card.word
+        left = card.seconds_left(self.app.source.now())
+        if left is not None:
+            word = f"OPEN {mmss(left)}"
+        title.append(f" {word} ", style="bold reverse")
+        title.append(f"  {card.agent}", style="bold")
+        if card.key != card.agent:
+            title.append(f" · {card.key}")
+        if card.shared:
+            title.append(f" (shared: {', '.join(card.view.agents)})")
+        if card.rank == 0:
+            title.append("  !! PAGED !!", style="bold reverse")
+        title.append(f"   count {self.app.board.thresholds.counter(card.view.count)}")
+        self.query_one("#detail-title", Static).update(title)
+        self.query_one("#detail-hint", Static).update(f"→ {hint(card)}")
+
+    def _show_trips(self) -> None:
+        trips = trips_with_failures(self.rows)
+        if not trips:
+            text = "Trips: none in the audit log"
+        else:
+            lines = ["Trips, newest first, with the counted failures that led to each:"]
+            for trip, failures, ended in trips[:3]:
+                f = trip.fields
+                end = (
+                    "still open"
+                    if ended is None
+                    else (
+                        "recovered"
+                        if ended.type == ev.RECOVERED
+                        else f"reset by {ended.fields.get('actor')} ({ended.fields.get('reason')})"
+                    )
+                )
+                lines.append(
+                    f"  {clock_text(trip.wall)} {cause_word(f.get('failure_class'))} "
+                    f"×{f.get('count')} → {end}"
+                )
+                led = " · ".join(
+                    f"{clock_text(x.wall)} {x.fields.get('platform')} {x.fields.get('fault')}"
+                    for x in failures[-4:]
+                )
+                if led:
+                    lines.append(f"    after: {led}")
+            text = "\n".join(lines)
+        self.query_one("#detail-trips", Static).update(text)
+
+    def _show_rows(self) -> None:
+        table = self.query_one(DataTable)
+        cursor = table.cursor_row
+        table.clear()
+        for event in self.rows:
+            table.add_row(
+                str(event.seq),
+                clock_text(event.wall),
+                _short_type(event.type),
+                event.agent or "",
+                describe(event),
+                key=str(event.seq),
+            )
+        if self.rows:
+            table.move_cursor(row=min(cursor, len(self.rows) - 1))
+
+    def tick(self) -> None:
+        if self.card.state == "open":
+            self._show_card()
+
+    # -- keys --------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[Any, ...]) -> bool | None:
+        if action == "reset":
+            return None if self.card.state == "closed" else True
+        if action == "fix":
+            return True if self.app.can_fix(self.card) else None
+        return True
+
+    def action_cursor(self, delta: int) -> None:
+        table = self.query_one(DataTable)
+        table.move_cursor(row=max(0, table.cursor_row + delta))
+
+    def action_reset(self) -> None:
+        self.app.request_reset(self.card)
+
+    def action_fix(self) -> None:
+        self.app.request_fix(self.card)
+
+
+def _short_type(kind: str) -> str:
+    return kind.removeprefix("circuit_breaker.")

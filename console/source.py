@@ -1,0 +1,160 @@
+"""Where the console's breakers come from: one interface, an in-process engine behind it today.
+
+A websocket source (one or more remote engines) implements the same `Source`: it sets
+`stale_since` when its connection drops (the header then says the numbers are stale instead of
+letting them freeze silently) and clears it once a fresh snapshot is in. The app never touches an
+engine directly, so it cannot tell the two apart.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol
+
+from console.model import Thresholds
+from engine import events as ev
+from engine.bus import EventBus, Missed
+from engine.engine import BreakerView, Engine
+from engine.errors import UnknownKey
+from engine.events import Event
+from engine.policy import AgentPolicy
+
+#: Events fed to a fresh board so cards show recent denials and trips from the audit log.
+SEED_TYPES = (*sorted(ev.TRANSITIONS), ev.CALL_DENIED, ev.CALL_FAILED)
+
+
+class Source(abc.ABC):
+    """Breakers, their events, their audit log, and the two operator writes."""
+
+    #: Shown in the header, e.g. "demo vendor-outage" or "ws://host:port".
+    label: str = ""
+    #: Simulated seconds per real second, when time is accelerated; None for real time.
+    speed: float | None = None
+    #: Wall time (source clock) since which the data is not live; None while it is.
+    stale_since: float | None = None
+
+    @property
+    @abc.abstractmethod
+    def thresholds(self) -> Thresholds: ...
+
+    @property
+    def can_mark_fixed(self) -> bool:
+        """Whether mark-credential-fixed exists here (the `tool` policy pauses credentials)."""
+        return self.thresholds.kind == "tool"
+
+    @abc.abstractmethod
+    def now(self) -> float:
+        """The source's wall clock (simulated in demo mode): countdowns are computed from it."""
+
+    @abc.abstractmethod
+    def snapshot(self) -> list[BreakerView]: ...
+
+    @abc.abstractmethod
+    def views(self, keys: Sequence[str]) -> list[BreakerView]: ...
+
+    @abc.abstractmethod
+    def recent(self, limit: int) -> list[Event]:
+        """Recent history (transitions, denials, failures), oldest first, to seed the cards."""
+
+    @abc.abstractmethod
+    def updates(self) -> AsyncIterator[list[Event] | Missed]:
+        """Event batches in order. A `Missed` means: take a snapshot before reading on (the
+        first item is always one, so subscribing and the snapshot cannot race)."""
+
+    @abc.abstractmethod
+    async def audit(self, key: str, limit: int = 200) -> list[Event]:
+        """The key's audit log, newest first."""
+
+    @abc.abstractmethod
+    async def reset(self, key: str, actor: str, reason: str) -> None: ...
+
+    @abc.abstractmethod
+    async def mark_credential_fixed(self, key: str, actor: str) -> None: ...
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the source holds."""
+
+
+class FaultControls(Protocol):
+    """Demo mode's fault injector, as the console drives it."""
+
+    platforms: list[str]
+
+    def status(self) -> dict[str, str]:
+        """Platform -> what it does now, in a word or two ("ok", "DOWN", "cred REVOKED")."""
+        ...
+
+    def take_down(self, platform: str) -> None: ...
+
+    def bring_back(self, platform: str) -> None: ...
+
+    def revoke(self, platform: str) -> None: ...
+
+    def fix(self, platform: str) -> None: ...
+
+
+class InProcessSource(Source):
+    """An engine in this process: events from its bus, audit rows from its SQLite log."""
+
+    def __init__(self, engine: Engine, *, label: str = "", speed: float | None = None) -> None:
+        self.engine = engine
+        self.label = label
+        self.speed = speed
+        self._bus = EventBus(engine)
+        self._thresholds = Thresholds.of(engine.policy)
+        self._subscriptions: list = []
+
+    @property
+    def thresholds(self) -> Thresholds:
+        return self._thresholds
+
+    @property
+    def can_mark_fixed(self) -> bool:
+        return not isinstance(self.engine.policy, AgentPolicy)
+
+    def now(self) -> float:
+        return self.engine.clock.wall()
+
+    def snapshot(self) -> list[BreakerView]:
+        return self.engine.views()
+
+    def views(self, keys: Sequence[str]) -> list[BreakerView]:
+        found = []
+        for key in keys:
+            try:
+                found.append(self.engine.view(key))
+            except UnknownKey:
+                continue
+        return found
+
+    def recent(self, limit: int) -> list[Event]:
+        if self.engine.audit is None:
+            return []
+        return list(reversed(self.engine.audit.query(types=SEED_TYPES, limit=limit)))
+
+    async def updates(self) -> AsyncIterator[list[Event] | Missed]:
+        subscription = self._bus.subscribe()
+        self._subscriptions.append(subscription)
+        try:
+            yield Missed(0)
+            while not subscription.closed:
+                yield await subscription.get()
+        finally:
+            subscription.close()
+
+    async def audit(self, key: str, limit: int = 200) -> list[Event]:
+        if self.engine.audit is None:
+            return []
+        return self.engine.audit.query(key=key, limit=limit)
+
+    async def reset(self, key: str, actor: str, reason: str) -> None:
+        self.engine.reset(key, actor, reason)
+
+    async def mark_credential_fixed(self, key: str, actor: str) -> None:
+        self.engine.restore_credential(key, actor)
+
+    def close(self) -> None:
+        for subscription in self._subscriptions:
+            subscription.close()
+        self._subscriptions.clear()

@@ -1,0 +1,82 @@
+"""The one-line bars above the cards: the summary (header) and the demo/filter status line."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from console.model import Summary, clock_text
+
+
+class SummaryBar(Static):
+    """Counts per state, paged breakers loudly, and whether time is simulated or stale."""
+
+    DEFAULT_CSS = """
+    SummaryBar { height: 1; width: 1fr; }
+    """
+
+    def show(
+        self,
+        summary: Summary,
+        *,
+        now: float,
+        speed: float | None,
+        label: str,
+        stale_since: float | None,
+    ) -> None:
+        width = self.size.width or 80
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if summary.paged:
+            names = ", ".join(summary.paged_keys[:3])
+            more = f" +{summary.paged - 3}" if summary.paged > 3 else ""
+            text.append(f" !! PAGED {summary.paged}: {names}{more} !! ", style="bold reverse")
+            text.append(" ")
+        for word, count, style in (
+            ("OPEN", summary.open, "bold red" if summary.open else ""),
+            ("HALF-OPEN", summary.half_open, "bold yellow" if summary.half_open else ""),
+            ("PAUSED", summary.paused, "bold magenta" if summary.paused else ""),
+            ("CLOSED", summary.closed, "green"),
+        ):
+            text.append(f"{word} {count}", style=style)
+            text.append("  ")
+        right = Text(no_wrap=True)
+        if stale_since is not None:
+            right.append(f" STALE since {clock_text(stale_since)} ", style="bold reverse")
+        else:
+            if speed is not None and speed != 1:
+                right.append(f"simulated time ×{speed:g} ", style="bold")
+            right.append(clock_text(now))
+        if label and text.cell_len + right.cell_len + len(label) + 3 <= width:
+            right = Text.assemble((label, "dim"), " · ", right)
+        gap = width - text.cell_len - right.cell_len
+        if gap >= 1:
+            text.append(" " * gap)
+            text.append_text(right)
+        else:
+            text.append_text(right)
+        self.update(text)
+
+
+class StatusLine(Static):
+    """Demo fault state per platform and the active filter; hidden when there is neither."""
+
+    DEFAULT_CSS = """
+    StatusLine { height: 1; width: 1fr; }
+    """
+
+    def show(self, *, filter_text: str, shown: int, total: int, faults: dict[str, str]) -> None:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if filter_text:
+            text.append(f"filter “{filter_text}”: {shown} of {total} ", style="bold reverse")
+            text.append("  ")
+        if faults:
+            text.append("demo ", style="bold")
+            for index, (platform, state) in enumerate(faults.items()):
+                if index:
+                    text.append(" · ", style="dim")
+                style = "" if state == "ok" else "bold reverse"
+                text.append(platform)
+                text.append(" ")
+                text.append(state, style=style)
+        self.display = bool(filter_text or faults)
+        self.update(text)

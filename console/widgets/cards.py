@@ -1,0 +1,298 @@
+"""The breaker cards, drawn with Textual's Line API so only what is on screen is ever rendered.
+
+A widget per card cannot reach 10,000 breakers (mounting and laying out thousands of widgets
+costs seconds and most of a core). This is one `ScrollView`: the cards are rows of plain data,
+`render_line` draws the few lines on screen from cached `Strip`s, and the one-second tick
+repaints only the title lines of visible open cards, whose countdown moved.
+
+Cards reflow: as many columns as `MIN_CARD_WIDTH` allows (one at 80 columns, two at 160). A
+trouble card has five lines; a closed one three. A row is as tall as its tallest card.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from typing import ClassVar
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from console.model import Card, Thresholds, cause_word, hint, mmss
+
+MIN_CARD_WIDTH = 76
+TROUBLE_LINES = 5
+CLOSED_LINES = 3
+STATE_WIDTH = 11  # "HALF-OPEN" and "OPEN 04:12" fit, then two spaces
+_CACHE_LIMIT = 4096
+
+
+def card_height(card: Card) -> int:
+    return CLOSED_LINES if card.rank == 4 else TROUBLE_LINES
+
+
+class CardList(ScrollView, can_focus=True):
+    """All cards in order; one is selected. Renders only visible lines."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "cards--open",
+        "cards--half-open",
+        "cards--paused",
+        "cards--closed",
+        "cards--paged",
+        "cards--selected",
+        "cards--name",
+        "cards--dim",
+        "cards--hint",
+        "cards--empty",
+    }
+
+    DEFAULT_CSS = """
+    CardList {
+        height: 1fr;
+        scrollbar-size-vertical: 1;
+        overflow-x: hidden;
+    }
+    """
+
+    class Selected(Message):
+        """The selection moved to another card (or to none)."""
+
+        def __init__(self, card: Card | None) -> None:
+            super().__init__()
+            self.card = card
+
+    def __init__(
+        self,
+        thresholds: Thresholds,
+        now: Callable[[], float],
+        *,
+        fix_key: Callable[[Card], bool] | None = None,
+        id: str | None = None,
+    ) -> None:
+        super().__init__(id=id)
+        self.thresholds = thresholds
+        self.now = now
+        self.fix_key = fix_key or (lambda card: False)
+        self.cards: list[Card] = []
+        self.selected: tuple[str, str] | None = None
+        self.empty_text = "no breakers yet"
+        self._columns = 1
+        self._row_y: list[int] = [0]
+        self._row_h: list[int] = []
+        self._cache: dict[tuple, tuple[Card, Strip]] = {}
+
+    # -- data --------------------------------------------------------------------------------
+
+    def set_cards(self, cards: Sequence[Card]) -> None:
+        """New card list (already sorted and filtered). Keeps the selection on the same card."""
+        self.cards = list(cards)
+        idents = {card.ident for card in self.cards}
+        if self.selected not in idents:
+            self.selected = self.cards[0].ident if self.cards else None
+            self.post_message(self.Selected(self.selected_card))
+        if len(self._cache) > _CACHE_LIMIT:
+            self._cache.clear()
+        self._layout_rows()
+        self.refresh()
+
+    @property
+    def selected_card(self) -> Card | None:
+        if self.selected is None:
+            return None
+        for card in self.cards:
+            if card.ident == self.selected:
+                return card
+        return None
+
+    @property
+    def selected_index(self) -> int | None:
+        for index, card in enumerate(self.cards):
+            if card.ident == self.selected:
+                return index
+        return None
+
+    def move(self, delta: int) -> None:
+        if not self.cards:
+            return
+        index = self.selected_index
+        index = 0 if index is None else max(0, min(len(self.cards) - 1, index + delta))
+        self.select_index(index)
+
+    def select_index(self, index: int) -> None:
+        if not self.cards:
+            return
+        index = max(0, min(len(self.cards) - 1, index))
+        self.selected = self.cards[index].ident
+        self.refresh()
+        row = index // self._columns
+        if row < len(self._row_h):
+            region = Region(0, self._row_y[row], self.size.width, self._row_h[row])
+            self.scroll_to_region(region, animate=False, immediate=True)
+        self.post_message(self.Selected(self.cards[index]))
+
+    @property
+    def page_cards(self) -> int:
+        rows = max(1, self.scrollable_content_region.height // TROUBLE_LINES)
+        return rows * self._columns
+
+    # -- layout ------------------------------------------------------------------------------
+
+    def on_resize(self) -> None:
+        self._layout_rows()
+        self.refresh()
+
+    def _layout_rows(self) -> None:
+        width = self.scrollable_content_region.width or self.size.width or 80
+        self._columns = max(1, width // MIN_CARD_WIDTH)
+        self._row_y = [0]
+        self._row_h = []
+        for start in range(0, len(self.cards), self._columns):
+            row = self.cards[start : start + self._columns]
+            height = max(card_height(card) for card in row)
+            self._row_h.append(height)
+            self._row_y.append(self._row_y[-1] + height)
+        total = self._row_y[-1] if self.cards else 1
+        self.virtual_size = Size(width, total)
+
+    def visible_rows(self) -> range:
+        top = int(self.scroll_offset.y)
+        bottom = top + self.scrollable_content_region.height
+        first = max(0, bisect_right(self._row_y, top) - 1)
+        last = min(len(self._row_h), bisect_right(self._row_y, bottom))
+        return range(first, last)
+
+    def tick(self) -> int:
+        """Repaint the title line of each visible open card; returns how many lines that was."""
+        repainted = 0
+        for row in self.visible_rows():
+            start = row * self._columns
+            if any(card.state == "open" for card in self.cards[start : start + self._columns]):
+                self.refresh_line(self._row_y[row])
+                repainted += 1
+        return repainted
+
+    # -- rendering ---------------------------------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width or self.size.width
+        base = self.rich_style
+        if not self.cards:
+            if y == 1:
+                style = self.get_component_rich_style("cards--empty")
+                text = f"  {self.empty_text}"
+                return Strip([Segment(text, style)]).crop_extend(0, width, base)
+            return Strip.blank(width, base)
+        vy = y + int(self.scroll_offset.y)
+        row = bisect_right(self._row_y, vy) - 1
+        if row < 0 or row >= len(self._row_h):
+            return Strip.blank(width, base)
+        line = vy - self._row_y[row]
+        columns = self._columns
+        card_width = width // columns
+        strips = []
+        for column in range(columns):
+            index = row * columns + column
+            cell = card_width if column < columns - 1 else width - card_width * (columns - 1)
+            if index >= len(self.cards):
+                strips.append(Strip.blank(cell, base))
+                continue
+            strips.append(self._card_line(self.cards[index], line, cell))
+        return Strip.join(strips)
+
+    def _card_line(self, card: Card, line: int, width: int) -> Strip:
+        selected = card.ident == self.selected
+        countdown = None
+        if line == 0 and card.state == "open":
+            left = card.seconds_left(self.now())
+            countdown = mmss(left) if left is not None else None
+        key = (card.ident, line, width, selected, countdown)
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] is card:  # drawn from this very card
+            return cached[1]
+        strip = self._draw(card, line, width, selected, countdown)
+        self._cache[key] = (card, strip)
+        return strip
+
+    def _draw(
+        self, card: Card, line: int, width: int, selected: bool, countdown: str | None
+    ) -> Strip:
+        base = self.rich_style
+        dim = self.get_component_rich_style("cards--dim")
+        state_style = self.get_component_rich_style(_STATE_CLASS[card.word])
+        segments: list[Segment]
+        if line >= card_height(card):
+            segments = []
+        elif line == 0:
+            segments = self._title(card, selected, countdown, state_style, width)
+        else:
+            gutter = "  ┃ " if selected else "  │ "
+            segments = [Segment(gutter, state_style), *self._body(card, line, dim)]
+        strip = Strip(segments).crop_extend(0, width - 1, base).apply_style(base)
+        strip = Strip.join([strip, Strip.blank(1, base)])
+        if selected:
+            strip = strip.apply_style(self.get_component_rich_style("cards--selected"))
+        return strip
+
+    def _title(
+        self, card: Card, selected: bool, countdown: str | None, state_style: Style, width: int
+    ) -> list[Segment]:
+        word = card.word
+        if countdown is not None and word == "OPEN":
+            word = f"OPEN {countdown}"
+        name = card.agent if self.thresholds.kind == "agent" else f"{card.agent} · {card.key}"
+        segments = [
+            Segment("▶ " if selected else "  "),
+            Segment(f"{word:<{STATE_WIDTH}}", state_style + Style(bold=True)),
+            Segment(" "),
+            Segment(name, self.get_component_rich_style("cards--name")),
+        ]
+        badges = []
+        if card.shared:
+            badges.append(Segment(" shared", self.get_component_rich_style("cards--dim")))
+        if card.rank == 0:
+            badges.append(Segment(" "))
+            badges.append(Segment(" PAGED ", self.get_component_rich_style("cards--paged")))
+        return segments + badges
+
+    def _body(self, card: Card, line: int, dim: Style) -> list[Segment]:
+        view = card.view
+        if line == 1:
+            parts = [f"count {self.thresholds.counter(view.count)}"]
+            if view.state != "closed":
+                parts.append(f"cause {cause_word(view.trip_cause)}")
+                if view.failed_probes:
+                    probes = "probe" if view.failed_probes == 1 else "probes"
+                    parts.append(f"{view.failed_probes} failed {probes}")
+                parts.append(f"cooldown {view.cooldown:g}s")
+            if card.rank == 4:
+                parts.append(hint(card))
+            return [Segment(" · ".join(parts))]
+        if card.rank == 4:  # a closed card's last line: its trips
+            return self._trips(card, dim)
+        if line == 2:
+            text = "→ " + hint(card, keys=True, fixable=self.fix_key(card))
+            return [Segment(text, self.get_component_rich_style("cards--hint"))]
+        if line == 3:
+            if not card.denied:
+                return [Segment("denied ", dim), Segment("none yet", dim)]
+            shown = " · ".join(d.text for d in card.denied[:3])
+            return [Segment("denied ", dim), Segment(shown)]
+        return self._trips(card, dim)
+
+    def _trips(self, card: Card, dim: Style) -> list[Segment]:
+        if not card.trips:
+            return [Segment("trips  ", dim), Segment("none yet", dim)]
+        return [Segment("trips  ", dim), Segment(" · ".join(t.short for t in card.trips[:3]))]
+
+
+_STATE_CLASS = {
+    "OPEN": "cards--open",
+    "HALF-OPEN": "cards--half-open",
+    "PAUSED": "cards--paused",
+    "CLOSED": "cards--closed",
+}

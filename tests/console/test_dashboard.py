@@ -1,0 +1,194 @@
+"""The dashboard against a real engine on a manual clock: cards, countdowns, sorting, filter."""
+
+from __future__ import annotations
+
+from console.screens.detail import DetailScreen
+from console.widgets.cards import CardList
+from engine import events as ev
+from tests.console.conftest import make_app, settle
+from tests.console.helpers import cards_text, header_text
+
+
+async def test_a_tripped_breaker_shows_open_and_its_countdown(agent_world):
+    await agent_world.call("bo", "crm")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await agent_world.trip_upstream("ava")
+        await settle(pilot)
+        assert agent_world.engine.view("ava").state == "open"
+        text = cards_text(app)
+        assert "OPEN 05:00  ava" in text
+        assert "count 5 · auth 3 / upstream 5" in text
+        assert "OPEN 1" in header_text(app)
+
+
+async def test_the_countdown_decreases_as_the_clock_advances(agent_world):
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert "OPEN 05:00" in cards_text(app)
+        agent_world.clock.advance(61)
+        app.tick()
+        await settle(pilot)
+        assert "OPEN 03:59" in cards_text(app)
+        agent_world.clock.advance(238)
+        app.tick()
+        await settle(pilot)
+        assert "OPEN 00:01" in cards_text(app)
+
+
+async def test_the_tick_repaints_only_visible_open_cards(agent_world):
+    for index in range(30):
+        await agent_world.call(f"agent-{index:02d}", "crm")
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.screen.query_one(CardList).tick() == 1
+
+
+async def test_half_open_then_recovery_show_on_the_card(agent_world):
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        agent_world.clock.advance(300)
+        agent_world.engine.poll()
+        await settle(pilot)
+        assert agent_world.engine.view("ava").state == "half_open"
+        assert "HALF-OPEN   ava" in cards_text(app)
+        assert "HALF-OPEN 1" in header_text(app)
+        agent_world.heal("payments")
+        await agent_world.call("ava", "payments")
+        await settle(pilot)
+        assert agent_world.engine.view("ava").state == "closed"
+        text = cards_text(app)
+        assert "CLOSED      ava" in text
+        assert "upstream×5 → recovered" in text
+
+
+async def test_denied_calls_show_time_platform_and_reason(agent_world):
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        agent_world.clock.advance(5)
+        assert await agent_world.call("ava", "crm") == [403]
+        await settle(pilot)
+        assert "denied 12:00:05 crm breaker open" in cards_text(app)
+
+
+async def test_trouble_comes_first(agent_world):
+    for agent in ("aaron", "abby", "zed"):
+        await agent_world.call(agent, "crm")
+    await agent_world.trip_upstream("zed")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        order = [card.agent for card in app.screen.query_one(CardList).cards]
+        assert order == ["zed", "aaron", "abby"]
+
+
+async def test_a_paged_breaker_shouts_in_the_header(agent_world):
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(2):  # two failed probes in a row: the page
+            agent_world.clock.advance(300)
+            agent_world.engine.poll()
+            await agent_world.call("ava", "payments")
+        await settle(pilot)
+        assert agent_world.engine.view("ava").paged
+        assert "!! PAGED 1: ava !!" in header_text(app)
+        assert "PAGED" in cards_text(app).splitlines()[0]
+
+
+async def test_slash_filters_by_agent(agent_world):
+    for agent in ("ava", "bo", "cy"):
+        await agent_world.call(agent, "crm")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", "b", "o")
+        await settle(pilot)
+        assert [c.agent for c in app.screen.query_one(CardList).cards] == ["bo"]
+        await pilot.press("enter")
+        await settle(pilot)
+        assert "filter “bo”: 1 of 3" in str(app.screen.query_one("#status").content)
+        assert app.screen.query_one(CardList).has_focus
+
+
+async def test_slash_filters_by_state_and_escape_clears(agent_world):
+    for agent in ("ava", "bo", "cy"):
+        await agent_world.call(agent, "crm")
+    await agent_world.trip_auth("cy")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"open", "enter")
+        await settle(pilot)
+        assert [c.agent for c in app.screen.query_one(CardList).cards] == ["cy"]
+        await pilot.press("escape")
+        await settle(pilot)
+        assert len(app.screen.query_one(CardList).cards) == 3
+
+
+async def test_j_and_k_move_the_selection(agent_world):
+    for agent in ("ava", "bo", "cy"):
+        await agent_world.call(agent, "crm")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        cards = app.screen.query_one(CardList)
+        assert cards.selected == ("ava", "ava")
+        await pilot.press("j", "j")
+        assert cards.selected == ("cy", "cy")
+        await pilot.press("k")
+        assert cards.selected == ("bo", "bo")
+        await pilot.press("down")
+        assert cards.selected == ("cy", "cy")
+        assert "▶ CLOSED      cy" in cards_text(app)
+
+
+async def test_enter_opens_the_detail_screen_with_audit_rows_newest_first(agent_world):
+    await agent_world.trip_auth("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, DetailScreen)
+        rows = agent_world.engine.audit.query(key="ava")
+        table = screen.query_one("#audit")
+        assert table.row_count == len(rows) == 4
+        seqs = [int(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        assert seqs == sorted(seqs, reverse=True)
+        assert table.get_row_at(0)[2] == "tripped"
+        assert [table.get_row_at(i)[2] for i in (1, 2, 3)] == [ev.CALL_FAILED] * 3
+
+
+async def test_only_visible_cards_are_drawn(agent_world):
+    engine = agent_world.engine
+    for index in range(2000):
+        call = engine.new_call(
+            key=f"agent-{index:04d}",
+            agent=f"agent-{index:04d}",
+            platform="crm",
+            tool="crm",
+            deadline_seconds=30,
+        )
+        del call
+    app = make_app(engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        cards = app.screen.query_one(CardList)
+        assert len(cards.cards) == 2000
+        assert cards.virtual_size.height == 2000 * 3
+        drawn = []
+        original = cards._draw
+        cards._draw = lambda card, *rest: drawn.append(card.agent) or original(card, *rest)
+        cards._cache.clear()
+        cards.refresh()
+        await settle(pilot)
+        assert 0 < len(set(drawn)) <= 8

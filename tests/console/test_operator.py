@@ -1,0 +1,274 @@
+"""Operator writes from the console: reset and mark-credential-fixed, always confirmed first."""
+
+from __future__ import annotations
+
+from textual.widgets import Button
+
+from console.screens.confirm import ConfirmScreen
+from console.screens.dashboard import DashboardScreen
+from console.screens.detail import DetailScreen
+from console.screens.help import HelpScreen
+from console.widgets.cards import CardList
+from engine import events as ev
+from tests.console.conftest import OPERATOR, make_app, settle
+from tests.console.helpers import cards_text, static_text
+
+
+def resets(engine, key: str) -> list:
+    return engine.audit.query(key=key, types=[ev.RESET])
+
+
+async def test_r_then_n_leaves_the_breaker_open(agent_world):
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        await settle(pilot)
+        assert isinstance(app.screen, DashboardScreen)
+        view = agent_world.engine.view("ava")
+        assert (view.state, view.count) == ("open", 5)
+        assert resets(agent_world.engine, "ava") == []
+
+
+async def test_r_then_y_closes_it_and_audits_the_operator(agent_world):
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("r", "y")
+        await settle(pilot)
+        view = agent_world.engine.view("ava")
+        assert (view.state, view.count) == ("closed", 0)
+        [reset] = resets(agent_world.engine, "ava")
+        assert reset.fields["actor"] == OPERATOR
+        assert "upstream_failure" in reset.fields["reason"]
+        assert f"upstream×5 → reset by {OPERATOR}" in cards_text(app)
+
+
+async def test_the_reset_dialog_focuses_no_so_enter_cancels(agent_world):
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        assert isinstance(app.focused, Button) and app.focused.id == "no"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert agent_world.engine.view("ava").state == "open"
+        assert resets(agent_world.engine, "ava") == []
+
+
+async def test_escape_cancels_the_reset(agent_world):
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("r", "escape")
+        await settle(pilot)
+        assert isinstance(app.screen, DashboardScreen)
+        assert agent_world.engine.view("ava").state == "open"
+
+
+async def test_the_reset_dialog_names_agent_state_cause_and_warns_on_auth_trips(agent_world):
+    await agent_world.trip_auth("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        body = static_text(app.screen, "#confirm-body")
+        assert "Agent: ava" in body
+        assert "State: OPEN" in body and "auth_failure" in body
+        warning = static_text(app.screen, "#confirm-warning")
+        assert "trips it again after 3 calls" in warning
+
+
+async def test_an_upstream_trip_gets_no_credential_warning(agent_world):
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        assert not app.screen.query("#confirm-warning")
+
+
+async def test_reset_is_not_offered_on_a_closed_breaker(agent_world):
+    await agent_world.call("ava", "crm")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        assert isinstance(app.screen, DashboardScreen)
+
+
+async def test_reset_from_the_detail_screen(agent_world):
+    await agent_world.trip_auth("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert "reconnect that credential" in static_text(app.screen, "#detail-hint")
+        await pilot.press("r", "y")
+        await settle(pilot)
+        assert isinstance(app.screen, DetailScreen)
+        assert agent_world.engine.view("ava").state == "closed"
+        table = app.screen.query_one("#audit")
+        assert table.get_row_at(0)[2] == ev.RESET
+        assert OPERATOR in table.get_row_at(0)[4]
+        await pilot.press("escape")
+        assert isinstance(app.screen, DashboardScreen)
+
+
+async def test_the_detail_screen_shows_the_failures_that_led_to_the_trip(agent_world):
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        trips = static_text(app.screen, "#detail-trips")
+        assert "12:00:00 upstream ×5 → still open" in trips
+        assert "after: 12:00:00 payments refused" in trips
+        assert "or the path to it is down" in static_text(app.screen, "#detail-hint")
+
+
+# -- the tool policy: shared breakers and paused credentials ---------------------------------
+
+
+async def test_a_shared_breaker_is_shown_under_each_agent_marked_shared(tool_world):
+    from fixtures.faults import Fault, FaultKind
+
+    tool_world.platforms["payments"].set_fault(Fault(FaultKind.REFUSED))
+    await tool_world.harness.call_tool("ava", "charge")
+    await tool_world.harness.call_tool("bo", "charge")
+    await tool_world.harness.call_tool("ava", "charge")
+    app = make_app(tool_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        text = cards_text(app)
+        assert "ava · payments@default shared" in text
+        assert "bo · payments@default shared" in text
+        assert "count 3 / 3" in text
+
+
+async def test_f_then_y_marks_a_paused_credential_fixed(tool_world):
+    from fixtures.faults import Fault, FaultKind
+
+    await tool_world.harness.call_tool("ava", "lookup")  # the credential has worked
+    tool_world.platforms["crm"].revoke_credential()
+    await tool_world.harness.call_tool("ava", "lookup")
+    assert tool_world.engine.credential_paused("crm@default")
+    tool_world.platforms["crm"].set_fault(Fault(FaultKind.OK))
+    app = make_app(tool_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert "PAUSED      ava · crm@default" in cards_text(app)
+        await pilot.press("f")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await settle(pilot)
+        assert not tool_world.engine.credential_paused("crm@default")
+        [restored] = tool_world.engine.audit.query(
+            key="crm@default", types=[ev.CREDENTIAL_RESTORED]
+        )
+        assert restored.fields["actor"] == OPERATOR
+        assert "CLOSED      ava · crm@default" in cards_text(app)
+
+
+async def test_f_then_n_leaves_the_credential_paused(tool_world):
+    await tool_world.harness.call_tool("ava", "lookup")
+    tool_world.platforms["crm"].revoke_credential()
+    await tool_world.harness.call_tool("ava", "lookup")
+    app = make_app(tool_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("f", "n")
+        await settle(pilot)
+        assert tool_world.engine.credential_paused("crm@default")
+
+
+# -- demo fault controls, help, quit ---------------------------------------------------------
+
+
+class FakeControls:
+    def __init__(self) -> None:
+        self.platforms = ["crm", "payments"]
+        self.calls: list[tuple[str, str]] = []
+
+    def status(self) -> dict[str, str]:
+        return {p: "ok" for p in self.platforms}
+
+    def take_down(self, platform: str) -> None:
+        self.calls.append(("take_down", platform))
+
+    def bring_back(self, platform: str) -> None:
+        self.calls.append(("bring_back", platform))
+
+    def revoke(self, platform: str) -> None:
+        self.calls.append(("revoke", platform))
+
+    def fix(self, platform: str) -> None:
+        self.calls.append(("fix", platform))
+
+
+async def test_demo_keys_act_on_the_selected_cards_platform(agent_world):
+    await agent_world.trip_auth("ava", platform="crm")
+    controls = FakeControls()
+    app = make_app(agent_world.engine, controls=controls)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert "demo crm ok · payments ok" in str(app.screen.query_one("#status").content)
+        await pilot.press("d", "u", "x")
+        await pilot.press("f", "y")
+        await settle(pilot)
+        assert controls.calls == [
+            ("take_down", "crm"),
+            ("bring_back", "crm"),
+            ("revoke", "crm"),
+            ("fix", "crm"),
+        ]
+        assert agent_world.engine.view("ava").state == "open"  # fixing is not resetting
+        assert "reconnect that credential (f), then reset (r)" in cards_text(app)
+
+
+async def test_question_mark_lists_every_dashboard_key(agent_world):
+    await agent_world.call("ava", "crm")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        text = static_text(app.screen, "#help-text")
+        for key in ("j", "k", "/", "enter", "r", "f", "q", "?", "d", "u", "x", "y", "escape"):
+            assert f"[b]{key}" in text or f"/ {key}" in text or f", {key}" in text, key
+        await pilot.press("escape")
+        assert isinstance(app.screen, DashboardScreen)
+
+
+async def test_q_quits(agent_world):
+    await agent_world.call("ava", "crm")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("q")
+        await settle(pilot)
+    assert app.return_code == 0
+    assert not app.is_running
+
+
+async def test_the_card_list_has_focus_at_start(agent_world):
+    await agent_world.call("ava", "crm")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.focused, CardList)
