@@ -7,6 +7,7 @@ sequence numbers and persistence.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -27,7 +28,7 @@ class DenyReason(StrEnum):
     PROBE_IN_FLIGHT = "probe_in_flight"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Admission:
     allowed: bool
     as_probe: bool = False
@@ -38,6 +39,15 @@ class Admission:
 
 ADMIT_NORMAL = Admission(allowed=True)
 ADMIT_PROBE = Admission(allowed=True, as_probe=True)
+
+# Module-level names: an enum member looked up through its class costs more than the rest of
+# the closed path.
+_CLOSED = State.CLOSED
+_OPEN = State.OPEN
+_HALF_OPEN = State.HALF_OPEN
+_SUCCESS = OutcomeClass.SUCCESS
+_NONE: tuple[()] = ()
+_ADMITTED_CLOSED = (ADMIT_NORMAL, _NONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +82,7 @@ class Breaker:
     def __init__(self, key: str, policy: AgentPolicy | ToolPolicy) -> None:
         self.key = key
         self.policy = policy
-        self.state = State.CLOSED
+        self.state = _CLOSED
         self.count = 0
         self.last_failure_at: float | None = None
         self.last_failure_detail = ""
@@ -89,19 +99,21 @@ class Breaker:
     @property
     def reopens_at(self) -> float | None:
         """When an open breaker lets its next probe through, in monotonic seconds."""
-        if self.state is State.OPEN and self.opened_at is not None:
+        if self.state is _OPEN and self.opened_at is not None:
             return self.opened_at + self.cooldown
         return None
 
-    def admit(self, call_id: str, now: float, lease: float) -> tuple[Admission, list[Transition]]:
+    def admit(
+        self, call_id: str, now: float, lease: float
+    ) -> tuple[Admission, Sequence[Transition]]:
         """Let a call in as normal or as the one probe, or refuse it with the time left."""
-        if self.state is State.CLOSED:
-            return ADMIT_NORMAL, []
+        if self.state is _CLOSED:
+            return _ADMITTED_CLOSED
         transitions = self.poll(now)
-        if self.state is State.OPEN:
+        if self.state is _OPEN:
             left = self.opened_at + self.cooldown - now  # type: ignore[operator]
             return self._deny(DenyReason.OPEN, left), transitions
-        if self.state is State.CLOSED:
+        if self.state is _CLOSED:
             return ADMIT_NORMAL, transitions
         if self.probe_id is None:
             self.probe_id = call_id
@@ -119,14 +131,14 @@ class Breaker:
         """Move an open breaker whose cooldown has run out to half-open."""
         due = self.reopens_at
         if due is not None and now >= due:
-            self.state = State.HALF_OPEN
+            self.state = _HALF_OPEN
             self.probe_id = None
             return [Transition(ev.HALF_OPEN, {})]
         return []
 
     def expired_probe(self, now: float) -> str | None:
         """The probe that has outlived its lease, if any; the engine records it as failed."""
-        if self.state is State.HALF_OPEN and now > self.probe_deadline:
+        if self.state is _HALF_OPEN and now > self.probe_deadline:
             return self.probe_id
         return None
 
@@ -136,14 +148,18 @@ class Breaker:
             self.probe_deadline += seconds
 
     def is_probe(self, call_id: str) -> bool:
-        return self.state is State.HALF_OPEN and self.probe_id == call_id
+        return self.state is _HALF_OPEN and self.probe_id == call_id
 
-    def record(self, call_id: str, outcome: Outcome, now: float) -> list[Transition]:
+    def record(self, call_id: str, outcome: Outcome, now: float) -> Sequence[Transition]:
         """Apply one completed call. Late completions are applied as the design says."""
+        if outcome.cls is _SUCCESS:
+            if self.state is _CLOSED:
+                # Closed already holds every closed value but the run of failures.
+                self.count = self.rate_limited_streak = 0
+                return _NONE
+            return self._succeed()
         if outcome.counted and not self.policy.may_count(outcome.cls):
             raise ValueError(f"{outcome.cls} never counts under the {self.policy.kind} policy")
-        if outcome.cls is OutcomeClass.SUCCESS:
-            return self._succeed()
         was_probe = self.is_probe(call_id)
         if not outcome.counted:
             if was_probe:
@@ -152,17 +168,16 @@ class Breaker:
         self._count(outcome, now)
         if was_probe:
             return self._reopen(outcome)
-        if self.state is State.CLOSED and self.count >= self.policy.threshold(outcome.cls):
+        if self.state is _CLOSED and self.count >= self.policy.threshold(outcome.cls):
             return self._trip(outcome, now)
         return []
 
     def _succeed(self) -> list[Transition]:
-        was_closed = self.state is State.CLOSED
         self._close()
-        return [] if was_closed else [Transition(ev.RECOVERED, {})]
+        return [Transition(ev.RECOVERED, {})]
 
     def _close(self) -> None:
-        self.state = State.CLOSED
+        self.state = _CLOSED
         self.count = 0
         self.failed_probes = 0
         self.paged = False
@@ -190,7 +205,7 @@ class Breaker:
             self.rate_limited_streak = 0
 
     def _trip(self, outcome: Outcome, now: float) -> list[Transition]:
-        self.state = State.OPEN
+        self.state = _OPEN
         self.opened_at = now
         self.failed_probes = 0
         self.paged = False
@@ -208,7 +223,7 @@ class Breaker:
 
     def _reopen(self, outcome: Outcome) -> list[Transition]:
         self.failed_probes += 1
-        self.state = State.OPEN
+        self.state = _OPEN
         self.opened_at = self.last_failure_at
         self.probe_id = None
         if outcome.cls is OutcomeClass.RATE_LIMITED and outcome.retry_after is not None:

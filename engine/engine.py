@@ -45,6 +45,9 @@ _TIME_OR_OPERATOR = frozenset({ev.HALF_OPEN, ev.RESET})
 
 MARK_FILE = "mark.json"
 
+_SUCCESS = OutcomeClass.SUCCESS
+_CLOSED = State.CLOSED
+
 EXPIRED = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="probe never reported back")
 
 
@@ -59,7 +62,7 @@ class Call:
     tool: str
     deadline_seconds: float
     attempts: int = 0
-    admitted_t: float | None = None
+    admitted_wall: float | None = None
     admitted_as: str | None = None
     admitted_seq: int | None = None
 
@@ -110,6 +113,7 @@ class Engine:
         scheduler: Scheduler | None = None,
     ) -> None:
         self.policy = policy
+        self._agent_policy = isinstance(policy, AgentPolicy)
         self.clock = clock or SystemClock()
         self.epoch = self.clock.wall()
         self.page_hook = page_hook
@@ -232,7 +236,7 @@ class Engine:
     def admit(self, call: Call, lease: float) -> Admission:
         """Let the call in, as normal or as the one probe, or refuse it (`call.denied`)."""
         breaker = self._slots[call.key].breaker
-        if breaker.state is State.CLOSED:
+        if breaker.state is _CLOSED:
             self._mark_admitted(call, "normal")
             return ADMIT_NORMAL
         with self._lock:
@@ -276,8 +280,19 @@ class Engine:
         agent_status: int | str,
         refresh: str | None = None,
         platform_status: int | None = None,
-    ) -> Event:
+    ) -> Event | None:
         """Record a finished call: its `call.completed` line, then what it caused."""
+        slot = self._slots[call.key]
+        if (
+            outcome.cls is _SUCCESS
+            and not self._listeners
+            and slot.breaker.state is _CLOSED
+            and slot.breaker.count == 0
+            and (self._agent_policy or slot.credential.worked_at is not None)
+        ):
+            # Nothing would change and nobody is watching: a healthy call costs no lock and no
+            # line (the audit log keeps no successes).
+            return None
         with self._lock:
             slot = self._slots[call.key]
             now = self.clock.monotonic()
@@ -316,7 +331,7 @@ class Engine:
             "call_id": call.call_id,
             "platform": call.platform,
             "tool": call.tool,
-            "admitted_t": call.admitted_t,
+            "admitted_t": self._t(call.admitted_wall),
             "admitted_as": call.admitted_as,
             "probe": is_probe,
             "attempts": call.attempts,
@@ -334,7 +349,7 @@ class Engine:
 
     def _mark_admitted(self, call: Call, admitted_as: str) -> None:
         call.admitted_as = admitted_as
-        call.admitted_t = self._t(self.clock.wall())
+        call.admitted_wall = self.clock.wall()
         call.admitted_seq = self._seq
 
     # -- credentials (tool policy) ---------------------------------------------------------

@@ -118,14 +118,15 @@ _HALT_CAUSE = {
 
 def agent_halted(admission: Admission) -> GatewayResponse:
     assert admission.reason is not None
+    cause = _HALT_CAUSE.get(admission.cause, "breaker_upstream_failure")  # type: ignore[arg-type]
     halt = {
         "state": _HALT_STATE[admission.reason],
         "recoverable_by": "time",
-        "cause": _HALT_CAUSE.get(admission.cause, "breaker_upstream_failure"),  # type: ignore[arg-type]
+        "cause": cause,
         "retry_after_seconds": max(5, math.ceil(admission.retry_after)),
         "instructions": HALT_INSTRUCTIONS,
     }
-    body = {"error": "agent_halted", "reason": admission.reason.value, "halt": halt}
+    body = {"error": "agent_halted", "reason": str(admission.reason), "halt": halt}
     return GatewayResponse(403, body)
 
 
