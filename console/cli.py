@@ -45,6 +45,53 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--on-page", default=None, help="command run with each page event as JSON")
 
     commands.add_parser("scenarios", help="list the scenarios and what each demonstrates")
+
+    serve = commands.add_parser(
+        "serve", help="simulated agents on an engine, served over the live feed"
+    )
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument(
+        "--scenario", default=None, help="scenario name (see `breakerdeck scenarios`)"
+    )
+    serve.add_argument(
+        "--speed",
+        type=_positive,
+        default=1.0,
+        help="simulated seconds per real second (default: real time)",
+    )
+    serve.add_argument("--seed", type=int, default=7)
+    serve.add_argument("--policy", choices=["agent", "tool"], default="agent")
+    serve.add_argument("--operator-token-file", default=None)
+    serve.add_argument("--viewer-token-file", default=None)
+    serve.add_argument(
+        "--state-dir",
+        default=None,
+        help="verdicts, audit log, generated tokens (default: ~/.local/state/breakerdeck)",
+    )
+    serve.add_argument("--on-page", default=None, help="command run with each page event as JSON")
+    serve.add_argument(
+        "--source", default=None, help="this engine's label in consoles (default: hostname:port)"
+    )
+
+    status = commands.add_parser(
+        "status", help="one-shot table or JSON of a remote engine's breakers"
+    )
+    status.add_argument("url")
+    status.add_argument("--json", action="store_true")
+    status.add_argument("--token-file", default=None)
+    status.add_argument("--timeout", type=_positive, default=10.0)
+
+    reset = commands.add_parser("reset", help="reset one breaker on a remote engine")
+    reset.add_argument("url")
+    reset.add_argument("key")
+    reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    reset.add_argument("--reason", default=None)
+    reset.add_argument("--token-file", default=None)
+    reset.add_argument(
+        "--operator", default=None, help="name written on the reset (default: login)"
+    )
+    reset.add_argument("--timeout", type=_positive, default=10.0)
     return parser
 
 
@@ -54,6 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from console.headless import list_scenarios
 
         return list_scenarios(sys.stdout)
+    if args.command in ("serve", "status", "reset"):
+        from console import remote
+
+        runner = {"serve": remote.run_serve, "status": remote.run_status, "reset": remote.run_reset}
+        return runner[args.command](args)
     if args.command == "demo" and args.headless:
         from console.headless import run_headless
 

@@ -18,7 +18,7 @@ from engine.engine import read_mark
 from engine.events import Event, record
 from engine.page import command_hook
 from fixtures import scenario as scenarios
-from fixtures.simulation import FIXED_EPOCH, Simulation
+from fixtures.simulation import DEFAULT_SCENARIO, FIXED_EPOCH, Simulation
 
 
 def list_scenarios(out: IO[str]) -> int:
@@ -32,7 +32,7 @@ def list_scenarios(out: IO[str]) -> int:
 
 def run_headless(args: argparse.Namespace) -> int:
     try:
-        scenario = scenarios.load(args.scenario or "vendor-outage")
+        scenario = scenarios.load(args.scenario or DEFAULT_SCENARIO)
     except scenarios.ScenarioError as error:
         print(f"breakerdeck: {error}", file=sys.stderr)
         return 2

@@ -446,8 +446,12 @@ class Engine:
         )
 
     def views(self) -> list[BreakerView]:
+        return self.snapshot()[1]
+
+    def snapshot(self) -> tuple[int, list[BreakerView]]:
+        """Every breaker and the seq of the last event they reflect, read together."""
         with self._lock:
-            return [self.view(key) for key in self._slots]
+            return self._seq, [self.view(key) for key in self._slots]
 
     def close(self) -> None:
         if self._mark_file is not None:

@@ -363,11 +363,8 @@ class FeedServer:
 
 def snapshot(engine: Engine, source: str) -> tuple[int, p.SnapshotMessage]:
     """The engine's breakers and the seq they reflect, read together."""
-    # The engine's own lock: no event can be written between reading `seq` and the views.
-    with engine._lock:
-        seq = engine.seq
-        views = engine.views()
-        now = engine.clock.wall()
+    seq, views = engine.snapshot()
+    now = engine.clock.wall()
     policy = engine.policy
     if isinstance(policy, AgentPolicy):
         thresholds = {

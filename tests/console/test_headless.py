@@ -148,7 +148,7 @@ def test_the_trace_goes_to_stdout_and_messages_to_stderr():
         capture_output=True, text=True, check=True,
     )
     assert all(json.loads(line) for line in done.stdout.splitlines())
-    assert "vendor-outage" in done.stderr
+    assert "live-demo" in done.stderr
 
 
 def test_scenarios_lists_every_scenario_with_its_policies(capsys):
