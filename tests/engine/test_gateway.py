@@ -623,3 +623,15 @@ async def test_unknown_platform_is_a_clear_404_and_touches_no_breaker(gateway, e
 async def test_the_gateway_refuses_a_tool_policy_engine(tool_engine, vault):
     with pytest.raises(TypeError, match="agent"):
         Gateway(tool_engine, {}, vault)
+
+
+async def test_fifty_concurrent_calls_in_half_open_admit_exactly_one(gateway, platform, engine):
+    await trip_upstream(gateway, platform)
+    await asyncio.sleep(300)
+    platform.set_fault(SLOW)
+    responses = await asyncio.gather(*(call(gateway) for _ in range(50)))
+    statuses = sorted(r.status for r in responses)
+    assert statuses == [200] + [403] * 49
+    assert {r.body["reason"] for r in responses if r.status == 403} == {"probe_in_flight"}
+    assert platform.requests == 6
+    assert engine.view(AGENT).state == "closed"

@@ -307,3 +307,37 @@ async def test_a_paused_credential_stays_paused_across_a_restart(tool_runs):
     assert fixed.requests == 0
     engine.restore_credential(KEY, actor="alice")
     assert (await harness_on(engine, fixed).call_tool("ava", "charge"))["status"] == "ok"
+
+
+async def test_the_ladder_and_page_flag_survive_a_restart(tool_runs):
+    first = tool_runs.start()
+    await trip_tool(first)
+    dead = harness_on(first, FakePlatform("payments", REFUSED))
+    for wait in (30, 60):
+        await asyncio.sleep(wait)
+        assert (await dead.call_tool("ava", "charge"))["status"] == "tool_error"
+    assert first.view(KEY).paged and first.view(KEY).cooldown == 300
+    engine = tool_runs.start()
+    (restored,) = engine.restore()
+    assert restored.fields["failed_probes"] == 2 and restored.fields["paged"] is True
+    pages = []
+    engine.subscribe(lambda e: pages.append(e) if e.type == ev.PAGE else None)
+    await asyncio.sleep(300)
+    dead = harness_on(engine, FakePlatform("payments", REFUSED))
+    assert (await dead.call_tool("ava", "charge"))["status"] == "tool_error"
+    assert engine.view(KEY).cooldown == 900  # the third step, not the first again
+    assert pages == []  # one page per episode, restart or not
+
+
+async def test_a_half_open_verdict_restores_as_open_and_due(tool_runs):
+    first = tool_runs.start()
+    await trip_tool(first)
+    await asyncio.sleep(30)
+    first.poll()
+    assert first.view(KEY).state == "half_open"
+    engine = tool_runs.start()
+    (restored,) = engine.restore()
+    assert restored.fields["state"] == "half_open"
+    fresh = FakePlatform("payments", OK)
+    assert (await harness_on(engine, fresh).call_tool("ava", "charge"))["status"] == "ok"
+    assert fresh.requests == 1 and engine.view(KEY).state == "closed"
