@@ -1,5 +1,6 @@
 """The headless trace: a public format, checked line by line as an outside tool would."""
 
+import itertools
 import json
 import subprocess
 import sys
@@ -103,7 +104,7 @@ def test_half_open_is_written_once_per_open_episode(outage_tool):
         if line["type"].startswith("circuit_breaker."):
             per_key[line["key"]].append(line["type"])
     for types in per_key.values():
-        for before, after in zip(types, types[1:], strict=False):
+        for before, after in itertools.pairwise(types):
             assert not (before == after == "circuit_breaker.half_open")
 
 
