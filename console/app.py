@@ -18,7 +18,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
 
-from console.model import Board, Card
+from console.model import Board, Card, mmss
 from console.screens.confirm import ConfirmScreen
 from console.screens.dashboard import DashboardScreen
 from console.screens.detail import DetailScreen
@@ -137,7 +137,7 @@ class BreakerdeckApp(App[None]):
         state = card.word
         left = card.seconds_left(self.source.now())
         if left is not None:
-            state += f" ({int(left)} s to the probe)"
+            state += f" {mmss(left)} to the probe"
         cause = view.trip_cause or "unknown cause"
         lines = [
             f"Agent: {card.agent}" + (f"   key: {card.key}" if card.key != card.agent else ""),
@@ -173,7 +173,7 @@ class BreakerdeckApp(App[None]):
         if not (marks or demo):
             self.notify("Nothing to fix here: the credential is not paused.", timeout=3)
             return
-        lines = [f"Agent: {card.agent}   key: {card.key}"]
+        lines = [f"Agent: {card.agent}" + (f"   key: {card.key}" if card.key != card.agent else "")]
         if marks:
             lines.append(
                 f"Marks the credential fixed: calls on {card.key} go out again "

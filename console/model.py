@@ -209,9 +209,10 @@ def hint(card: Card, *, keys: bool = False, fixable: bool = False) -> str:
         return f"credential revoked{where}: reconnect that credential, then mark it fixed{f_key}"
     if view.state == "closed":
         if view.count:
-            last = card.failures[0] if card.failures else None
-            what = f"last: {last.outcome} on {last.platform}" if last else ""
-            return f"healthy, {view.count} counted failure(s) in the window; {what}".rstrip("; ")
+            last = next((f for f in card.failures if f.counted), None)
+            if last is None:
+                return "not tripped, failures counted"
+            return f"last failure {cause_word(last.outcome)} on {last.platform}"
         return "healthy"
     cause = view.trip_cause or ""
     counted = [f for f in card.failures if f.counted]
@@ -237,14 +238,15 @@ def _on(where: str | None) -> str:
 
 
 def sort_cards(cards: Iterable[Card], kind: str) -> list[Card]:
-    """Trouble first. Under `tool`, cards stay grouped by agent; groups by their worst card."""
+    """Trouble first (closed ones with counted failures before healthy ones). Under `tool`,
+    cards stay grouped by agent, groups ordered by their worst card."""
     cards = list(cards)
     if kind == "agent":
-        return sorted(cards, key=lambda c: (c.rank, c.agent, c.key))
+        return sorted(cards, key=lambda c: (c.rank, -c.view.count, c.agent, c.key))
     worst: dict[str, int] = {}
     for card in cards:
         worst[card.agent] = min(worst.get(card.agent, RANK_CLOSED), card.rank)
-    return sorted(cards, key=lambda c: (worst[c.agent], c.agent, c.rank, c.key))
+    return sorted(cards, key=lambda c: (worst[c.agent], c.agent, c.rank, -c.view.count, c.key))
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,16 +24,16 @@ class DashboardScreen(Screen[None]):
         Binding("slash", "filter", "Filter", id="filter"),
         Binding("enter", "details", "Details", id="details"),
         Binding("r", "reset", "Reset", id="reset"),
-        Binding("f", "fix", "Cred fixed", id="fix"),
+        Binding("f", "fix", "Fixed", id="fix", tooltip="credential fixed"),
         Binding("j,down", "move(1)", "Next", show=False, id="next"),
         Binding("k,up", "move(-1)", "Previous", show=False, id="previous"),
         Binding("pagedown", "page(1)", "Page down", show=False, id="page-down"),
         Binding("pageup", "page(-1)", "Page up", show=False, id="page-up"),
         Binding("home,g", "edge(0)", "First", show=False, id="first"),
         Binding("end,G", "edge(1)", "Last", show=False, id="last"),
-        Binding("d", "platform_down", "Platform down", show=False, id="demo-down"),
-        Binding("u", "platform_up", "Platform up", show=False, id="demo-up"),
-        Binding("x", "revoke", "Revoke cred", show=False, id="demo-revoke"),
+        Binding("d", "platform_down", "Down", id="demo-down", tooltip="demo: platform down"),
+        Binding("u", "platform_up", "Up", id="demo-up", tooltip="demo: platform healthy"),
+        Binding("x", "revoke", "Revoke", id="demo-revoke", tooltip="demo: revoke credential"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="clear-filter"),
         Binding("q", "app.quit", "Quit", id="quit"),
     ]
@@ -113,7 +113,7 @@ class DashboardScreen(Screen[None]):
         if action == "fix":
             return True if card is not None and self.app.can_fix(card) else None
         if action in ("platform_down", "platform_up", "revoke"):
-            return self.app.controls is not None
+            return self.app.controls is not None  # hidden outside demo mode
         if action == "clear_filter":
             return bool(self.filter_text) or self.query_one(Input).display
         return True

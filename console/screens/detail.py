@@ -80,6 +80,18 @@ def trips_with_failures(rows: list[Event]) -> list[tuple[Event, list[Event], Eve
     return list(reversed(trips))
 
 
+def led_by(failures: list[Event]) -> str:
+    """`payments timeout ×3, crm http_401 ×2 (00:01:02–00:04:24)`: what led to a trip."""
+    groups: dict[tuple[str, str], int] = {}
+    for failure in failures:
+        what = (str(failure.fields.get("platform")), str(failure.fields.get("fault")))
+        groups[what] = groups.get(what, 0) + 1
+    kinds = ", ".join(f"{platform} {fault} ×{n}" for (platform, fault), n in groups.items())
+    first, last = clock_text(failures[0].wall), clock_text(failures[-1].wall)
+    when = first if first == last else f"{first}–{last}"
+    return f"{kinds} ({when})"
+
+
 class DetailScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,backspace", "app.pop_screen", "Back", id="back"),
@@ -110,7 +122,8 @@ class DetailScreen(Screen[None]):
         table.add_column("seq", key="seq")
         table.add_column("time", key="time")
         table.add_column("event", key="event")
-        table.add_column("agent", key="agent")
+        if self.app.board.thresholds.kind == "tool":  # under `agent`, the key is the agent
+            table.add_column("agent", key="agent")
         table.add_column("details", key="details")
         table.focus()
         await self.reload()
@@ -168,12 +181,8 @@ class DetailScreen(Screen[None]):
                     f"  {clock_text(trip.wall)} {cause_word(f.get('failure_class'))} "
                     f"×{f.get('count')} → {end}"
                 )
-                led = " · ".join(
-                    f"{clock_text(x.wall)} {x.fields.get('platform')} {x.fields.get('fault')}"
-                    for x in failures[-4:]
-                )
-                if led:
-                    lines.append(f"    after: {led}")
+                if failures:
+                    lines.append(f"    after: {led_by(failures)}")
             text = "\n".join(lines)
         self.query_one("#detail-trips", Static).update(text)
 
@@ -181,15 +190,13 @@ class DetailScreen(Screen[None]):
         table = self.query_one(DataTable)
         cursor = table.cursor_row
         table.clear()
+        with_agent = self.app.board.thresholds.kind == "tool"
         for event in self.rows:
-            table.add_row(
-                str(event.seq),
-                clock_text(event.wall),
-                _short_type(event.type),
-                event.agent or "",
-                describe(event),
-                key=str(event.seq),
-            )
+            cells = [str(event.seq), clock_text(event.wall), _short_type(event.type)]
+            if with_agent:
+                cells.append(event.agent or "")
+            cells.append(describe(event))
+            table.add_row(*cells, key=str(event.seq))
         if self.rows:
             table.move_cursor(row=min(cursor, len(self.rows) - 1))
 

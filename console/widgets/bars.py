@@ -71,12 +71,14 @@ class StatusLine(Static):
             text.append("  ")
         if faults:
             text.append("demo ", style="bold")
-            for index, (platform, state) in enumerate(faults.items()):
-                if index:
-                    text.append(" · ", style="dim")
-                style = "" if state == "ok" else "bold reverse"
+            troubled = [(p, state) for p, state in faults.items() if state != "ok"]
+            for platform, state in troubled:
                 text.append(platform)
                 text.append(" ")
-                text.append(state, style=style)
+                text.append(state, style="bold reverse")
+                text.append(" · ", style="dim")
+            healthy = [p for p, state in faults.items() if state == "ok"]
+            if healthy:
+                text.append("ok: " + " ".join(healthy))
         self.display = bool(filter_text or faults)
         self.update(text)

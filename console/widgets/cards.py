@@ -80,6 +80,8 @@ class CardList(ScrollView, can_focus=True):
         self.fix_key = fix_key or (lambda card: False)
         self.cards: list[Card] = []
         self.selected: tuple[str, str] | None = None
+        #: Until the operator moves, the selection stays on the top (most troubled) card.
+        self.user_moved = False
         self.empty_text = "no breakers yet"
         self._columns = 1
         self._row_y: list[int] = [0]
@@ -92,9 +94,11 @@ class CardList(ScrollView, can_focus=True):
         """New card list (already sorted and filtered). Keeps the selection on the same card."""
         self.cards = list(cards)
         idents = {card.ident for card in self.cards}
-        if self.selected not in idents:
-            self.selected = self.cards[0].ident if self.cards else None
-            self.post_message(self.Selected(self.selected_card))
+        if self.selected not in idents or not self.user_moved:
+            first = self.cards[0].ident if self.cards else None
+            if first != self.selected:
+                self.selected = first
+                self.post_message(self.Selected(self.selected_card))
         if len(self._cache) > _CACHE_LIMIT:
             self._cache.clear()
         self._layout_rows()
@@ -127,6 +131,7 @@ class CardList(ScrollView, can_focus=True):
         if not self.cards:
             return
         index = max(0, min(len(self.cards) - 1, index))
+        self.user_moved = True
         self.selected = self.cards[index].ident
         self.refresh()
         row = index // self._columns

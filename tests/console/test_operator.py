@@ -122,7 +122,7 @@ async def test_reset_from_the_detail_screen(agent_world):
         assert agent_world.engine.view("ava").state == "closed"
         table = app.screen.query_one("#audit")
         assert table.get_row_at(0)[2] == ev.RESET
-        assert OPERATOR in table.get_row_at(0)[4]
+        assert OPERATOR in table.get_row_at(0)[-1]
         await pilot.press("escape")
         assert isinstance(app.screen, DashboardScreen)
 
@@ -136,7 +136,7 @@ async def test_the_detail_screen_shows_the_failures_that_led_to_the_trip(agent_w
         await settle(pilot)
         trips = static_text(app.screen, "#detail-trips")
         assert "12:00:00 upstream ×5 → still open" in trips
-        assert "after: 12:00:00 payments refused" in trips
+        assert "after: payments refused ×5 (12:00:00)" in trips
         assert "or the path to it is down" in static_text(app.screen, "#detail-hint")
 
 
@@ -226,7 +226,7 @@ async def test_demo_keys_act_on_the_selected_cards_platform(agent_world):
     app = make_app(agent_world.engine, controls=controls)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        assert "demo crm ok · payments ok" in str(app.screen.query_one("#status").content)
+        assert "demo ok: crm payments" in str(app.screen.query_one("#status").content)
         await pilot.press("d", "u", "x")
         await pilot.press("f", "y")
         await settle(pilot)
