@@ -8,7 +8,6 @@ path takes no lock.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 import logging
@@ -159,12 +158,8 @@ class Engine:
         restored = []
         with self._lock:
             for verdict in self.store.load():
-                # Staleness is the breaker's; what a credential did is kept however old.
-                breaker_only = dataclasses.replace(
-                    verdict, credential_ok_at=None, credential_revoked=False
-                )
                 if is_stale(
-                    breaker_only,
+                    verdict,
                     longest_cooldown=self.policy.longest_cooldown(),
                     window=self.policy.window,
                     now=self.clock.wall(),
@@ -192,6 +187,7 @@ class Engine:
         breaker.paged = verdict.paged
         breaker.rate_limited_streak = verdict.rate_limited_streak
         breaker.last_retry_after = verdict.last_retry_after
+        breaker.last_failure_detail = verdict.last_failure_detail
         breaker.trip_cause = OutcomeClass(verdict.trip_cause) if verdict.trip_cause else None
         if verdict.state != State.CLOSED and verdict.opened_at is not None:
             # A half-open verdict lost its probe with the old process: open, and due now.
@@ -561,6 +557,7 @@ class Engine:
                 credential_ok_at=slot.credential.worked_at,
                 credential_revoked=slot.credential.revoked,
                 saved_at=self.clock.wall(),
+                last_failure_detail=b.last_failure_detail,
             )
         )
 

@@ -213,7 +213,10 @@ class Harness:
             platform_status=attempt.platform_status,
         )
         view = self.engine.view(call.key)
-        left = (view.reopens_at or 0) - self.engine.clock.wall()
+        if view.reopens_at is None:  # half-open: another call holds the probe slot
+            left = self.engine.policy.probe_retry_after_seconds
+        else:
+            left = view.reopens_at - self.engine.clock.wall()
         return results.circuit_open(
             tool.name, self._open_reason(call.key), max(left, 0), tool.alternatives
         )

@@ -22,15 +22,17 @@ class Verdict:
     credential_ok_at: float | None
     credential_revoked: bool
     saved_at: float
+    last_failure_detail: str = ""
 
 
 def is_stale(
     verdict: Verdict, *, longest_cooldown: float, window: float | None, now: float
 ) -> bool:
-    """A verdict older than every span it could still matter for is discarded on start."""
+    """A breaker verdict older than every span it could still matter for is discarded on start.
+
+    Only the breaker's part ages: what is known about the key's credential is kept however old.
+    """
     keep = max(longest_cooldown, verdict.cooldown)
     if verdict.state == "closed" and verdict.count > 0 and window is not None:
         keep = max(keep, window)
-    if verdict.credential_revoked or verdict.credential_ok_at is not None:
-        return False
     return now - verdict.saved_at > keep

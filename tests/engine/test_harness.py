@@ -3,7 +3,7 @@
 import asyncio
 
 from engine import events as ev
-from engine.harness import Harness
+from engine.harness import Harness, Tool
 from fixtures.faults import Fault, FaultKind
 from fixtures.platform import FakePlatform
 
@@ -201,3 +201,21 @@ async def test_each_call_line_counts_the_requests_the_fixture_saw(harness, platf
     for line in lines:
         assert line.fields["attempts"] == platform.requests_for(line.fields["call_id"]) == 2
         assert line.fields["fault"] == "refused"
+
+
+async def test_a_retry_refused_while_another_call_probes_says_when_to_come_back(harness, platform):
+    harness.register(Tool("slow_charge", backend="payments", deadline_seconds=40))
+    platform.set_fault(TIMEOUT)
+    stuck = asyncio.create_task(harness.call_tool("ava", "slow_charge"))  # times out at t=40
+    await asyncio.sleep(0.1)
+    platform.set_fault(REFUSED)
+    for _ in range(3):
+        await harness.call_tool("bo", "charge")  # trips at about t=3; half-open at t=33
+    await asyncio.sleep(34 - asyncio.get_running_loop().time())
+    platform.set_fault(Fault(FaultKind.SLOW, delay=10.0))
+    probe = asyncio.create_task(harness.call_tool("bo", "charge"))  # out until t=44
+
+    result = await stuck  # its retry, at t=41, finds the probe out
+
+    assert result["status"] == "circuit_open" and result["retry_after_ms"] == 5000
+    assert (await probe)["status"] == "ok"

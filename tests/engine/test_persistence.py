@@ -341,3 +341,13 @@ async def test_a_half_open_verdict_restores_as_open_and_due(tool_runs):
     fresh = FakePlatform("payments", OK)
     assert (await harness_on(engine, fresh).call_tool("ava", "charge"))["status"] == "ok"
     assert fresh.requests == 1 and engine.view(KEY).state == "closed"
+
+
+async def test_a_restored_open_breaker_still_names_its_last_failure(tool_runs):
+    await trip_tool(tool_runs.start())
+    engine = tool_runs.start()
+    engine.restore()
+
+    result = await harness_on(engine, FakePlatform("payments", OK)).call_tool("ava", "charge")
+
+    assert "Connection refused" in result["reason"]
