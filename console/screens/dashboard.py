@@ -111,6 +111,8 @@ class DashboardScreen(Screen[None]):
         if action == "details":
             return card is not None or None
         if action == "fix":
+            if not (self.app.source.can_mark_fixed or self.app.controls is not None):
+                return False  # nothing here is ever fixable: keep it out of the footer
             return True if card is not None and self.app.can_fix(card) else None
         if action in ("platform_down", "platform_up", "revoke"):
             return self.app.controls is not None  # hidden outside demo mode

@@ -54,6 +54,12 @@ def describe(event: Event) -> str:
         return f"{f.get('failure_class')} ×{f.get('count')}, open {f.get('cooldown_seconds'):g}s"
     if event.type == ev.REOPENED:
         return f"probe failed, open {f.get('cooldown_seconds'):g}s"
+    if event.type == ev.PAGE:
+        return "open through two cooldowns: on-call paged"
+    if event.type == ev.HALF_OPEN:
+        return "cooldown over: the next call is the probe"
+    if event.type == ev.RECOVERED:
+        return "a call succeeded: closed"
     if event.type == ev.RESET:
         return f"by {f.get('actor')}: {f.get('reason')}"
     if event.type == ev.CREDENTIAL_RESTORED:
@@ -210,6 +216,8 @@ class DetailScreen(Screen[None]):
         if action == "reset":
             return None if self.card.state == "closed" else True
         if action == "fix":
+            if not (self.app.source.can_mark_fixed or self.app.controls is not None):
+                return False
             return True if self.app.can_fix(self.card) else None
         return True
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -15,23 +17,24 @@ KEYS: list[tuple[str, str]] = [
     ("j / ↓", "next card"),
     ("k / ↑", "previous card"),
     ("pgdn / pgup", "a page of cards down / up"),
-    ("g / home, G / end", "first / last card"),
+    ("g / home", "first card"),
+    ("G / end", "last card"),
     ("/", "filter by agent, key or state (enter keeps it, escape clears)"),
     ("enter", "details: audit log, failures before each trip, the hint"),
     ("r", "reset the selected breaker (asks first; No is focused)"),
     ("f", "credential fixed: mark a PAUSED credential fixed; in demo, fix the platform's"),
     ("q", "quit"),
     ("?", "this help"),
-    ("Demo fault controls (demo mode only)", ""),
+    ("Demo mode", ""),
     ("d", "take the selected card's platform down (connection refused)"),
     ("u", "bring that platform back (healthy)"),
     ("x", "revoke that platform's credential (auth failures, reauth_failed)"),
     ("f", "fix that credential again; then r resets the breaker"),
-    ("Details screen", ""),
+    ("Details", ""),
     ("escape / backspace", "back to the dashboard"),
     ("r / f", "reset / credential fixed, as on the dashboard"),
     ("j / k", "move through the audit log"),
-    ("Confirmation dialogs", ""),
+    ("Dialogs", ""),
     ("y", "confirm"),
     ("n / escape", "cancel (the default: No is focused, so enter cancels too)"),
 ]
@@ -42,22 +45,34 @@ FLOW = (
 )
 
 
+def help_text() -> str:
+    """Every key as plain lines (what the table shows)."""
+    return "\n".join(f"{key}  {what}" if what else key for key, what in KEYS)
+
+
+def help_table() -> Table:
+    table = Table(box=None, show_header=False, expand=True, padding=(0, 1))
+    table.add_column("key", style="bold", no_wrap=True, width=18)
+    table.add_column("what", ratio=1)
+    for key, what in KEYS:
+        if what:
+            table.add_row(key, what)
+        else:
+            table.add_row(Text(key, style="bold underline"), "")
+    table.add_row("", "")
+    table.add_row("", Text(FLOW, style="bold"))
+    table.add_row("", Text("escape, ? or q closes this help", style="dim"))
+    return table
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,q", "close", "Close", id="help-close"),
     ]
 
     def compose(self) -> ComposeResult:
-        lines = []
-        for key, what in KEYS:
-            if not what:
-                lines.append(f"\n[b]{key}[/b]")
-            else:
-                lines.append(f"  [b]{key:<20}[/b] {what}")
-        lines.append(f"\n{FLOW}")
-        lines.append("\nescape, ? or q closes this help")
         with VerticalScroll(id="help-box"):
-            yield Static("\n".join(lines).lstrip("\n"), id="help-text")
+            yield Static(help_table(), id="help-text")
 
     def action_close(self) -> None:
         self.dismiss(None)

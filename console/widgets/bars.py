@@ -37,24 +37,29 @@ class SummaryBar(Static):
             ("PAUSED", summary.paused, "bold magenta" if summary.paused else ""),
             ("CLOSED", summary.closed, "green"),
         ):
+            if word != "OPEN":
+                text.append("  ")
             text.append(f"{word} {count}", style=style)
-            text.append("  ")
-        right = Text(no_wrap=True)
-        if stale_since is not None:
-            right.append(f" STALE since {clock_text(stale_since)} ", style="bold reverse")
-        else:
-            if speed is not None and speed != 1:
-                right.append(f"simulated time ×{speed:g} ", style="bold")
-            right.append(clock_text(now))
+        right = self._right(now, speed, stale_since, full=True)
+        if text.cell_len + right.cell_len > width:
+            right = self._right(now, speed, stale_since, full=False)
         if label and text.cell_len + right.cell_len + len(label) + 3 <= width:
             right = Text.assemble((label, "dim"), " · ", right)
         gap = width - text.cell_len - right.cell_len
-        if gap >= 1:
-            text.append(" " * gap)
-            text.append_text(right)
-        else:
-            text.append_text(right)
+        text.append(" " * max(gap, 0))
+        text.append_text(right)
         self.update(text)
+
+    @staticmethod
+    def _right(now: float, speed: float | None, stale_since: float | None, full: bool) -> Text:
+        right = Text(no_wrap=True)
+        if stale_since is not None:
+            right.append(f" STALE since {clock_text(stale_since)} ", style="bold reverse")
+            return right
+        if speed is not None and speed != 1:
+            right.append(f"{'simulated time' if full else 'sim'} ×{speed:g} ", style="bold")
+        right.append(clock_text(now))
+        return right
 
 
 class StatusLine(Static):

@@ -227,21 +227,20 @@ class CardList(ScrollView, can_focus=True):
         self, card: Card, line: int, width: int, selected: bool, countdown: str | None
     ) -> Strip:
         base = self.rich_style
+        if selected:
+            base = base + self.get_component_rich_style("cards--selected")
         dim = self.get_component_rich_style("cards--dim")
         state_style = self.get_component_rich_style(_STATE_CLASS[card.word])
         segments: list[Segment]
         if line >= card_height(card):
             segments = []
         elif line == 0:
-            segments = self._title(card, selected, countdown, state_style, width)
+            segments = self._title(card, selected, countdown, state_style, width - 1)
         else:
             gutter = "  ┃ " if selected else "  │ "
             segments = [Segment(gutter, state_style), *self._body(card, line, dim)]
         strip = Strip(segments).crop_extend(0, width - 1, base).apply_style(base)
-        strip = Strip.join([strip, Strip.blank(1, base)])
-        if selected:
-            strip = strip.apply_style(self.get_component_rich_style("cards--selected"))
-        return strip
+        return Strip.join([strip, Strip.blank(1, self.rich_style)])
 
     def _title(
         self, card: Card, selected: bool, countdown: str | None, state_style: Style, width: int
@@ -256,13 +255,19 @@ class CardList(ScrollView, can_focus=True):
             Segment(" "),
             Segment(name, self.get_component_rich_style("cards--name")),
         ]
-        badges = []
+        dim = self.get_component_rich_style("cards--dim")
         if card.shared:
-            badges.append(Segment(" shared", self.get_component_rich_style("cards--dim")))
+            segments.append(Segment(" shared", dim))
         if card.rank == 0:
-            badges.append(Segment(" "))
-            badges.append(Segment(" PAGED ", self.get_component_rich_style("cards--paged")))
-        return segments + badges
+            segments.append(Segment(" "))
+            segments.append(Segment(" PAGED ", self.get_component_rich_style("cards--paged")))
+        if card.state != "closed":  # the cooldown this open episode runs, right-aligned
+            right = f"cooldown {card.view.cooldown:g}s"
+            used = sum(segment.cell_length for segment in segments)
+            if used + len(right) + 2 <= width:
+                segments.append(Segment(" " * (width - used - len(right) - 1)))
+                segments.append(Segment(right, dim))
+        return segments
 
     def _body(self, card: Card, line: int, dim: Style) -> list[Segment]:
         view = card.view
@@ -273,7 +278,6 @@ class CardList(ScrollView, can_focus=True):
                 if view.failed_probes:
                     probes = "probe" if view.failed_probes == 1 else "probes"
                     parts.append(f"{view.failed_probes} failed {probes}")
-                parts.append(f"cooldown {view.cooldown:g}s")
             if card.rank == 4:
                 parts.append(hint(card))
             return [Segment(" · ".join(parts))]

@@ -18,7 +18,7 @@ from engine.policy import AgentPolicy, ToolPolicy
 from fixtures.faults import Fault, FaultKind
 from fixtures.platform import FakePlatform, FakeVault
 
-PLATFORMS = ("payments", "crm", "email")
+PLATFORMS = ("payments", "crm", "email", "search")
 OPERATOR = "oncall-ann"
 
 
