@@ -10,6 +10,7 @@ One one-second timer drives every countdown; it repaints only visible open cards
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -53,6 +54,7 @@ class BreakerdeckApp(App[None]):
         controls: FaultControls | None = None,
         platform_of: Callable[[str], str | None] | None = None,
         tick_seconds: float | None = 1.0,
+        min_repaint_seconds: float = 0.25,
         theme: str | None = None,
     ) -> None:
         super().__init__()
@@ -63,6 +65,10 @@ class BreakerdeckApp(App[None]):
         self.board = Board(source.thresholds)
         self.tick_seconds = tick_seconds
         self._pending: set[str] = set()
+        #: Under a flood, the board is folded at once but the screen repaints at most this often.
+        self.min_repaint_seconds = min_repaint_seconds
+        self._repainted_at = 0.0
+        self._repaint_timer = None
         chosen = theme or os.environ.get("BREAKERDECK_THEME")
         if chosen:
             self.theme = chosen
@@ -95,6 +101,19 @@ class BreakerdeckApp(App[None]):
                 self.post_message(BoardChanged())
 
     def on_board_changed(self, _message: BoardChanged) -> None:
+        wait = self._repainted_at + self.min_repaint_seconds - time.monotonic()
+        if wait > 0:
+            if self._repaint_timer is None:
+                self._repaint_timer = self.set_timer(wait, self._repaint_later)
+            return
+        self._repaint()
+
+    def _repaint_later(self) -> None:
+        self._repaint_timer = None
+        self._repaint()
+
+    def _repaint(self) -> None:
+        self._repainted_at = time.monotonic()
         touched, self._pending = self._pending, set()
         for screen in self.screen_stack:
             if isinstance(screen, DashboardScreen):

@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from operator import itemgetter
 
 from engine import events as ev
 from engine.engine import BreakerView
@@ -237,16 +238,30 @@ def _on(where: str | None) -> str:
     return f" on {where}" if where else ""
 
 
-def sort_cards(cards: Iterable[Card], kind: str) -> list[Card]:
-    """Trouble first (closed ones with counted failures before healthy ones). Under `tool`,
-    cards stay grouped by agent, groups ordered by their worst card."""
-    cards = list(cards)
+def order_key(card: Card, kind: str) -> tuple:
+    """A card's place, trouble first (closed ones with counted failures before healthy ones).
+    Under `tool`, cards stay grouped by agent (groups ordered by their worst card, which
+    `sort_cards` adds in front)."""
     if kind == "agent":
-        return sorted(cards, key=lambda c: (c.rank, -c.view.count, c.agent, c.key))
-    worst: dict[str, int] = {}
-    for card in cards:
-        worst[card.agent] = min(worst.get(card.agent, RANK_CLOSED), card.rank)
-    return sorted(cards, key=lambda c: (worst[c.agent], c.agent, c.rank, -c.view.count, c.key))
+        return (card.rank, -card.view.count, card.agent, card.key)
+    return (card.agent, card.rank, -card.view.count, card.key)
+
+
+def sort_cards(cards: Iterable[Card], kind: str) -> list[Card]:
+    return _sorted([(order_key(card, kind), card) for card in cards], kind)
+
+
+def _sorted(pairs: list[tuple[tuple, Card]], kind: str) -> list[Card]:
+    pairs.sort(key=_FIRST)  # keys are unique (they end in agent and key): cards never compared
+    if kind == "tool":
+        worst: dict[str, int] = {}
+        for _, card in pairs:
+            worst[card.agent] = min(worst.get(card.agent, RANK_CLOSED), card.rank)
+        pairs.sort(key=lambda pair: worst[pair[1].agent])  # stable: keeps the order within
+    return [card for _, card in pairs]
+
+
+_FIRST = itemgetter(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +290,8 @@ class Board:
         self._views: dict[str, BreakerView] = {}
         self._history: dict[str, _History] = {}
         self._cards: list[Card] | None = None
-        self._by_key: dict[str, list[Card]] = {}  # built cards, kept until their key changes
+        # built cards with their order keys, kept until their key changes
+        self._by_key: dict[str, list[tuple[tuple, Card]]] = {}
         self.seen_seq = 0
         self.version = 0
         self._summary: tuple[int, Summary] | None = None
@@ -369,13 +385,16 @@ class Board:
     def cards(self) -> list[Card]:
         """Every card, sorted trouble first (rebuilt only after a change)."""
         if self._cards is None:
-            cards = []
+            pairs: list[tuple[tuple, Card]] = []
+            kind = self.thresholds.kind
             for key, view in self._views.items():
                 built = self._by_key.get(key)
                 if built is None:
-                    built = self._by_key[key] = self._build(view)
-                cards.extend(built)
-            self._cards = sort_cards(cards, self.thresholds.kind)
+                    built = self._by_key[key] = [
+                        (order_key(card, kind), card) for card in self._build(view)
+                    ]
+                pairs.extend(built)
+            self._cards = _sorted(pairs, kind)
         return self._cards
 
     def _build(self, view: BreakerView) -> list[Card]:
@@ -400,10 +419,10 @@ class Board:
             return self._summary[1]
         counts = {"OPEN": 0, "HALF-OPEN": 0, "PAUSED": 0, "CLOSED": 0}
         paged: list[str] = []
-        for view in self._views.values():
-            card = Card(view.key, view)
-            counts[card.word] = counts.get(card.word, 0) + 1
-            if card.rank == RANK_PAGED:
+        for view in self._views.values():  # no Card objects: this runs on every change
+            word = "PAUSED" if view.paused else WORDS.get(view.state, "CLOSED")
+            counts[word] = counts.get(word, 0) + 1
+            if view.paged and view.state != "closed":
                 paged.append(view.key)
         summary = Summary(
             paged=len(paged),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 from typing import ClassVar
 
 from rich.segment import Segment
@@ -87,14 +88,15 @@ class CardList(ScrollView, can_focus=True):
         self._row_y: list[int] = [0]
         self._row_h: list[int] = []
         self._cache: dict[tuple, tuple[Card, Strip]] = {}
+        self._index: dict[tuple[str, str], int] = {}
 
     # -- data --------------------------------------------------------------------------------
 
     def set_cards(self, cards: Sequence[Card]) -> None:
         """New card list (already sorted and filtered). Keeps the selection on the same card."""
         self.cards = list(cards)
-        idents = {card.ident for card in self.cards}
-        if self.selected not in idents or not self.user_moved:
+        self._index = {card.ident: index for index, card in enumerate(self.cards)}
+        if self.selected not in self._index or not self.user_moved:
             first = self.cards[0].ident if self.cards else None
             if first != self.selected:
                 self.selected = first
@@ -106,19 +108,12 @@ class CardList(ScrollView, can_focus=True):
 
     @property
     def selected_card(self) -> Card | None:
-        if self.selected is None:
-            return None
-        for card in self.cards:
-            if card.ident == self.selected:
-                return card
-        return None
+        index = self.selected_index
+        return None if index is None else self.cards[index]
 
     @property
     def selected_index(self) -> int | None:
-        for index, card in enumerate(self.cards):
-            if card.ident == self.selected:
-                return index
-        return None
+        return self._index.get(self.selected) if self.selected is not None else None
 
     def move(self, delta: int) -> None:
         if not self.cards:
@@ -153,14 +148,12 @@ class CardList(ScrollView, can_focus=True):
 
     def _layout_rows(self) -> None:
         width = self.scrollable_content_region.width or self.size.width or 80
-        self._columns = max(1, width // MIN_CARD_WIDTH)
-        self._row_y = [0]
-        self._row_h = []
-        for start in range(0, len(self.cards), self._columns):
-            row = self.cards[start : start + self._columns]
-            height = max(card_height(card) for card in row)
-            self._row_h.append(height)
-            self._row_y.append(self._row_y[-1] + height)
+        columns = self._columns = max(1, width // MIN_CARD_WIDTH)
+        heights = [CLOSED_LINES if card.rank == 4 else TROUBLE_LINES for card in self.cards]
+        if columns > 1:
+            heights = [max(heights[i : i + columns]) for i in range(0, len(heights), columns)]
+        self._row_h = heights
+        self._row_y = [0, *accumulate(heights)]
         total = self._row_y[-1] if self.cards else 1
         self.virtual_size = Size(width, total)
 

@@ -95,7 +95,9 @@ def tool_world(tmp_path) -> ToolWorld:
 
 def make_app(engine: Engine, **kwargs) -> BreakerdeckApp:
     source = InProcessSource(engine, label="test", speed=kwargs.pop("speed", None))
-    return BreakerdeckApp(source, operator=OPERATOR, tick_seconds=None, **kwargs)
+    return BreakerdeckApp(
+        source, operator=OPERATOR, tick_seconds=None, min_repaint_seconds=0, **kwargs
+    )
 
 
 async def settle(pilot, rounds: int = 4) -> None:
