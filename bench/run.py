@@ -1,7 +1,8 @@
 """breakerdeck's engine against the Python peer breakers: one table, printed, never asserted.
 
-Run from the repository root: `.venv/bin/python bench/run.py` (or `make bench`).
-Progress goes to standard error; the table to standard output.
+Run from the repository root: `.venv/bin/python bench/run.py` (or `make bench`); then the
+live feed's table (bench/feed.py). `--only peers` or `--only feed` runs one of the two.
+Progress goes to standard error; the tables to standard output.
 """
 
 from __future__ import annotations
@@ -213,9 +214,19 @@ def render(metrics: list[Metric], baseline: dict[str, float], seconds: float) ->
 
 def main() -> None:
     warnings.simplefilter("ignore", DeprecationWarning)  # aiobreaker's datetime.utcnow()
-    start = time.perf_counter()
-    metrics, baseline = run()
-    print(render(metrics, baseline, time.perf_counter() - start))
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    if only not in (None, "peers", "feed"):
+        sys.exit("usage: bench/run.py [--only peers|feed]")
+    if only != "feed":
+        start = time.perf_counter()
+        metrics, baseline = run()
+        print(render(metrics, baseline, time.perf_counter() - start))
+    if only != "peers":
+        from bench import feed  # the live feed under load (docs/bench.md, "The live feed")
+
+        if only is None:
+            print()
+        feed.main()
 
 
 if __name__ == "__main__":
