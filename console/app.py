@@ -65,12 +65,13 @@ class BreakerdeckApp(App[None]):
         self.board = Board(source.thresholds)
         self.tick_seconds = tick_seconds
         self._pending: set[str] = set()
+        self.resyncs = 0  # snapshots taken: one at start, one after each overflow
         #: Under a flood, the board is folded at once but the screen repaints at most this often.
         self.min_repaint_seconds = min_repaint_seconds
         self._repainted_at = 0.0
         self._repaint_timer = None
         chosen = theme or os.environ.get("BREAKERDECK_THEME")
-        if chosen:
+        if chosen and chosen in self.available_themes:
             self.theme = chosen
 
     # -- life --------------------------------------------------------------------------------
@@ -90,6 +91,8 @@ class BreakerdeckApp(App[None]):
     async def read_source(self) -> None:
         async for batch in self.source.updates():
             if isinstance(batch, Missed):
+                self.resyncs += 1
+                self.board.apply(self.source.recent(SEED_EVENTS))  # what the cards missed
                 self.board.load(self.source.snapshot())
                 self._pending.add("*")
             else:

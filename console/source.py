@@ -97,10 +97,18 @@ class FaultControls(Protocol):
 class InProcessSource(Source):
     """An engine in this process: events from its bus, audit rows from its SQLite log."""
 
-    def __init__(self, engine: Engine, *, label: str = "", speed: float | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        label: str = "",
+        speed: float | None = None,
+        buffer: int = 10_000,
+    ) -> None:
         self.engine = engine
         self.label = label
         self.speed = speed
+        self.buffer = buffer  # events held for the console before it must resync
         self._bus = EventBus(engine)
         self._thresholds = Thresholds.of(engine.policy)
         self._subscriptions: list = []
@@ -134,7 +142,7 @@ class InProcessSource(Source):
         return list(reversed(self.engine.audit.query(types=SEED_TYPES, limit=limit)))
 
     async def updates(self) -> AsyncIterator[list[Event] | Missed]:
-        subscription = self._bus.subscribe()
+        subscription = self._bus.subscribe(self.buffer)
         self._subscriptions.append(subscription)
         try:
             yield Missed(0)

@@ -192,3 +192,47 @@ async def test_only_visible_cards_are_drawn(agent_world):
         cards.refresh()
         await settle(pilot)
         assert 0 < len(set(drawn)) <= 8
+
+
+async def test_a_flood_that_overflows_the_buffer_resyncs_from_a_snapshot(agent_world):
+    from console.app import BreakerdeckApp
+    from console.source import InProcessSource
+    from tests.console.conftest import OPERATOR
+
+    source = InProcessSource(agent_world.engine, buffer=2)
+    app = BreakerdeckApp(source, operator=OPERATOR, tick_seconds=None, min_repaint_seconds=0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.resyncs == 1
+        await agent_world.trip_upstream("ava")  # 6 events without yielding: more than 2
+        await settle(pilot)
+        assert app.resyncs == 2
+        assert "OPEN 05:00  ava" in cards_text(app)
+        assert "trips  12:00:00 upstream×5 → open" in cards_text(app)  # from the audit log
+
+
+async def test_a_stale_source_says_so_in_the_header(agent_world):
+    await agent_world.call("ava", "crm")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.source.stale_since = agent_world.clock.wall()
+        app.tick()
+        await settle(pilot)
+        assert "STALE since 12:00:00" in header_text(app)
+
+
+async def test_accelerated_time_is_shown_with_its_factor(agent_world):
+    await agent_world.call("ava", "crm")
+    app = make_app(agent_world.engine, speed=5.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert "simulated time ×5 12:00:00" in header_text(app)
+
+
+async def test_the_ansi_dark_theme_can_be_chosen(agent_world, monkeypatch):
+    monkeypatch.setenv("BREAKERDECK_THEME", "ansi-dark")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.theme == "ansi-dark"
