@@ -51,21 +51,31 @@ class Subscription:
         if waiter is not None:
             self._loop.call_soon_threadsafe(_wake, waiter)
 
-    async def get(self) -> list[Event] | Missed:
-        """Everything buffered, oldest first, waiting for at least one; or a `Missed`."""
+    async def get(self, linger: float = 0.0) -> list[Event] | Missed:
+        """Everything buffered, oldest first, waiting for at least one; or a `Missed`.
+
+        After waiting, a `linger` lets a burst gather into one batch: the engine's thread then
+        wakes this loop once per burst instead of once per event.
+        """
         while True:
             with self._lock:
-                if self._missed:
-                    missed, self._missed = Missed(self._missed), 0
-                    return missed
-                if self._items:
-                    batch = list(self._items)
-                    self._items.clear()
-                    return batch
-                if self.closed:
-                    return []
+                ready = self._take()
+                if ready is not None:
+                    return ready
                 self._waiter = waiter = self._loop.create_future()
             await waiter
+            if linger:
+                await asyncio.sleep(linger)
+
+    def _take(self) -> list[Event] | Missed | None:
+        if self._missed:
+            missed, self._missed = Missed(self._missed), 0
+            return missed
+        if self._items:
+            batch = list(self._items)
+            self._items.clear()
+            return batch
+        return [] if self.closed else None
 
     def close(self) -> None:
         with self._lock:

@@ -69,6 +69,8 @@ DEFAULT_CLIENT_BUFFER_BYTES = 1024 * 1024
 DEFAULT_MAX_BATCH = 500
 #: Events the pump may hold before it gives up and resyncs every client from a snapshot.
 PUMP_BUFFER_EVENTS = 100_000
+#: How long the pump lets a burst gather after the engine wakes it (see EventBus.get).
+PUMP_LINGER_SECONDS = 0.002
 #: Answers a connection may have waiting before the server stops reading its requests.
 MAX_PENDING_ANSWERS = 64
 
@@ -331,7 +333,7 @@ class FeedServer:
         assert self._subscription is not None
         epoch = self.engine.epoch
         while True:
-            got = await self._subscription.get()
+            got = await self._subscription.get(linger=PUMP_LINGER_SECONDS)
             if isinstance(got, Missed):
                 log.warning("feed: fell %d events behind the engine; resyncing", got.count)
                 for client in self._clients:
