@@ -183,9 +183,11 @@ class Card:
         return self.view.state != "closed" and self.view.trip_cause == "auth_failure"
 
     def matches(self, text: str) -> bool:
-        """`/` filter: every word must name the agent, key, state or cause (case ignored)."""
+        """`/` filter: every word must be in the agent, key, state, cause or platform (case
+        ignored; a state word matches that state exactly, so `open` is not `half-open`)."""
         words = text.lower().split()
-        haystack = f"{self.agent} {self.key} {self.view.trip_cause or ''}".lower()
+        haystack = f"{self.agent} {self.key} {self.view.trip_cause or ''} {self.platform or ''}"
+        haystack = haystack.lower()
         state = self.word.lower()
         for word in words:
             if word in (state, state.replace("-", ""), state.replace("-", "_")):

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 class DashboardScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "app.help", "Help", id="help"),
-        Binding("slash", "filter", "Filter", id="filter"),
+        # Priority: handled before the keys typed after it reach the card list (fast typists,
+        # pasted text, a laggy SSH link), so "/pay" filters on "pay".
+        Binding("slash", "filter", "Filter", id="filter", priority=True),
         Binding("enter", "details", "Details", id="details"),
         Binding("r", "reset", "Reset", id="reset"),
         Binding("f", "fix", "Fixed", id="fix", tooltip="credential fixed"),
@@ -137,7 +139,8 @@ class DashboardScreen(Screen[None]):
         box = self.query_one(Input)
         box.value = self.filter_text
         box.display = True
-        box.focus()
+        # At once, not deferred like `focus()`: keys typed right after `/` belong to the box.
+        self.set_focus(box)
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:

@@ -236,3 +236,14 @@ async def test_the_ansi_dark_theme_can_be_chosen(agent_world, monkeypatch):
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         assert app.theme == "ansi-dark"
+
+
+async def test_the_filter_also_matches_the_platform(agent_world):
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await agent_world.call("ava", "crm")  # the card learns its platform from the calls
+        await agent_world.call("bo", "email")
+        await settle(pilot)
+        await pilot.press("slash", *"email", "enter")
+        await settle(pilot)
+        assert [c.agent for c in app.screen.query_one(CardList).cards] == ["bo"]
