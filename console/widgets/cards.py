@@ -231,7 +231,8 @@ class CardList(ScrollView, can_focus=True):
             segments = self._title(card, selected, countdown, state_style, width - 1)
         else:
             gutter = "  ┃ " if selected else "  │ "
-            segments = [Segment(gutter, state_style), *self._body(card, line, dim)]
+            room = width - 1 - len(gutter)
+            segments = [Segment(gutter, state_style), *self._body(card, line, dim, room)]
         strip = Strip(segments).crop_extend(0, width - 1, base).apply_style(base)
         return Strip.join([strip, Strip.blank(1, self.rich_style)])
 
@@ -262,7 +263,7 @@ class CardList(ScrollView, can_focus=True):
                 segments.append(Segment(right, dim))
         return segments
 
-    def _body(self, card: Card, line: int, dim: Style) -> list[Segment]:
+    def _body(self, card: Card, line: int, dim: Style, room: int) -> list[Segment]:
         view = card.view
         if line == 1:
             parts = [f"count {self.thresholds.counter(view.count)}"]
@@ -275,21 +276,32 @@ class CardList(ScrollView, can_focus=True):
                 parts.append(hint(card))
             return [Segment(" · ".join(parts))]
         if card.rank == 4:  # a closed card's last line: its trips
-            return self._trips(card, dim)
+            return self._trips(card, dim, room)
         if line == 2:
             text = "→ " + hint(card, keys=True, fixable=self.fix_key(card))
             return [Segment(text, self.get_component_rich_style("cards--hint"))]
         if line == 3:
             if not card.denied:
                 return [Segment("denied ", dim), Segment("none yet", dim)]
-            shown = " · ".join(d.text for d in card.denied[:3])
+            shown = _fitting([d.text for d in card.denied[:3]], room - 7)
             return [Segment("denied ", dim), Segment(shown)]
-        return self._trips(card, dim)
+        return self._trips(card, dim, room)
 
-    def _trips(self, card: Card, dim: Style) -> list[Segment]:
+    def _trips(self, card: Card, dim: Style, room: int) -> list[Segment]:
         if not card.trips:
             return [Segment("trips  ", dim), Segment("none yet", dim)]
-        return [Segment("trips  ", dim), Segment(" · ".join(t.short for t in card.trips[:3]))]
+        shown = _fitting([t.short for t in card.trips[:3]], room - 7)
+        return [Segment("trips  ", dim), Segment(shown)]
+
+
+def _fitting(items: list[str], room: int) -> str:
+    """As many whole items as fit (at least the first, cropped if it must be)."""
+    shown = items[:1]
+    for item in items[1:]:
+        if len(" · ".join([*shown, item])) > room:
+            break
+        shown.append(item)
+    return " · ".join(shown)
 
 
 _STATE_CLASS = {
