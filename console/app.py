@@ -9,7 +9,10 @@ One one-second timer drives every countdown; it repaints only visible open cards
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import signal
 import time
 from collections.abc import Callable
 from typing import ClassVar
@@ -77,6 +80,12 @@ class BreakerdeckApp(App[None]):
     # -- life --------------------------------------------------------------------------------
 
     def on_mount(self) -> None:
+        # The terminal went away (SSH dropped, tmux killed) or we were asked to stop: leave
+        # cleanly, so the caller's cleanup runs, instead of dying on the default handler.
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGHUP, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(signum, self.exit)
         self.board.apply(self.source.recent(SEED_EVENTS))
         self.board.load(self.source.snapshot())
         self.push_screen(DashboardScreen())
@@ -85,6 +94,10 @@ class BreakerdeckApp(App[None]):
             self.set_interval(self.tick_seconds, self.tick, name="countdowns")
 
     def on_unmount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGHUP, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(signum)
         self.source.close()
 
     @work(exclusive=True, group="source", name="source reader")
