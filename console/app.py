@@ -28,6 +28,7 @@ from console.screens.dashboard import DashboardScreen
 from console.screens.detail import DetailScreen
 from console.screens.help import HelpScreen
 from console.source import FaultControls, Source
+from engine import events as ev
 from engine.bus import Missed
 
 #: Audit rows read at start so cards show recent denials and trips at once.
@@ -110,11 +111,24 @@ class BreakerdeckApp(App[None]):
                 self._pending.add("*")
             else:
                 touched = self.board.apply(batch)
+                self._announce_pages(batch)
                 if touched:
                     self.board.update(self.source.views(sorted(touched)))
                     self._pending |= touched
             if self._pending:
                 self.post_message(BoardChanged())
+
+    def _announce_pages(self, batch: list) -> None:
+        """A page is the one thing worth a bell: once, as it happens, on top of the banner."""
+        for event in batch:
+            if event.type == ev.PAGE:
+                self.bell()
+                self.notify(
+                    f"{event.key} stayed open through two cooldowns.",
+                    title="PAGED",
+                    severity="error",
+                    timeout=10,
+                )
 
     def on_board_changed(self, _message: BoardChanged) -> None:
         wait = self._repainted_at + self.min_repaint_seconds - time.monotonic()
@@ -182,9 +196,10 @@ class BreakerdeckApp(App[None]):
         ]
         warning = None
         if cause == "auth_failure":
+            fix_key = " (f)" if self.can_fix(card) else ""
             warning = (
                 "this was an auth trip. Resetting without fixing the credential trips "
-                f"it again after {self.board.thresholds.auth} calls. Fix it first (f)."
+                f"it again after {self.board.thresholds.auth} calls. Fix it first{fix_key}."
             )
         elif view.paused:
             warning = "the credential is revoked: calls stay paused until it is marked fixed (f)."
