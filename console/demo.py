@@ -11,8 +11,12 @@ import contextlib
 import getpass
 import sys
 import tempfile
+from typing import TYPE_CHECKING
 
 from console.source import InProcessSource
+
+if TYPE_CHECKING:
+    from fixtures.simulation import Simulation
 
 #: A 300 s cooldown takes about a minute at this speed.
 DEFAULT_SPEED = 5.0
@@ -25,42 +29,32 @@ DOWN_FAULT = "refused"
 class SimulationControls:
     """The console's fault keys on a `fixtures.simulation.Simulation` (thread-safe calls)."""
 
-    def __init__(self, sim) -> None:
+    def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         self.platforms: list[str] = list(sim.platforms)
-        self._revoked: set[str] = set()
 
     def status(self) -> dict[str, str]:
-        fakes = getattr(self.sim, "fakes", {})
         shown: dict[str, str] = {}
-        for platform in self.platforms:
-            fake = fakes.get(platform)
-            if fake is not None:
-                fault = getattr(fake.fault, "label", str(fake.fault))
-                word = "ok" if fault == "ok" else f"DOWN ({fault})"
-                if not fake.credential_valid:
-                    word = "CRED REVOKED" if word == "ok" else f"{word}, CRED REVOKED"
-            else:
-                word = "CRED REVOKED" if platform in self._revoked else "?"
+        for platform, fake in self.sim.fakes.items():
+            word = "ok" if fake.fault.label == "ok" else f"DOWN ({fake.fault.label})"
+            if not fake.credential_valid:
+                word = "CRED REVOKED" if word == "ok" else f"{word}, CRED REVOKED"
             shown[platform] = word
         return shown
 
     def platform_of(self, key: str) -> str | None:
-        finder = getattr(self.sim, "platform_of", None)
-        return finder(key) if finder is not None else None
+        return self.sim.platform_of(key)
 
     def take_down(self, platform: str) -> None:
         self.sim.inject(platform, DOWN_FAULT)
 
     def bring_back(self, platform: str) -> None:
-        self.sim.inject(platform, "ok")
+        self.sim.heal(platform)
 
     def revoke(self, platform: str) -> None:
-        self._revoked.add(platform)
         self.sim.revoke_credential(platform)
 
     def fix(self, platform: str) -> None:
-        self._revoked.discard(platform)
         self.sim.fix_credential(platform)
 
 
