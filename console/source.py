@@ -16,7 +16,6 @@ from console.model import Thresholds
 from engine import events as ev
 from engine.bus import EventBus, Missed
 from engine.engine import BreakerView, Engine
-from engine.errors import UnknownKey
 from engine.events import Event
 from engine.policy import AgentPolicy
 
@@ -128,13 +127,7 @@ class InProcessSource(Source):
         return self.engine.views()
 
     def views(self, keys: Sequence[str]) -> list[BreakerView]:
-        found = []
-        for key in keys:
-            try:
-                found.append(self.engine.view(key))
-            except UnknownKey:
-                continue
-        return found
+        return self.engine.views(keys)
 
     def recent(self, limit: int) -> list[Event]:
         if self.engine.audit is None:

@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -441,8 +441,12 @@ class Engine:
             last_failure_at=_shift(b.last_failure_at, to_wall),
         )
 
-    def views(self) -> list[BreakerView]:
-        return self.snapshot()[1]
+    def views(self, keys: Iterable[str] | None = None) -> list[BreakerView]:
+        """Consistent pictures of the given keys (unknown ones skipped), or of every breaker."""
+        if keys is None:
+            return self.snapshot()[1]
+        with self._lock:
+            return [self.view(key) for key in keys if key in self._slots]
 
     def snapshot(self) -> tuple[int, list[BreakerView]]:
         """Every breaker and the seq of the last event they reflect, read together."""
