@@ -101,12 +101,19 @@ class Harness:
         if tool is None:
             known = ", ".join(sorted(self._tools)) or "none"
             return results.invalid_request(name, f"no tool named {name!r}; known tools: {known}")
+        entered = self._enter(agent, tool, args, credential)
+        if not isinstance(entered, Call):
+            return entered
+        return await self._run_budget(tool, entered, args, credential)
+
+    def _enter(self, agent: str, tool: Tool, args: Any, credential: str) -> Call | ToolResult:
+        """The checks before any request: refusals, then the breaker's admission."""
         key = self.engine.key_for(agent, tool.backend, credential)
         call = self.engine.new_call(
             key=key,
             agent=agent,
             platform=tool.backend,
-            tool=name,
+            tool=tool.name,
             deadline_seconds=tool.deadline_seconds,
         )
         refusal = self._precheck(agent, tool, args, key)
@@ -117,8 +124,8 @@ class Harness:
             return result
         admission = self.engine.admit(call, tool.lease)
         if not admission.allowed:
-            return results.denied(name, admission, self._open_reason(key), tool.alternatives)
-        return await self._run_budget(tool, call, args, credential)
+            return results.denied(tool.name, admission, self._open_reason(key), tool.alternatives)
+        return call
 
     def _precheck(self, agent: str, tool: Tool, args: Any, key: str) -> Refusal | None:
         if tool.args_schema is not None:
@@ -142,12 +149,7 @@ class Harness:
         attempt: Attempt | None = None
         for number in range(tool.attempts):
             if number:
-                wait = (
-                    attempt.wait if attempt and attempt.wait is not None else tool.backoff_seconds
-                )
-                if attempt and attempt.wait is not None:
-                    self.engine.extend_probe(call, attempt.wait)
-                await asyncio.sleep(wait)
+                await asyncio.sleep(self._wait_before_retry(tool, call, attempt))
                 if not self.engine.may_retry(call):
                     return self._stopped_by_recheck(tool, call, attempt)
             call.attempts += 1
@@ -156,6 +158,13 @@ class Harness:
                 break
         assert attempt is not None
         return self._finish(tool, call, attempt, credential)
+
+    def _wait_before_retry(self, tool: Tool, call: Call, attempt: Attempt | None) -> float:
+        """The backoff, or a Retry-After being waited out (which extends a probe's lease)."""
+        if attempt is not None and attempt.wait is not None:
+            self.engine.extend_probe(call, attempt.wait)
+            return attempt.wait
+        return tool.backoff_seconds
 
     async def _attempt(self, tool: Tool, call: Call, args: Any, credential: str) -> Attempt:
         if tool.function is not None:
@@ -239,23 +248,14 @@ class Harness:
             def guarded(
                 *args: Any, agent: str = "local", credential: str = "default", **kwargs: Any
             ) -> ToolResult:
-                key = self.engine.key_for(agent, tool.backend, credential)
-                call = self.engine.new_call(
-                    key=key,
-                    agent=agent,
-                    platform=tool.backend,
-                    tool=name,
-                    deadline_seconds=tool.deadline_seconds,
-                )
-                admission = self.engine.admit(call, tool.lease)
-                if not admission.allowed:
-                    return results.denied(
-                        name, admission, self._open_reason(key), tool.alternatives
-                    )
+                entered = self._enter(agent, tool, kwargs, credential)
+                if not isinstance(entered, Call):
+                    return entered
+                call = entered
                 attempt: Attempt | None = None
                 for number in range(tool.attempts):
                     if number:
-                        sleep(tool.backoff_seconds)
+                        sleep(self._wait_before_retry(tool, call, attempt))
                         if not self.engine.may_retry(call):
                             return self._stopped_by_recheck(tool, call, attempt)
                     call.attempts += 1
