@@ -48,6 +48,7 @@ _HALF_OPEN = State.HALF_OPEN
 _SUCCESS = OutcomeClass.SUCCESS
 _NONE: tuple[()] = ()
 _ADMITTED_CLOSED = (ADMIT_NORMAL, _NONE)
+_DENY_OPEN = DenyReason.OPEN
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,7 @@ class Breaker:
         "last_failure_at",
         "last_failure_detail",
         "last_retry_after",
+        "min_retry_after",
         "opened_at",
         "paged",
         "policy",
@@ -82,6 +84,7 @@ class Breaker:
     def __init__(self, key: str, policy: AgentPolicy | ToolPolicy) -> None:
         self.key = key
         self.policy = policy
+        self.min_retry_after = policy.min_retry_after
         self.state = _CLOSED
         self.count = 0
         self.last_failure_at: float | None = None
@@ -107,14 +110,14 @@ class Breaker:
         self, call_id: str, now: float, lease: float
     ) -> tuple[Admission, Sequence[Transition]]:
         """Let a call in as normal or as the one probe, or refuse it with the time left."""
-        if self.state is _CLOSED:
+        state = self.state
+        if state is _CLOSED:
             return _ADMITTED_CLOSED
-        transitions = self.poll(now)
-        if self.state is _OPEN:
+        if state is _OPEN:
             left = self.opened_at + self.cooldown - now  # type: ignore[operator]
-            return self._deny(DenyReason.OPEN, left), transitions
-        if self.state is _CLOSED:
-            return ADMIT_NORMAL, transitions
+            if left > 0:
+                return self._deny(_DENY_OPEN, left), _NONE
+        transitions = self.poll(now)
         if self.probe_id is None:
             self.probe_id = call_id
             self.probe_deadline = now + lease
@@ -124,8 +127,8 @@ class Breaker:
         )
 
     def _deny(self, reason: DenyReason, left: float) -> Admission:
-        retry_after = max(left, self.policy.min_retry_after)
-        return Admission(False, reason=reason, retry_after=retry_after, cause=self.trip_cause)
+        floor = self.min_retry_after
+        return Admission(False, False, reason, left if left > floor else floor, self.trip_cause)
 
     def poll(self, now: float) -> list[Transition]:
         """Move an open breaker whose cooldown has run out to half-open."""
