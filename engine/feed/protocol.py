@@ -119,6 +119,9 @@ class SnapshotMessage(_ServerMessage):
     epoch: str
     thresholds: dict[str, int] = Field(default_factory=dict)
     breakers: list[BreakerInfo]
+    #: The role of the token this connection presented: "viewer" or "operator" (None from a
+    #: server that predates the field). A console offers resets only to an operator.
+    role: Literal["viewer", "operator"] | None = None
 
 
 class EventMessage(_ServerMessage):

@@ -258,7 +258,7 @@ class FeedServer:
                     if len(client.answers) < MAX_PENDING_ANSWERS:
                         client.room.set()
                 elif client.needs_snapshot:
-                    seq, frame = self._snapshot_frame()
+                    seq, frame = self._snapshot_frame(client.role)
                     client.needs_snapshot = False
                     client.after_seq = seq
                     # Whatever got queued while this was pending is trimmed below.
@@ -325,8 +325,8 @@ class FeedServer:
 
     # -- snapshots and events --------------------------------------------------------------
 
-    def _snapshot_frame(self) -> tuple[int, bytes]:
-        seq, message = snapshot(self.engine, self.source)
+    def _snapshot_frame(self, role: str | None = None) -> tuple[int, bytes]:
+        seq, message = snapshot(self.engine, self.source, role=role)
         return seq, p.encode(message)
 
     async def _run_pump(self) -> None:
@@ -363,8 +363,11 @@ class FeedServer:
                     client.offer(frame, first, last, chunk)
 
 
-def snapshot(engine: Engine, source: str) -> tuple[int, p.SnapshotMessage]:
-    """The engine's breakers and the seq they reflect, read together."""
+def snapshot(
+    engine: Engine, source: str, *, role: str | None = None
+) -> tuple[int, p.SnapshotMessage]:
+    """The engine's breakers and the seq they reflect, read together; `role` is the reading
+    connection's (viewer or operator), so a console knows whether to offer resets."""
     seq, views = engine.snapshot()
     now = engine.clock.wall()
     policy = engine.policy
@@ -383,6 +386,7 @@ def snapshot(engine: Engine, source: str) -> tuple[int, p.SnapshotMessage]:
         epoch=iso_utc(engine.epoch),
         thresholds=thresholds,
         breakers=[_breaker(view, source, now) for view in views],
+        role=role,
     )
 
 

@@ -259,3 +259,14 @@ async def test_the_tokens_must_be_present_and_differ(engine: Engine) -> None:
     with pytest.raises(ValueError, match="differ"):
         async with serve_feed(engine, port=0, viewer_token="same", operator_token="same"):
             pass
+
+
+async def test_the_snapshot_names_the_token_role(feed) -> None:
+    async with client(feed.url, VIEWER) as ws:
+        viewer = await receive(ws)
+    async with client(feed.url, OPERATOR) as ws:
+        operator = await receive(ws)
+    assert (viewer.role, operator.role) == ("viewer", "operator")
+    # an older server's snapshot (no role) still parses
+    old = viewer.model_dump(exclude={"role"})
+    assert p.parse_server_message(json.dumps(old)).role is None
