@@ -1,7 +1,8 @@
 """breakerdeck's engine against the Python peer breakers: one table, printed, never asserted.
 
 Run from the repository root: `.venv/bin/python bench/run.py` (or `make bench`); then the
-live feed's table (bench/feed.py). `--only peers` or `--only feed` runs one of the two.
+live feed's table (bench/feed.py) and the console's (bench/console.py, in a child process so
+its peak memory is its own). `--only peers`, `--only feed` or `--only console` runs one.
 Progress goes to standard error; the tables to standard output.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import platform
+import subprocess
 import sys
 import time
 import warnings
@@ -215,18 +217,24 @@ def render(metrics: list[Metric], baseline: dict[str, float], seconds: float) ->
 def main() -> None:
     warnings.simplefilter("ignore", DeprecationWarning)  # aiobreaker's datetime.utcnow()
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
-    if only not in (None, "peers", "feed"):
-        sys.exit("usage: bench/run.py [--only peers|feed]")
-    if only != "feed":
+    if only not in (None, "peers", "feed", "console"):
+        sys.exit("usage: bench/run.py [--only peers|feed|console]")
+    if only in (None, "peers"):
         start = time.perf_counter()
         metrics, baseline = run()
         print(render(metrics, baseline, time.perf_counter() - start))
-    if only != "peers":
+    if only in (None, "feed"):
         from bench import feed  # the live feed under load (docs/bench.md, "The live feed")
 
         if only is None:
             print()
         feed.main()
+    if only in (None, "console"):
+        # The console at 10,000 breakers (docs/bench.md, "The console"): about 30 s, bounded.
+        if only is None:
+            print(flush=True)
+        script = Path(__file__).resolve().parent / "console.py"
+        subprocess.run([sys.executable, str(script)], check=False, timeout=180)
 
 
 if __name__ == "__main__":
