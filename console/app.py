@@ -27,7 +27,7 @@ from console.screens.confirm import ConfirmScreen
 from console.screens.dashboard import DashboardScreen
 from console.screens.detail import DetailScreen
 from console.screens.help import HelpScreen
-from console.source import FaultControls, Source
+from console.source import FaultControls, Notice, Source
 from engine import events as ev
 from engine.bus import Missed
 
@@ -66,7 +66,7 @@ class BreakerdeckApp(App[None]):
         self.operator = operator
         self.controls = controls
         self.platform_of = platform_of or (lambda key: None)
-        self.board = Board(source.thresholds)
+        self.board = Board(source.thresholds, source.describe)
         self.tick_seconds = tick_seconds
         self._pending: set[str] = set()
         self.resyncs = 0  # snapshots taken: one at start, one after each overflow
@@ -104,6 +104,9 @@ class BreakerdeckApp(App[None]):
     @work(exclusive=True, group="source", name="source reader")
     async def read_source(self) -> None:
         async for batch in self.source.updates():
+            if isinstance(batch, Notice):
+                self.notify(batch.text, severity=batch.severity, timeout=6)  # type: ignore[arg-type]
+                continue
             if isinstance(batch, Missed):
                 self.resyncs += 1
                 self.board.apply(self.source.recent(SEED_EVENTS))  # what the cards missed
@@ -124,7 +127,7 @@ class BreakerdeckApp(App[None]):
             if event.type == ev.PAGE:
                 self.bell()
                 self.notify(
-                    f"{event.key} stayed open through two cooldowns.",
+                    f"{self.named(event.key)} stayed open through two cooldowns.",
                     title="PAGED",
                     severity="error",
                     timeout=10,
@@ -148,9 +151,7 @@ class BreakerdeckApp(App[None]):
         for screen in self.screen_stack:
             if isinstance(screen, DashboardScreen):
                 screen.board_changed()
-            elif isinstance(screen, DetailScreen) and (
-                "*" in touched or screen.card.key in touched
-            ):
+            elif isinstance(screen, DetailScreen) and ("*" in touched or screen.card.id in touched):
                 self.run_worker(screen.reload(), group="detail", exclusive=True)
 
     def tick(self) -> None:
@@ -172,16 +173,41 @@ class BreakerdeckApp(App[None]):
     def show_details(self, card: Card) -> None:
         self.push_screen(DetailScreen(card))
 
+    def named(self, ident: str) -> str:
+        """A breaker as the operator reads it: its key, and its source when there are several."""
+        key, source = self.source.describe(ident)
+        return f"{key} on {source}" if source else key
+
+    def can_reset(self, card: Card) -> bool:
+        return card.state != "closed" and self.source.can_write(card.id)
+
+    def reset_targets(self, card: Card) -> list[Card]:
+        """`R`: the key's cards on every source reporting it that are not closed."""
+        ids = set(self.source.siblings(card.id))
+        if len(ids) < 2:
+            return []
+        return [
+            c
+            for c in self.board.cards()
+            if c.id in ids
+            and c.agent == card.agent
+            and c.state != "closed"
+            and self.source.can_write(c.id)
+        ]
+
     def card_platform(self, card: Card) -> str | None:
         return card.platform or self.platform_of(card.key)
 
     def can_fix(self, card: Card) -> bool:
         """`f` applies: a paused credential (tool policy), or any card in demo mode."""
-        if card.view.paused and self.source.can_mark_fixed:
+        if card.view.paused and self.source.can_mark_fixed and self.source.can_write(card.id):
             return True
         return self.controls is not None and self.card_platform(card) is not None
 
-    def request_reset(self, card: Card) -> None:
+    def request_reset(self, card: Card, *, every: bool = False) -> None:
+        if every:
+            self._request_reset_every(card)
+            return
         view = card.view
         state = card.word
         left = card.seconds_left(self.source.now())
@@ -194,6 +220,11 @@ class BreakerdeckApp(App[None]):
             f"Counter: {self.board.thresholds.counter(view.count)}",
             f"Writes circuit_breaker_reset as {self.operator}.",
         ]
+        where = self.source.source_name(card.id)
+        if where:
+            others = len(self.source.siblings(card.id)) - 1
+            also = f" ({others} other source(s) report it: R resets them all)" if others else ""
+            lines.insert(0, f"Source: {where} only{also}")
         warning = None
         if cause == "auth_failure":
             fix_key = " (f)" if self.can_fix(card) else ""
@@ -209,12 +240,50 @@ class BreakerdeckApp(App[None]):
             if not confirmed:
                 self.notify(f"Reset cancelled: {card.key} is unchanged.", timeout=3)
                 return
-            await self.source.reset(card.key, self.operator, reason)
-            self.notify(f"{card.key} reset by {self.operator}.", timeout=4)
+            await self._reset([card], reason)
 
-        self.push_screen(
-            ConfirmScreen(f"Reset {card.key}?", lines, warning=warning, yes="Reset"), answered
+        title = f"Reset {card.key}" + (f" on {where}?" if where else "?")
+        self.push_screen(ConfirmScreen(title, lines, warning=warning, yes="Reset"), answered)
+
+    def _request_reset_every(self, card: Card) -> None:
+        targets = self.reset_targets(card)
+        if not targets:
+            self.notify(f"No other source has {card.key} open.", timeout=3)
+            return
+        reporting = len(self.source.siblings(card.id))
+        lines = [f"Agent: {card.agent}" + (f"   key: {card.key}" if card.key != card.agent else "")]
+        lines.append(f"On {len(targets)} of the {reporting} sources reporting it:")
+        for target in targets:
+            cause = target.view.trip_cause or "unknown cause"
+            lines.append(f"  {self.source.source_name(target.id)}: {target.word} on {cause}")
+        if len(targets) < reporting:
+            lines.append("Sources where it is closed are left alone.")
+        lines.append(f"Writes circuit_breaker_reset on each as {self.operator}.")
+        reason = f"reset from the console on every source reporting {card.key}"
+
+        async def answered(confirmed: bool | None) -> None:
+            if not confirmed:
+                self.notify(f"Reset cancelled: {card.key} is unchanged.", timeout=3)
+                return
+            await self._reset(targets, reason)
+
+        title = f"Reset {card.key} on {len(targets)} sources?"
+        self.push_screen(ConfirmScreen(title, lines, yes="Reset all"), answered)
+
+    async def _reset(self, cards: list[Card], reason: str) -> None:
+        """Send the resets; say what happened (a remote source may refuse or be gone)."""
+        results = await asyncio.gather(
+            *(self.source.reset(c.id, self.operator, reason) for c in cards),
+            return_exceptions=True,
         )
+        failed = [(c, r) for c, r in zip(cards, results, strict=True) if isinstance(r, Exception)]
+        done = len(cards) - len(failed)
+        if len(cards) == 1 and not failed:
+            self.notify(f"{self.named(cards[0].id)} reset by {self.operator}.", timeout=4)
+        elif not failed:
+            self.notify(f"{cards[0].key} reset on {done} sources by {self.operator}.", timeout=4)
+        for c, error in failed:
+            self.notify(f"Reset of {self.named(c.id)} failed: {error}", severity="error", timeout=8)
 
     def request_fix(self, card: Card) -> None:
         platform = self.card_platform(card)
@@ -241,7 +310,11 @@ class BreakerdeckApp(App[None]):
             if demo and platform is not None and self.controls is not None:
                 self.controls.fix(platform)
             if marks:
-                await self.source.mark_credential_fixed(card.key, self.operator)
+                try:
+                    await self.source.mark_credential_fixed(card.id, self.operator)
+                except Exception as error:  # a remote source may refuse or be gone
+                    self.notify(f"Not marked fixed: {error}", severity="error", timeout=8)
+                    return
             follow = "  Now reset it: r." if card.auth_trip else ""
             self.notify(f"Credential for {platform or card.key} fixed.{follow}", timeout=5)
             self._refresh_status()

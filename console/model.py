@@ -9,7 +9,7 @@ collected from events here, bounded per key.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from operator import itemgetter
@@ -130,7 +130,12 @@ class Trip:
 
 @dataclass(frozen=True, slots=True)
 class Card:
-    """One breaker as shown under one agent (under `tool`, a shared breaker has several)."""
+    """One breaker as shown under one agent (under `tool`, a shared breaker has several).
+
+    `view.key` is the source's id for the breaker (`id`); it is the breaker's key, except when
+    several remote engines are watched: then `name` is the key and `source` the engine's label.
+    `aggregate` ("ava: open on 3 of 5") is set on the first card of a key several sources report.
+    """
 
     agent: str
     view: BreakerView
@@ -138,14 +143,23 @@ class Card:
     failures: tuple[Failure, ...] = ()
     trips: tuple[Trip, ...] = ()
     platform: str | None = None
+    name: str | None = None
+    source: str | None = None
+    aggregate: str | None = None
 
     @property
     def ident(self) -> tuple[str, str]:
         return (self.agent, self.view.key)
 
     @property
-    def key(self) -> str:
+    def id(self) -> str:
+        """What the source knows this breaker by (reset, audit, views)."""
         return self.view.key
+
+    @property
+    def key(self) -> str:
+        """The breaker's key, as its engine writes it."""
+        return self.name or self.view.key
 
     @property
     def state(self) -> str:
@@ -186,7 +200,10 @@ class Card:
         """`/` filter: every word must be in the agent, key, state, cause or platform (case
         ignored; a state word matches that state exactly, so `open` is not `half-open`)."""
         words = text.lower().split()
-        haystack = f"{self.agent} {self.key} {self.view.trip_cause or ''} {self.platform or ''}"
+        haystack = (
+            f"{self.agent} {self.key} {self.view.trip_cause or ''} {self.platform or ''} "
+            f"{self.source or ''}"
+        )
         haystack = haystack.lower()
         state = self.word.lower()
         for word in words:
@@ -245,8 +262,8 @@ def order_key(card: Card, kind: str) -> tuple:
     Under `tool`, cards stay grouped by agent (groups ordered by their worst card, which
     `sort_cards` adds in front)."""
     if kind == "agent":
-        return (card.rank, -card.view.count, card.agent, card.key)
-    return (card.agent, card.rank, -card.view.count, card.key)
+        return (card.rank, -card.view.count, card.agent, card.key, card.id)
+    return (card.agent, card.rank, -card.view.count, card.key, card.id)
 
 
 def sort_cards(cards: Iterable[Card], kind: str) -> list[Card]:
@@ -254,7 +271,7 @@ def sort_cards(cards: Iterable[Card], kind: str) -> list[Card]:
 
 
 def _sorted(pairs: list[tuple[tuple, Card]], kind: str) -> list[Card]:
-    pairs.sort(key=_FIRST)  # keys are unique (they end in agent and key): cards never compared
+    pairs.sort(key=_FIRST)  # keys are unique (they end in agent and id): cards never compared
     if kind == "tool":
         worst: dict[str, int] = {}
         for _, card in pairs:
@@ -264,6 +281,35 @@ def _sorted(pairs: list[tuple[tuple, Card]], kind: str) -> list[Card]:
 
 
 _FIRST = itemgetter(0)
+
+_AGGREGATE_ORDER = ("PAUSED", "OPEN", "HALF-OPEN", "CLOSED")
+
+
+def group_by_key(cards: list[Card]) -> list[Card]:
+    """Several sources: a key's cards together, where its most troubled one sorts, and its
+    first card carries the line "ava: open on 3 of 5 · closed on 2"."""
+    groups: dict[tuple[str, str], list[Card]] = {}
+    for card in cards:
+        groups.setdefault((card.agent, card.key), []).append(card)
+    out: list[Card] = []
+    for group in groups.values():  # dicts keep insertion order: the first card's place
+        if len(group) > 1:
+            out.append(replace(group[0], aggregate=aggregate_line(group)))
+            out.extend(group[1:])
+        else:
+            out.extend(group)
+    return out
+
+
+def aggregate_line(group: list[Card]) -> str:
+    words: dict[str, int] = {}
+    for card in group:
+        words[card.word] = words.get(card.word, 0) + 1
+    total = len(group)
+    parts = [
+        f"{word.lower()} on {words[word]} of {total}" for word in _AGGREGATE_ORDER if word in words
+    ]
+    return f"{group[0].key}: " + " · ".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,14 +333,21 @@ class _History:
 class Board:
     """Views and history by key; cards on demand. Only the source reader writes to it."""
 
-    def __init__(self, thresholds: Thresholds) -> None:
+    def __init__(
+        self,
+        thresholds: Thresholds,
+        describe: Callable[[str], tuple[str, str | None]] | None = None,
+    ) -> None:
         self.thresholds = thresholds
+        #: id -> (key, source label): None for one source, whose ids are the keys.
+        self.describe = describe or _plain
         self._views: dict[str, BreakerView] = {}
         self._history: dict[str, _History] = {}
         self._cards: list[Card] | None = None
         # built cards with their order keys, kept until their key changes
         self._by_key: dict[str, list[tuple[tuple, Card]]] = {}
-        self.seen_seq = 0
+        #: The last seq folded in, per source (seqs are each engine's own).
+        self._seen: dict[str | None, int] = {}
         self.version = 0
         self._summary: tuple[int, Summary] | None = None
 
@@ -315,10 +368,13 @@ class Board:
     def apply(self, events: Iterable[Event]) -> set[str]:
         """Fold events into the history; returns the keys they touched (whose views to refresh)."""
         touched: set[str] = set()
+        seen = self._seen
         for event in events:
-            if event.seq and event.seq <= self.seen_seq:
+            source = self.describe(event.key)[1]
+            last = seen.get(source, 0)
+            if event.seq and event.seq <= last:
                 continue
-            self.seen_seq = max(self.seen_seq, event.seq)
+            seen[source] = max(last, event.seq)
             touched.add(event.key)
             self._by_key.pop(event.key, None)
             self._fold(event)
@@ -378,6 +434,15 @@ class Board:
                 )
             h.trips[0] = trip
 
+    @property
+    def seen_seq(self) -> int:
+        """The last seq folded in (one source; with several, the highest of them)."""
+        return max(self._seen.values(), default=0)
+
+    def forget(self, source: str | None) -> None:
+        """That source's engine started over (its seqs went back): take its events afresh."""
+        self._seen.pop(source, None)
+
     def _changed(self) -> None:
         self._cards = None
         self.version += 1
@@ -396,18 +461,25 @@ class Board:
                         (order_key(card, kind), card) for card in self._build(view)
                     ]
                 pairs.extend(built)
-            self._cards = _sorted(pairs, kind)
+            cards = _sorted(pairs, kind)
+            if any(card.source is not None for card in cards):
+                cards = group_by_key(cards)
+            self._cards = cards
         return self._cards
 
     def _build(self, view: BreakerView) -> list[Card]:
         h = self._history.get(view.key) or _History()
-        agents = view.agents if self.thresholds.kind == "tool" and view.agents else (view.key,)
-        platform = h.platform or _platform_of(view.key, self.thresholds.kind)
+        key, source = self.describe(view.key)
+        agents = view.agents if self.thresholds.kind == "tool" and view.agents else (key,)
+        platform = h.platform or _platform_of(key, self.thresholds.kind)
         if view.state != "closed":  # the platform behind the trip, not the last call's
             counted = [f.platform for f in h.failures if f.counted]
             platform = counted[0] if counted else platform
         denied, failures, trips = tuple(h.denied), tuple(h.failures), tuple(h.trips)
-        return [Card(agent, view, denied, failures, trips, platform) for agent in agents]
+        name = key if key != view.key else None
+        return [
+            Card(agent, view, denied, failures, trips, platform, name, source) for agent in agents
+        ]
 
     def card(self, ident: tuple[str, str]) -> Card | None:
         for card in self.cards():
@@ -439,6 +511,10 @@ class Board:
 
     def __len__(self) -> int:
         return len(self._views)
+
+
+def _plain(ident: str) -> tuple[str, str | None]:
+    return ident, None
 
 
 def _platform_of(key: str, kind: str) -> str | None:

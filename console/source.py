@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from console.model import Thresholds
@@ -21,6 +22,14 @@ from engine.policy import AgentPolicy
 
 #: Events fed to a fresh board so cards show recent denials and trips from the audit log.
 SEED_TYPES = (*sorted(ev.TRANSITIONS), ev.CALL_DENIED, ev.CALL_FAILED)
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something the operator should read (a source lost or back): shown as a toast."""
+
+    text: str
+    severity: str = "information"
 
 
 class Source(abc.ABC):
@@ -57,9 +66,36 @@ class Source(abc.ABC):
         """Recent history (transitions, denials, failures), oldest first, to seed the cards."""
 
     @abc.abstractmethod
-    def updates(self) -> AsyncIterator[list[Event] | Missed]:
+    def updates(self) -> AsyncIterator[list[Event] | Missed | Notice]:
         """Event batches in order. A `Missed` means: take a snapshot before reading on (the
-        first item is always one, so subscribing and the snapshot cannot race)."""
+        first item is always one, so subscribing and the snapshot cannot race). A `Notice` is
+        for the operator's eyes."""
+
+    # A breaker's id (what views, audit and the writes take) is its key, unless a source
+    # serves several engines: then these say which engine and key an id stands for.
+
+    def describe(self, ident: str) -> tuple[str, str | None]:
+        """(key, source label): the label is None when there is only one source."""
+        return ident, None
+
+    def stale_for(self, ident: str) -> float | None:
+        """Since when this breaker's numbers are not live (None while they are)."""
+        return self.stale_since
+
+    def can_write(self, ident: str) -> bool:
+        """Whether reset and mark-fixed are allowed here (a remote viewer token: no)."""
+        return True
+
+    def siblings(self, ident: str) -> list[str]:
+        """The ids of this key on every source reporting it (itself included)."""
+        return [ident]
+
+    def source_name(self, ident: str) -> str | None:
+        return self.describe(ident)[1]
+
+    def audit_note(self, ident: str) -> str | None:
+        """A line above the detail screen's log when it is not the engine's whole log."""
+        return None
 
     @abc.abstractmethod
     async def audit(self, key: str, limit: int = 200) -> list[Event]:

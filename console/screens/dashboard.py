@@ -26,6 +26,7 @@ class DashboardScreen(Screen[None]):
         Binding("slash", "filter", "Filter", id="filter", priority=True),
         Binding("enter", "details", "Details", id="details"),
         Binding("r", "reset", "Reset", id="reset"),
+        Binding("R", "reset_every", "Reset all", id="reset-every", tooltip="on every source"),
         Binding("f", "fix", "Fixed", id="fix", tooltip="credential fixed"),
         Binding("j,down", "move(1)", "Next", show=False, id="next"),
         Binding("k,up", "move(-1)", "Previous", show=False, id="previous"),
@@ -50,7 +51,13 @@ class DashboardScreen(Screen[None]):
         app = self.app
         yield SummaryBar(id="summary")
         yield StatusLine(id="status")
-        yield CardList(app.board.thresholds, app.source.now, fix_key=app.can_fix, id="cards")
+        yield CardList(
+            app.board.thresholds,
+            app.source.now,
+            fix_key=app.can_fix,
+            stale_since=lambda card: app.source.stale_for(card.id),
+            id="cards",
+        )
         yield Input(
             placeholder="filter: agent, key or state (enter keeps it, escape clears)", id="filter"
         )
@@ -109,7 +116,11 @@ class DashboardScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         card = self.cards.selected_card if self.is_mounted else None
         if action == "reset":
-            return None if card is None or card.state == "closed" else True
+            if card is not None and not self.app.source.can_write(card.id):
+                return False  # a viewer token: never offered
+            return None if card is None or not self.app.can_reset(card) else True
+        if action == "reset_every":
+            return card is not None and bool(self.app.reset_targets(card))
         if action == "details":
             return card is not None or None
         if action == "fix":
@@ -171,6 +182,11 @@ class DashboardScreen(Screen[None]):
         card = self.cards.selected_card
         if card is not None:
             self.app.request_reset(card)
+
+    def action_reset_every(self) -> None:
+        card = self.cards.selected_card
+        if card is not None:
+            self.app.request_reset(card, every=True)
 
     def action_fix(self) -> None:
         card = self.cards.selected_card

@@ -120,6 +120,7 @@ class DetailScreen(Screen[None]):
         yield Static(id="detail-title")
         yield Static(id="detail-hint", markup=False)
         yield Static(id="detail-trips", markup=False)
+        yield Static(id="detail-note", markup=False)
         yield DataTable(id="audit", cursor_type="row", zebra_stripes=False)
         yield Footer()
 
@@ -141,7 +142,11 @@ class DetailScreen(Screen[None]):
         fresh = self.app.board.card(self.card.ident)
         if fresh is not None:
             self.card = fresh
-        self.rows = await self.app.source.audit(self.card.key, AUDIT_ROWS)
+        self.rows = await self.app.source.audit(self.card.id, AUDIT_ROWS)
+        note = self.app.source.audit_note(self.card.id)
+        shown = self.query_one("#detail-note", Static)
+        shown.display = note is not None
+        shown.update(note or "")
         self._show_card()
         self._show_trips()
         self._show_rows()
@@ -158,6 +163,11 @@ class DetailScreen(Screen[None]):
         title.append(f"  {card.agent}", style="bold")
         if card.key != card.agent:
             title.append(f" · {card.key}")
+        if card.source:
+            title.append(f" on {card.source}")
+        stale = self.app.source.stale_for(card.id)
+        if stale is not None:
+            title.append(f"  STALE since {clock_text(stale)}", style="bold reverse")
         if card.shared:
             title.append(f" (shared: {', '.join(card.view.agents)})")
         if card.rank == 0:
@@ -214,6 +224,8 @@ class DetailScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[Any, ...]) -> bool | None:
         if action == "reset":
+            if not self.app.source.can_write(self.card.id):
+                return False
             return None if self.card.state == "closed" else True
         if action == "fix":
             if not (self.app.source.can_mark_fixed or self.app.controls is not None):

@@ -22,6 +22,7 @@ KEYS: list[tuple[str, str]] = [
     ("/", "filter by agent, key or state (enter keeps it, escape clears)"),
     ("enter", "details: audit log, failures before each trip, the hint"),
     ("r", "reset the selected breaker (asks first; No is focused)"),
+    ("R", "watching several engines: reset the key on every source where it is not closed"),
     ("f", "credential fixed: mark a PAUSED credential fixed; in demo, fix the platform's"),
     ("q", "quit"),
     ("?", "this help"),

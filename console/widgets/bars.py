@@ -43,7 +43,7 @@ class SummaryBar(Static):
         right = self._right(now, speed, stale_since, full=True)
         if text.cell_len + right.cell_len > width:
             right = self._right(now, speed, stale_since, full=False)
-        if label and text.cell_len + right.cell_len + len(label) + 3 <= width:
+        if label and text.cell_len + right.cell_len + len(label) + 5 <= width:  # gap of 2+
             right = Text.assemble((label, "dim"), " · ", right)
         gap = width - text.cell_len - right.cell_len
         text.append(" " * max(gap, 0))

@@ -23,7 +23,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from console.model import Card, Thresholds, cause_word, hint, mmss
+from console.model import Card, Thresholds, cause_word, clock_text, hint, mmss
 
 MIN_CARD_WIDTH = 76
 TROUBLE_LINES = 5
@@ -33,7 +33,20 @@ _CACHE_LIMIT = 4096
 
 
 def card_height(card: Card) -> int:
-    return CLOSED_LINES if card.rank == 4 else TROUBLE_LINES
+    """Five lines in trouble, three closed; one more on the card that carries its key's
+    "open on 3 of 5" line (several sources)."""
+    lines = CLOSED_LINES if card.rank == 4 else TROUBLE_LINES
+    return lines + 1 if card.aggregate else lines
+
+
+def ago(seconds: float) -> str:
+    """`42s`, `3m05s`, `2h10m`: how long a source has been out of touch."""
+    whole = max(0, int(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
 class CardList(ScrollView, can_focus=True):
@@ -73,12 +86,15 @@ class CardList(ScrollView, can_focus=True):
         now: Callable[[], float],
         *,
         fix_key: Callable[[Card], bool] | None = None,
+        stale_since: Callable[[Card], float | None] | None = None,
         id: str | None = None,
     ) -> None:
         super().__init__(id=id)
         self.thresholds = thresholds
         self.now = now
         self.fix_key = fix_key or (lambda card: False)
+        #: When the card's source lost its engine (None while live): drawn on its title line.
+        self.stale_since = stale_since or (lambda card: None)
         self.cards: list[Card] = []
         self.selected: tuple[str, str] | None = None
         #: Until the operator moves, the selection stays on the top (most troubled) card.
@@ -149,7 +165,7 @@ class CardList(ScrollView, can_focus=True):
     def _layout_rows(self) -> None:
         width = self.scrollable_content_region.width or self.size.width or 80
         columns = self._columns = max(1, width // MIN_CARD_WIDTH)
-        heights = [CLOSED_LINES if card.rank == 4 else TROUBLE_LINES for card in self.cards]
+        heights = [card_height(card) for card in self.cards]
         if columns > 1:
             heights = [max(heights[i : i + columns]) for i in range(0, len(heights), columns)]
         self._row_h = heights
@@ -169,8 +185,10 @@ class CardList(ScrollView, can_focus=True):
         repainted = 0
         for row in self.visible_rows():
             start = row * self._columns
-            if any(card.state == "open" for card in self.cards[start : start + self._columns]):
-                self.refresh_line(self._row_y[row])
+            shown = self.cards[start : start + self._columns]
+            if any(card.state == "open" or self.stale_since(card) is not None for card in shown):
+                # a card under its key's aggregate line has its title one line down
+                self.refresh_lines(self._row_y[row], 2 if any(c.aggregate for c in shown) else 1)
                 repainted += 1
         return repainted
 
@@ -204,20 +222,32 @@ class CardList(ScrollView, can_focus=True):
 
     def _card_line(self, card: Card, line: int, width: int) -> Strip:
         selected = card.ident == self.selected
-        countdown = None
-        if line == 0 and card.state == "open":
-            left = card.seconds_left(self.now())
-            countdown = mmss(left) if left is not None else None
-        key = (card.ident, line, width, selected, countdown)
+        countdown = stale = None
+        title = 1 if card.aggregate else 0
+        if line == title:
+            now = self.now()
+            if card.state == "open":
+                left = card.seconds_left(now)
+                countdown = mmss(left) if left is not None else None
+            since = self.stale_since(card)
+            if since is not None:
+                stale = f" STALE since {clock_text(since)} ({ago(now - since)} ago) "
+        key = (card.ident, line, width, selected, countdown, stale)
         cached = self._cache.get(key)
         if cached is not None and cached[0] is card:  # drawn from this very card
             return cached[1]
-        strip = self._draw(card, line, width, selected, countdown)
+        strip = self._draw(card, line, width, selected, countdown, stale)
         self._cache[key] = (card, strip)
         return strip
 
     def _draw(
-        self, card: Card, line: int, width: int, selected: bool, countdown: str | None
+        self,
+        card: Card,
+        line: int,
+        width: int,
+        selected: bool,
+        countdown: str | None,
+        stale: str | None = None,
     ) -> Strip:
         base = self.rich_style
         if selected:
@@ -225,10 +255,16 @@ class CardList(ScrollView, can_focus=True):
         dim = self.get_component_rich_style("cards--dim")
         state_style = self.get_component_rich_style(_STATE_CLASS[card.word])
         segments: list[Segment]
-        if line >= card_height(card):
+        if card.aggregate:
+            if line == 0:
+                segments = [Segment("  "), Segment(card.aggregate, Style(bold=True))]
+                strip = Strip(segments).crop_extend(0, width - 1, self.rich_style)
+                return Strip.join([strip, Strip.blank(1, self.rich_style)])
+            line -= 1
+        if line >= card_height(card) - (1 if card.aggregate else 0):
             segments = []
         elif line == 0:
-            segments = self._title(card, selected, countdown, state_style, width - 1)
+            segments = self._title(card, selected, countdown, state_style, width - 1, stale)
         else:
             gutter = "  ┃ " if selected else "  │ "
             room = width - 1 - len(gutter)
@@ -237,7 +273,13 @@ class CardList(ScrollView, can_focus=True):
         return Strip.join([strip, Strip.blank(1, self.rich_style)])
 
     def _title(
-        self, card: Card, selected: bool, countdown: str | None, state_style: Style, width: int
+        self,
+        card: Card,
+        selected: bool,
+        countdown: str | None,
+        state_style: Style,
+        width: int,
+        stale: str | None = None,
     ) -> list[Segment]:
         word = card.word
         if countdown is not None and word == "OPEN":
@@ -250,8 +292,13 @@ class CardList(ScrollView, can_focus=True):
             Segment(name, self.get_component_rich_style("cards--name")),
         ]
         dim = self.get_component_rich_style("cards--dim")
+        if card.source is not None:
+            segments.append(Segment(f" on {card.source}", dim))
         if card.shared:
             segments.append(Segment(" shared", dim))
+        if stale is not None:
+            segments.append(Segment(" "))
+            segments.append(Segment(stale, Style(bold=True, reverse=True)))
         if card.rank == 0:
             segments.append(Segment(" "))
             segments.append(Segment(" PAGED ", self.get_component_rich_style("cards--paged")))
