@@ -82,6 +82,20 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--token-file", default=None)
     status.add_argument("--timeout", type=_positive, default=10.0)
 
+    watch = commands.add_parser(
+        "watch", help="the console on one or more remote engines (replicas of a service)"
+    )
+    watch.add_argument("urls", nargs="+", metavar="URL", help="ws://host:port of each engine")
+    watch.add_argument(
+        "--token-file",
+        action="append",
+        default=None,
+        help="token for every URL, or repeat once per URL (default: $BREAKERDECK_TOKEN, then "
+        "operator.token / viewer.token in the default state dir)",
+    )
+    watch.add_argument("--operator", default=None, help="name written on resets (default: login)")
+    watch.add_argument("--timeout", type=_positive, default=10.0, help="seconds to connect")
+
     reset = commands.add_parser("reset", help="reset one breaker on a remote engine")
     reset.add_argument("url")
     reset.add_argument("key")
@@ -106,6 +120,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         runner = {"serve": remote.run_serve, "status": remote.run_status, "reset": remote.run_reset}
         return runner[args.command](args)
+    if args.command == "watch":
+        from console.remote_source import run_watch
+
+        return run_watch(args)
     if args.command == "demo" and args.headless:
         from console.headless import run_headless
 

@@ -1,0 +1,544 @@
+"""`breakerdeck watch`: the console attached to one or more remote engines over the live feed.
+
+`RemoteSource` implements `console.source.Source` over one `FeedClient` per URL (replicas of a
+service). One reader task per URL only reads its websocket and queues what arrived (bounded:
+a console that cannot keep up makes that engine resync it with a snapshot); `updates()`, which
+the app's one exclusive source worker iterates, fans them in and applies them in order:
+
+- a snapshot replaces everything known about that source and clears its staleness;
+- events are folded into that source's views (the feed sends no per-key views between
+  snapshots) and passed on as batches; duplicates cannot happen (`FeedClient` drops what a
+  snapshot already covers);
+- a lost connection marks that source's cards stale from that moment; `FeedClient` reconnects
+  with backoff and the next snapshot clears it.
+
+Times: every engine time is converted to this machine's clock with the offset measured at each
+snapshot (engine `at` against local time), so countdowns and "stale since" from several engines
+read on one clock. A sped-up simulation (`serve --speed 5`) runs its own seconds: its countdowns
+are right at each snapshot and drift between them.
+
+Ids: with one source a breaker's id is its key (the console looks exactly as in demo mode); with
+several, `"<index>\\x1f<key>"`, and each card says which source it came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import getpass
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+
+from console.model import Thresholds, clock_text
+from console.source import Notice, Source
+from engine import events as ev
+from engine.bus import Missed
+from engine.engine import BreakerView
+from engine.events import Event
+from engine.feed import protocol as p
+from engine.feed.client import (
+    ConnectionLost,
+    FeedClient,
+    FeedError,
+    FeedProtocolError,
+    FeedRefused,
+    FeedUnreachable,
+    fetch_snapshot,
+)
+
+log = logging.getLogger(__name__)
+
+#: Events kept per breaker for its detail screen (the full log lives on the engine).
+RECEIVED_PER_KEY = 200
+#: Messages read off the websockets but not yet applied; a reader waits when it is full.
+QUEUE_LIMIT = 1000
+_SEP = "\x1f"
+
+
+def parse_iso(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+@dataclass(slots=True)
+class RemoteFeed:
+    """One watched engine: its client, what it reported, and whether that is still live."""
+
+    index: int
+    url: str
+    client: FeedClient
+    label: str
+    role: str | None = None
+    policy: str | None = None
+    thresholds: dict[str, int] = field(default_factory=dict)
+    #: Engine key -> view (whose `key` is the console's id for it).
+    views: dict[str, BreakerView] = field(default_factory=dict)
+    #: Local wall clock minus the engine's, measured at the last snapshot.
+    offset: float = 0.0
+    epoch: float = 0.0
+    connected_at: float | None = None
+    stale_since: float | None = None
+    problem: str | None = None
+    ended: bool = False  # refused token or another protocol version: no more retries
+    #: Engine key -> events received since connecting, newest first (audit form).
+    received: dict[str, deque[Event]] = field(default_factory=dict)
+    last_seq: int = 0
+    #: Engine key -> when (engine clock) the open episode the card's history knows began.
+    trip_marks: dict[str, float] = field(default_factory=dict)
+    #: Engine key -> opened_at (engine clock) of the breakers the last snapshot shows open.
+    opened: dict[str, float] = field(default_factory=dict)
+    #: Added to this engine's seqs so they keep growing if it starts over without its state.
+    seq_base: int = 0
+
+
+class RemoteSource(Source):
+    """Breakers of one or more remote engines, read over their live feeds."""
+
+    speed = None
+
+    def __init__(
+        self,
+        urls: Sequence[str],
+        *,
+        tokens: Sequence[str] = (),
+        token_files: Sequence[str | Path] = (),
+        min_backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        open_timeout: float = 10.0,
+    ) -> None:
+        if not urls:
+            raise ValueError("RemoteSource needs at least one URL")
+        self.feeds: list[RemoteFeed] = []
+        for index, url in enumerate(urls):
+            token = _pick(tokens, index, len(urls))
+            token_file = _pick(token_files, index, len(urls))
+            client = FeedClient(
+                url,
+                token,
+                token_file=token_file,
+                min_backoff=min_backoff,
+                max_backoff=max_backoff,
+                open_timeout=open_timeout,
+            )
+            self.feeds.append(RemoteFeed(index, url, client, label=url))
+        self._thresholds = Thresholds("agent")
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- what the console reads ------------------------------------------------------------
+
+    @property
+    def multi(self) -> bool:
+        return len(self.feeds) > 1
+
+    @property
+    def label(self) -> str:  # type: ignore[override]
+        roles = {feed.role for feed in self.feeds if feed.role}
+        role = "/".join(sorted(roles)) if roles else "not connected"
+        if not self.multi:
+            return f"{self.feeds[0].label} · {role}"
+        stale = sum(1 for feed in self.feeds if feed.stale_since is not None)
+        where = f"{len(self.feeds)} sources" + (f", {stale} stale" if stale else "")
+        return f"{where} · {role}"
+
+    @property
+    def stale_since(self) -> float | None:  # type: ignore[override]
+        """The header's "STALE since": the earliest source that is out of touch."""
+        since = [feed.stale_since for feed in self.feeds if feed.stale_since is not None]
+        return min(since) if since else None
+
+    @property
+    def thresholds(self) -> Thresholds:
+        return self._thresholds
+
+    def now(self) -> float:
+        return time.time()
+
+    def snapshot(self) -> list[BreakerView]:
+        return [view for feed in self.feeds for view in feed.views.values()]
+
+    def views(self, keys: Sequence[str]) -> list[BreakerView]:
+        found = []
+        for ident in keys:
+            feed, key = self._locate(ident)
+            view = feed.views.get(key) if feed is not None else None
+            if view is not None:
+                found.append(view)
+        return found
+
+    def recent(self, limit: int) -> list[Event]:
+        """History arrives as events and is not re-read after a resync, with one exception: a
+        breaker a snapshot shows open, whose trip this console has not seen, gets a
+        `tripped` line from the snapshot's fields (once per episode), so its card says why."""
+        seeded = []
+        for feed in self.feeds:
+            for key, view in feed.views.items():
+                opened = feed.opened.get(key)
+                if view.state == "closed" or opened is None or view.opened_at is None:
+                    continue
+                if abs(feed.trip_marks.get(key, float("-inf")) - opened) < 0.01:
+                    continue
+                feed.trip_marks[key] = opened
+                fields = {
+                    "failure_class": view.trip_cause,
+                    "count": view.count,
+                    "cooldown_seconds": view.cooldown,
+                }
+                agent = view.agents[0] if view.agents else None
+                seeded.append(Event(0, ev.TRIPPED, view.key, agent, view.opened_at, fields))
+        return seeded
+
+    def describe(self, ident: str) -> tuple[str, str | None]:
+        if not self.multi:
+            return ident, None
+        feed, key = self._locate(ident)
+        return key, feed.label if feed is not None else "?"
+
+    def stale_for(self, ident: str) -> float | None:
+        feed, _ = self._locate(ident)
+        return feed.stale_since if feed is not None else None
+
+    def can_write(self, ident: str) -> bool:
+        feed, _ = self._locate(ident)
+        return feed is not None and feed.role == "operator"
+
+    def siblings(self, ident: str) -> list[str]:
+        _, key = self._locate(ident)
+        return [feed.views[key].key for feed in self.feeds if key in feed.views]
+
+    def source_name(self, ident: str) -> str | None:
+        feed, _ = self._locate(ident)
+        return feed.label if feed is not None else None
+
+    async def audit(self, key: str, limit: int = 200) -> list[Event]:
+        feed, engine_key = self._locate(key)
+        if feed is None:
+            return []
+        return list(feed.received.get(engine_key, ()))[:limit]
+
+    def audit_note(self, ident: str) -> str | None:
+        feed, _ = self._locate(ident)
+        if feed is None:
+            return None
+        since = clock_text(feed.connected_at) if feed.connected_at else "--:--:--"
+        return (
+            f"Events received from {feed.label} since this console connected ({since}), "
+            "newest first; a gap while disconnected is not replayed. The full audit log "
+            f"lives on the engine ({feed.url})."
+        )
+
+    # -- operator writes, over the feed ------------------------------------------------------
+
+    async def reset(self, key: str, actor: str, reason: str) -> None:
+        feed, engine_key = self._require(key)
+        await feed.client.reset(engine_key, reason=reason, actor=actor)
+
+    async def mark_credential_fixed(self, key: str, actor: str) -> None:
+        feed, engine_key = self._require(key)
+        await feed.client.mark_fixed(
+            engine_key, reason="marked fixed from the console", actor=actor
+        )
+
+    def _require(self, ident: str) -> tuple[RemoteFeed, str]:
+        feed, key = self._locate(ident)
+        if feed is None:
+            raise FeedError(f"no source for {ident!r}")
+        if feed.role != "operator":
+            raise FeedError(f"{feed.label}: a viewer token cannot reset; use the operator token")
+        return feed, key
+
+    # -- ids -------------------------------------------------------------------------------------
+
+    def _ident(self, feed: RemoteFeed, key: str) -> str:
+        return f"{feed.index}{_SEP}{key}" if self.multi else key
+
+    def _locate(self, ident: str) -> tuple[RemoteFeed | None, str]:
+        if not self.multi:
+            return self.feeds[0], ident
+        index, sep, key = ident.partition(_SEP)
+        if not sep or not index.isdigit() or int(index) >= len(self.feeds):
+            return None, ident
+        return self.feeds[int(index)], key
+
+    # -- starting: one-shot snapshots, so the app knows the policy before it draws ----------
+
+    async def prime(self, timeout: float = 10.0) -> list[tuple[RemoteFeed, FeedError]]:
+        """Read each engine's snapshot once (concurrently). Returns the sources that failed
+        and why; a refused token or another protocol version should stop the caller."""
+
+        async def one(feed: RemoteFeed) -> FeedError | None:
+            try:
+                snap = await fetch_snapshot(feed.url, feed.client.token(), timeout=timeout)
+            except (FeedError, OSError) as error:
+                return error if isinstance(error, FeedError) else FeedError(str(error))
+            self._apply_snapshot(feed, snap)
+            return None
+
+        results = await asyncio.gather(*(one(feed) for feed in self.feeds))
+        failed = []
+        for feed, error in zip(self.feeds, results, strict=True):
+            if error is not None:
+                feed.stale_since = time.time()
+                feed.problem = str(error)
+                failed.append((feed, error))
+        return failed
+
+    def policy_problem(self) -> str | None:
+        policies = {feed.policy for feed in self.feeds if feed.policy}
+        if len(policies) > 1:
+            named = ", ".join(f"{feed.label}: {feed.policy}" for feed in self.feeds if feed.policy)
+            return f"the sources run different policies ({named}); watch them separately"
+        return None
+
+    # -- the one stream the app reads ---------------------------------------------------------
+
+    async def updates(self) -> AsyncIterator[list[Event] | Missed | Notice]:
+        queue: asyncio.Queue[tuple[RemoteFeed, object]] = asyncio.Queue(QUEUE_LIMIT)
+        self._tasks = [
+            asyncio.create_task(self._read(feed, queue), name=f"feed {feed.url}")
+            for feed in self.feeds
+            if not feed.ended
+        ]
+        try:
+            yield Missed(0)  # draw what `prime` read
+            while True:
+                feed, message = await queue.get()
+                for item in self._apply(feed, message):
+                    yield item
+        finally:
+            await self._stop_readers()
+
+    async def _read(self, feed: RemoteFeed, queue: asyncio.Queue) -> None:
+        try:
+            async for message in feed.client:
+                await queue.put((feed, message))
+        except (FeedRefused, FeedProtocolError) as error:
+            await queue.put((feed, error))
+        except FeedError as error:  # e.g. the token file became unreadable
+            await queue.put((feed, error))
+
+    def _apply(self, feed: RemoteFeed, message: object) -> list[list[Event] | Missed | Notice]:
+        if isinstance(message, p.SnapshotMessage):
+            back = feed.stale_since is not None and feed.connected_at is not None
+            self._apply_snapshot(feed, message)
+            out: list[list[Event] | Missed | Notice] = [Missed(0)]
+            if back:
+                out.append(Notice(f"{feed.label} is back: resynced from its snapshot."))
+            return out
+        if isinstance(message, p.EventMessage | p.EventsMessage):
+            records = [message.event] if isinstance(message, p.EventMessage) else message.events
+            return [[self._fold(feed, record) for record in records]]
+        if isinstance(message, ConnectionLost):
+            first = feed.stale_since is None
+            if first:
+                feed.stale_since = message.since
+            feed.problem = message.error
+            if first:
+                text = f"Lost {feed.label}: {message.error}. Its cards are stale; reconnecting."
+                return [Missed(0), Notice(text, "warning")]
+            return []
+        if isinstance(message, FeedError):
+            feed.ended = True
+            feed.stale_since = feed.stale_since or time.time()
+            feed.problem = str(message)
+            text = f"{feed.label}: {message}. Not retrying."
+            return [Missed(0), Notice(text, "error")]
+        return []  # acks and errors are answered to the request that sent them
+
+    def _apply_snapshot(self, feed: RemoteFeed, snap: p.SnapshotMessage) -> None:
+        received = time.time()
+        feed.offset = received - parse_iso(snap.at)
+        feed.epoch = parse_iso(snap.epoch)
+        feed.label = snap.source or feed.url
+        feed.role = snap.role
+        feed.policy = snap.policy
+        feed.thresholds = dict(snap.thresholds)
+        if snap.seq < feed.last_seq - feed.seq_base:  # the engine started over
+            feed.seq_base = feed.last_seq
+        feed.last_seq = feed.seq_base + snap.seq
+        feed.views = {info.key: self._view(feed, info) for info in snap.breakers}
+        feed.opened = {
+            info.key: parse_iso(info.opened_at)
+            for info in snap.breakers
+            if info.opened_at is not None and info.state != "closed"
+        }
+        feed.connected_at = feed.connected_at or received
+        feed.stale_since = None
+        feed.problem = None
+        feed.ended = False
+        if snap.policy == "tool":
+            self._thresholds = Thresholds("tool", failure=snap.thresholds.get("consecutive", 3))
+        else:
+            self._thresholds = Thresholds(
+                "agent",
+                auth=snap.thresholds.get("auth_failure", 3),
+                upstream=snap.thresholds.get("upstream_failure", 5),
+            )
+
+    def _local(self, feed: RemoteFeed, iso: str | None) -> float | None:
+        return None if iso is None else parse_iso(iso) + feed.offset
+
+    def _view(self, feed: RemoteFeed, info: p.BreakerInfo) -> BreakerView:
+        return BreakerView(
+            key=self._ident(feed, info.key),
+            agents=tuple(info.agents) or ((info.agent,) if info.agent else ()),
+            state=info.state,
+            count=info.count,
+            trip_cause=info.trip_cause,
+            opened_at=self._local(feed, info.opened_at),
+            reopens_at=self._local(feed, info.reopens_at),
+            cooldown=info.cooldown_seconds,
+            failed_probes=info.failed_probes,
+            paged=info.paged,
+            paused=info.paused,
+            last_failure_at=self._local(feed, info.last_failure_at),
+        )
+
+    def _fold(self, feed: RemoteFeed, record: p.EventRecord) -> Event:
+        """One event: into the source's view of its key, its received list, and out."""
+        ident = self._ident(feed, record.key)
+        wall = feed.epoch + record.t + feed.offset
+        fields = record.fields
+        event = Event(record.seq, record.type, ident, record.agent, wall, fields)
+        if record.type == ev.TRIPPED:
+            feed.trip_marks[record.key] = feed.epoch + record.t
+        kept = ev.audit_form(event)
+        if kept is not None:
+            history = feed.received.setdefault(record.key, deque(maxlen=RECEIVED_PER_KEY))
+            history.appendleft(kept)
+        feed.views[record.key] = fold_view(feed.views.get(record.key), event)
+        feed.last_seq = feed.seq_base + record.seq
+        if feed.seq_base:
+            event = replace(event, seq=feed.last_seq)
+        return event
+
+    async def _stop_readers(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for feed in self.feeds:
+            await feed.client.close()
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+
+
+def fold_view(view: BreakerView | None, event: Event) -> BreakerView:
+    """The breaker after `event`, as well as events tell it (the next snapshot corrects it).
+
+    Not modelled: the `agent` policy's 600 s window restarting a closed breaker's count.
+    """
+    if view is None:
+        agents = (event.agent,) if event.agent else ()
+        view = BreakerView(
+            event.key, agents, "closed", 0, None, None, None, 0.0, 0, False, False, None
+        )
+    else:
+        view = replace(view)  # views handed to the board are never changed in place
+    f = event.fields
+    kind = event.type
+    calls = (ev.CALL_COMPLETED, ev.CALL_DENIED)
+    if event.agent and event.agent not in view.agents and kind in calls:
+        view.agents = (*view.agents, event.agent)
+    if kind == ev.CALL_COMPLETED:
+        if f.get("outcome") == "success":
+            view.count = 0
+        elif f.get("counted"):
+            view.count += 1
+            view.last_failure_at = event.wall
+    elif kind == ev.TRIPPED:
+        view.state = "open"
+        view.count = int(f.get("count") or view.count)
+        view.trip_cause = f.get("failure_class")
+        view.opened_at = event.wall
+        view.cooldown = float(f.get("cooldown_seconds") or 0.0)
+        view.reopens_at = event.wall + view.cooldown
+        view.failed_probes = 0
+    elif kind == ev.HALF_OPEN:
+        view.state = "half_open"
+    elif kind == ev.REOPENED:
+        view.state = "open"
+        view.cooldown = float(f.get("cooldown_seconds") or view.cooldown)
+        view.reopens_at = event.wall + view.cooldown
+        view.failed_probes += 1
+    elif kind in (ev.RECOVERED, ev.RESET):
+        view.state = "closed"
+        view.count = 0
+        view.opened_at = view.reopens_at = None
+        view.failed_probes = 0
+        view.paged = False
+    elif kind == ev.PAGE:
+        view.paged = True
+    elif kind == ev.RESTORED:
+        view.state = f.get("state") or view.state
+        view.count = int(f.get("count") or 0)
+    elif kind == ev.CREDENTIAL_REVOKED:
+        view.paused = True
+    elif kind == ev.CREDENTIAL_RESTORED:
+        view.paused = False
+    return view
+
+
+def _pick(values: Sequence, index: int, total: int):
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    if len(values) != total:
+        raise ValueError(f"give one token file, or one per URL ({total}); got {len(values)}")
+    return values[index]
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def run_watch(args: argparse.Namespace) -> int:
+    """`breakerdeck watch URL [URL ...] [--token-file PATH ...] [--operator NAME]`."""
+    from console import remote
+    from console.app import BreakerdeckApp
+
+    urls: list[str] = list(args.urls)
+    files: list[str] = list(getattr(args, "token_file", None) or [])
+    if files and len(files) not in (1, len(urls)):
+        remote._say(f"give one --token-file, or one per URL ({len(urls)}); got {len(files)}")
+        return 2
+    try:
+        tokens = [] if files else [remote.client_token(args, operator=True)]
+        source = RemoteSource(urls, tokens=tokens, token_files=files)
+        failed = asyncio.run(source.prime(timeout=float(getattr(args, "timeout", 10.0) or 10.0)))
+    except (FeedError, OSError) as error:
+        remote._say(str(error))
+        return remote._exit_for(error)
+    for feed, error in failed:
+        remote._say(f"{feed.url}: {error}")
+    fatal = [error for _, error in failed if not isinstance(error, FeedUnreachable)]
+    if fatal:
+        return remote._exit_for(fatal[0])
+    if len(failed) == len(urls):
+        remote._say("no source answered; nothing to watch")
+        return remote.EXIT_UNREACHABLE
+    problem = source.policy_problem()
+    if problem:
+        remote._say(problem)
+        return remote.EXIT_ERROR
+    operator = getattr(args, "operator", None) or _login()
+    app = BreakerdeckApp(source, operator=operator)
+    app.run()
+    return app.return_code or 0
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "unknown"
+
+
+__all__ = ["RemoteFeed", "RemoteSource", "fold_view", "run_watch"]

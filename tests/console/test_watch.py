@@ -1,0 +1,274 @@
+"""`breakerdeck watch`: the console on remote engines, over real feeds on loopback.
+
+Each engine is driven through the real gateway over counting fake platforms (a manual clock)
+and served with `serve_feed` on an ephemeral port; the console reads it with `RemoteSource`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from console.app import BreakerdeckApp
+from console.remote_source import RemoteSource
+from console.screens.confirm import ConfirmScreen
+from console.screens.dashboard import DashboardScreen
+from console.screens.detail import DetailScreen
+from engine import events as ev
+from engine.clock import ManualClock
+from engine.engine import Engine
+from engine.feed.server import serve_feed
+from engine.gateway import Gateway
+from engine.policy import AgentPolicy
+from fixtures.platform import FakePlatform, FakeVault
+from tests.console.conftest import OPERATOR, AgentWorld
+from tests.console.helpers import cards_text, header_text, static_text
+
+VIEWER_TOKEN = "watch-viewer-token"
+OPERATOR_TOKEN = "watch-operator-token"
+
+
+@pytest.fixture
+def worlds(tmp_path):
+    """A factory of engines (agents over fake platforms), closed at the end."""
+    made: list[AgentWorld] = []
+
+    def make(name: str) -> AgentWorld:
+        clock = ManualClock(now=12 * 3600.0)
+        engine = Engine(AgentPolicy(), clock=clock, state_dir=tmp_path / name)
+        platforms = {n: FakePlatform(n) for n in ("payments", "crm")}
+        clients = {
+            n: httpx.AsyncClient(transport=fake, base_url=f"https://{n}.test")
+            for n, fake in platforms.items()
+        }
+        vault = FakeVault()
+        world = AgentWorld(engine, clock, Gateway(engine, clients, vault), platforms, vault)
+        made.append(world)
+        return world
+
+    yield make
+    for world in made:
+        world.engine.close()
+
+
+def served(world: AgentWorld, name: str, port: int = 0):
+    return serve_feed(
+        world.engine,
+        port=port,
+        viewer_token=VIEWER_TOKEN,
+        operator_token=OPERATOR_TOKEN,
+        source_name=name,
+    )
+
+
+async def watch(*urls: str, token: str = OPERATOR_TOKEN) -> BreakerdeckApp:
+    source = RemoteSource(urls, tokens=[token], min_backoff=0.05, max_backoff=0.2)
+    assert await source.prime(timeout=5) == []
+    return BreakerdeckApp(source, operator=OPERATOR, tick_seconds=None, min_repaint_seconds=0)
+
+
+async def until(pilot, condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.02)
+
+
+async def test_cards_come_from_the_snapshot_and_look_as_in_demo_mode(worlds):
+    a = worlds("a")
+    await a.trip_auth("ava")
+    await a.call("bob", "payments")
+    async with served(a, "replica-a") as feed:
+        app = await watch(feed.url)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: "bob" in cards_text(app))
+            text = cards_text(app)
+            assert "OPEN 05:00  ava" in text
+            assert "count 3 · auth 3 / upstream 5 · cause auth" in text
+            assert "CLOSED      bob" in text
+            assert "auth×3 → open" in text  # the trip, from the snapshot's fields
+            assert " on replica-a" not in text  # one source: no source labels on the cards
+            assert "replica-a · operator" in header_text(app)
+            assert app.source.stale_since is None
+
+
+async def test_an_event_updates_its_card(worlds):
+    a = worlds("a")
+    await a.call("ava", "crm")
+    async with served(a, "replica-a") as feed:
+        app = await watch(feed.url)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: "CLOSED      ava" in cards_text(app))
+            await a.trip_auth("ava")
+            await until(pilot, lambda: "OPEN" in cards_text(app))
+            text = cards_text(app)
+            assert "OPEN 05:00  ava" in text
+            assert "reauth_failed on crm" in text
+            assert "auth×3 → open" in text
+            assert "denied none yet" in text
+            await a.call("ava", "crm")  # refused: the breaker is open
+            await until(pilot, lambda: "crm breaker open" in cards_text(app))
+
+
+async def test_two_sources_reporting_a_key_show_one_aggregate_line(worlds):
+    a, b = worlds("a"), worlds("b")
+    await a.trip_upstream("ava")
+    await b.call("ava", "crm")
+    await b.call("bob", "crm")
+    async with served(a, "replica-a") as fa, served(b, "replica-b") as fb:
+        app = await watch(fa.url, fb.url)
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(pilot, lambda: "bob" in cards_text(app))
+            lines = cards_text(app).splitlines()
+            assert sum("ava: open on 1 of 2 · closed on 1 of 2" in line for line in lines) == 1
+            assert not any(line.strip().startswith("bob:") for line in lines)  # one source
+            assert any("ava on replica-a" in line and "OPEN" in line for line in lines)
+            assert any("ava on replica-b" in line and "CLOSED" in line for line in lines)
+            assert any("bob on replica-b" in line for line in lines)
+            assert "2 sources · operator" in header_text(app)
+            # the key's cards sit together, under the aggregate line
+            at = next(i for i, line in enumerate(lines) if "ava: open on" in line)
+            assert "ava on replica-a" in lines[at + 1]
+            # an event on one source moves the aggregate
+            await b.trip_upstream("ava")
+            await until(pilot, lambda: "ava: open on 2 of 2" in cards_text(app))
+
+
+async def test_a_lost_source_goes_stale_and_resyncs_without_duplicates(worlds):
+    a, b = worlds("a"), worlds("b")
+    await a.call("ava", "crm")
+    await b.call("bob", "crm")
+    fa_cm = served(a, "replica-a")
+    fa = await fa_cm.__aenter__()
+    port = fa.port
+    try:
+        async with served(b, "replica-b") as fb:
+            app = await watch(fa.url, fb.url)
+            source: RemoteSource = app.source  # type: ignore[assignment]
+            async with app.run_test(size=(100, 40)) as pilot:
+                await until(pilot, lambda: "bob" in cards_text(app))
+                await a.trip_auth("ava")  # a trip and a denial, received live
+                await a.call("ava", "crm")
+                await until(pilot, lambda: "crm breaker open" in cards_text(app))
+
+                await fa_cm.__aexit__(None, None, None)  # replica-a dies
+                fa_cm = None
+                await until(pilot, lambda: "STALE since" in cards_text(app))
+                lines = cards_text(app).splitlines()
+                assert any("ava on replica-a" in x and "STALE since" in x for x in lines)
+                assert not any("bob on replica-b" in x and "STALE" in x for x in lines)
+                assert "STALE since" in header_text(app)
+                assert "1 stale" in header_text(app)
+
+                await a.call("ava", "crm")  # happens while nobody is watching replica-a
+                fa_cm = served(a, "replica-a", port=port)
+                await fa_cm.__aenter__()  # it comes back on the same port
+                await until(pilot, lambda: "STALE" not in cards_text(app))
+                assert source.stale_since is None
+                assert "STALE" not in header_text(app)
+                text = cards_text(app)
+                assert text.count("auth×3 → open") == 1  # history not doubled by the resync
+                await a.call("ava", "crm")  # and live again after the snapshot
+                ident = next(v.key for v in source.snapshot() if v.key.endswith("ava"))
+                await until(pilot, lambda: _received(source, ident) >= 6)
+                rows = await source.audit(ident)
+                seqs = [row.seq for row in rows]
+                assert len(seqs) == len(set(seqs))
+                assert seqs == sorted(seqs, reverse=True)
+    finally:
+        if fa_cm is not None:
+            await fa_cm.__aexit__(None, None, None)
+
+
+def _received(source: RemoteSource, ident: str) -> int:
+    feed, key = source._locate(ident)
+    return len(feed.received.get(key, ())) if feed is not None else 0
+
+
+async def test_r_then_y_with_an_operator_token_resets_over_the_feed(worlds):
+    a = worlds("a")
+    await a.trip_auth("ava")
+    async with served(a, "replica-a") as feed:
+        app = await watch(feed.url)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: "OPEN" in cards_text(app))
+            await pilot.press("r")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            assert static_text(app.screen, "#confirm-title") == "Reset ava on replica-a?"
+            await pilot.press("y")
+            await until(pilot, lambda: a.engine.view("ava").state == "closed")
+            [reset] = a.engine.audit.query(key="ava", types=[ev.RESET])
+            assert reset.fields["actor"] == f"remote:operator:{OPERATOR}"
+            await until(pilot, lambda: "CLOSED      ava" in cards_text(app))
+            assert f"auth×3 → reset by remote:operator:{OPERATOR}" in cards_text(app)
+
+
+async def test_with_a_viewer_token_reset_is_not_offered(worlds):
+    a = worlds("a")
+    await a.trip_auth("ava")
+    async with served(a, "replica-a") as feed:
+        app = await watch(feed.url, token=VIEWER_TOKEN)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: "OPEN" in cards_text(app))
+            assert "· viewer" in header_text(app)
+            assert app.screen.check_action("reset", ()) is False
+            await pilot.press("r")
+            await pilot.pause()
+            assert isinstance(app.screen, DashboardScreen)
+            assert a.engine.view("ava").state == "open"
+            assert a.engine.audit.query(key="ava", types=[ev.RESET]) == []
+
+
+async def test_shift_r_resets_the_key_on_every_source_where_it_is_open(worlds):
+    a, b, c = worlds("a"), worlds("b"), worlds("c")
+    await a.trip_upstream("ava")
+    await b.trip_auth("ava")
+    await c.call("ava", "crm")
+    async with (
+        served(a, "replica-a") as fa,
+        served(b, "replica-b") as fb,
+        served(c, "replica-c") as fc,
+    ):
+        app = await watch(fa.url, fb.url, fc.url)
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(pilot, lambda: "open on 2 of 3" in cards_text(app))
+            await pilot.press("r")  # one source: the dialog says which
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            assert "on replica-" in static_text(app.screen, "#confirm-title")
+            await pilot.press("n")
+            await until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+            await pilot.press("R")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            body = static_text(app.screen, "#confirm-body")
+            assert "On 2 of the 3 sources reporting it" in body
+            assert "replica-a: OPEN" in body and "replica-b: OPEN" in body
+            assert "replica-c" not in body.split("left alone")[0].split("reporting it:")[1]
+            await pilot.press("y")
+            await until(pilot, lambda: a.engine.view("ava").state == "closed")
+            await until(pilot, lambda: b.engine.view("ava").state == "closed")
+            assert c.engine.audit.query(key="ava", types=[ev.RESET]) == []
+            await until(pilot, lambda: "closed on 3 of 3" in cards_text(app))
+
+
+async def test_details_show_the_events_received_and_where_the_full_log_is(worlds):
+    a = worlds("a")
+    await a.call("ava", "crm")
+    async with served(a, "replica-a") as feed:
+        app = await watch(feed.url)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: "ava" in cards_text(app))
+            await a.trip_auth("ava")
+            await until(pilot, lambda: "OPEN" in cards_text(app))
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, DetailScreen))
+            screen = app.screen
+            await until(pilot, lambda: len(screen.rows) == 4)
+            assert [r.type for r in screen.rows] == [ev.TRIPPED] + [ev.CALL_FAILED] * 3
+            note = static_text(screen, "#detail-note")
+            assert "since this console connected" in note
+            assert f"full audit log lives on the engine ({feed.url})" in note
+            assert "auth ×3 → still open" in static_text(screen, "#detail-trips")
