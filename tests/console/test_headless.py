@@ -14,9 +14,22 @@ from fixtures.simulation import Simulation
 
 KEYS = ["seq", "t", "at", "type", "key", "agent"]
 CALL_FIELDS = [
-    "call_id", "platform", "tool", "admitted_t", "admitted_as", "probe", "attempts",
-    "deadline_seconds", "fault", "refresh", "platform_status", "agent_status", "outcome",
-    "counted", "retry_after_seconds", "admitted_seq",
+    "call_id",
+    "platform",
+    "tool",
+    "admitted_t",
+    "admitted_as",
+    "probe",
+    "attempts",
+    "deadline_seconds",
+    "fault",
+    "refresh",
+    "platform_status",
+    "agent_status",
+    "outcome",
+    "counted",
+    "retry_after_seconds",
+    "admitted_seq",
 ]
 
 
@@ -28,14 +41,22 @@ def trace(tmp_path, *args: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def outage(tmp_path_factory) -> list[dict]:
-    return trace(tmp_path_factory.mktemp("outage"), "--scenario", "vendor-outage",
-                 "--duration", "3600")
+    return trace(
+        tmp_path_factory.mktemp("outage"), "--scenario", "vendor-outage", "--duration", "3600"
+    )
 
 
 @pytest.fixture(scope="module")
 def outage_tool(tmp_path_factory) -> list[dict]:
-    return trace(tmp_path_factory.mktemp("outage-tool"), "--scenario", "vendor-outage",
-                 "--policy", "tool", "--duration", "3600")
+    return trace(
+        tmp_path_factory.mktemp("outage-tool"),
+        "--scenario",
+        "vendor-outage",
+        "--policy",
+        "tool",
+        "--duration",
+        "3600",
+    )
 
 
 def test_the_same_seed_gives_the_same_bytes(tmp_path):
@@ -78,7 +99,7 @@ def test_a_transition_comes_right_after_the_call_that_caused_it(outage, outage_t
                 continue
             cause_index, cause = by_seq[line["cause_seq"]]
             assert cause["t"] == line["t"]
-            between = lines[cause_index + 1:index]
+            between = lines[cause_index + 1 : index]
             assert all(other["key"] != line["key"] or "cause_seq" in other for other in between)
 
 
@@ -110,8 +131,11 @@ def test_half_open_is_written_once_per_open_episode(outage_tool):
 
 def test_refusals_before_the_breaker_have_no_admission_and_no_attempts(tmp_path):
     lines = trace(tmp_path, "--scenario", "caller-bugs", "--duration", "1200")
-    refused = [line for line in lines if line["outcome"] in
-               {"permission_denied", "pending_approval", "refused_pre_call"}]
+    refused = [
+        line
+        for line in lines
+        if line["outcome"] in {"permission_denied", "pending_approval", "refused_pre_call"}
+    ]
     assert refused
     for line in refused:
         assert line["attempts"] == 0 and line["fault"] == "none"
@@ -146,7 +170,9 @@ def test_a_run_on_an_existing_state_dir_restores_and_continues_the_clock(tmp_pat
 def test_the_trace_goes_to_stdout_and_messages_to_stderr():
     done = subprocess.run(
         [sys.executable, "-m", "console.cli", "demo", "--headless", "--duration", "120"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert all(json.loads(line) for line in done.stdout.splitlines())
     assert "live-demo" in done.stderr
