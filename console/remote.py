@@ -112,7 +112,7 @@ def serve_tokens(args: argparse.Namespace, state_dir: Path) -> tuple[str, str]:
         ("viewer", "viewer_token_file", VIEWER_TOKEN_FILE),
         ("operator", "operator_token_file", OPERATOR_TOKEN_FILE),
     ):
-        given = getattr(args, option, None)
+        given = vars(args)[option]
         if given:
             tokens[role] = read_token(given)
             _say(f"{role} token from {given}")
@@ -128,7 +128,7 @@ def serve_tokens(args: argparse.Namespace, state_dir: Path) -> tuple[str, str]:
 def client_token(args: argparse.Namespace, *, operator: bool) -> str:
     """`--token-file`, else $BREAKERDECK_TOKEN, else the token files `serve` writes into the
     default state dir (operator first for writes, viewer first for reads)."""
-    given = getattr(args, "token_file", None)
+    given = args.token_file
     if given:
         return read_token(given)
     if os.environ.get(TOKEN_ENV, "").strip():
@@ -196,7 +196,7 @@ def run_serve(args: argparse.Namespace) -> int:
             f"listening on {args.host}: the feed is plain ws://, tokens travel unencrypted; "
             "prefer an SSH tunnel or a TLS-terminating proxy"
         )
-    source = getattr(args, "source", None) or f"{socket.gethostname()}:{args.port}"
+    source = args.source or f"{socket.gethostname()}:{args.port}"
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -251,7 +251,7 @@ def run_status(args: argparse.Namespace) -> int:
         _say(str(error))
         return _exit_for(error)
     code = status_exit(snapshot)
-    if getattr(args, "json", False):
+    if args.json:
         out = {"url": args.url, "exit_status": code, **snapshot.model_dump(mode="json")}
         json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -265,7 +265,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def _timeout(args: argparse.Namespace) -> float:
-    return float(getattr(args, "timeout", None) or 10.0)
+    return float(args.timeout)
 
 
 def write_table(snapshot: p.SnapshotMessage, out: IO[str]) -> None:
@@ -318,16 +318,16 @@ def run_reset(args: argparse.Namespace) -> int:
     what = f"{breaker.display_state}, count {breaker.count}"
     if breaker.trip_cause and breaker.state != "closed":
         what += f", cause {breaker.trip_cause}"
-    if not getattr(args, "yes", False) and not _confirm(
+    if not args.yes and not _confirm(
         f"Reset {args.key} on {current.source} ({what})? [y/N] "
     ):
         _say("not reset")
         return EXIT_OPEN
-    actor = getattr(args, "operator", None) or _login()
+    actor = args.operator or _login()
     request = p.ResetRequest(
         key=args.key,
         request_id=uuid.uuid4().hex,
-        reason=getattr(args, "reason", None) or "reset from the shell",
+        reason=args.reason or "reset from the shell",
         actor=actor,
     )
     try:

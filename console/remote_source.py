@@ -505,14 +505,14 @@ def run_watch(args: argparse.Namespace) -> int:
     from console.app import BreakerdeckApp
 
     urls: list[str] = list(args.urls)
-    files: list[str] = list(getattr(args, "token_file", None) or [])
+    files: list[str] = list(args.token_file or [])
     if files and len(files) not in (1, len(urls)):
         remote._say(f"give one --token-file, or one per URL ({len(urls)}); got {len(files)}")
         return 2
     try:
         tokens = [] if files else [remote.client_token(args, operator=True)]
         source = RemoteSource(urls, tokens=tokens, token_files=files)
-        failed = asyncio.run(source.prime(timeout=float(getattr(args, "timeout", 10.0) or 10.0)))
+        failed = asyncio.run(source.prime(timeout=float(args.timeout)))
     except (FeedError, OSError) as error:
         remote._say(str(error))
         return remote._exit_for(error)
@@ -528,7 +528,7 @@ def run_watch(args: argparse.Namespace) -> int:
     if problem:
         remote._say(problem)
         return remote.EXIT_ERROR
-    operator = getattr(args, "operator", None) or _login()
+    operator = args.operator or _login()
     app = BreakerdeckApp(source, operator=operator)
     app.run()
     return app.return_code or 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import io
 import json
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from console import remote
+from console.cli import build_parser
 from engine.clock import ManualClock
 from engine.engine import Engine
 from engine.events import RESET
@@ -41,8 +41,9 @@ def no_default_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def status(url: str, token_file: str | None, *, as_json: bool = False) -> int:
-    args = argparse.Namespace(url=url, json=as_json, token_file=token_file, timeout=3.0)
-    return await asyncio.to_thread(remote.run_status, args)
+    argv = ["status", url, "--timeout", "3", *(["--json"] if as_json else [])]
+    argv += ["--token-file", token_file] if token_file else []
+    return await asyncio.to_thread(remote.run_status, build_parser().parse_args(argv))
 
 
 async def test_status_exit_codes_follow_the_worst_breaker(
@@ -96,9 +97,8 @@ async def test_status_finds_the_token_serve_wrote(feed, tmp_path, monkeypatch) -
 
 
 async def reset(url: str, key: str, token_file: str, *, yes: bool, answer: str = "") -> int:
-    args = argparse.Namespace(
-        url=url, key=key, yes=yes, reason="vault fixed", token_file=token_file, operator="carol"
-    )
+    argv = ["reset", url, key, "--reason", "vault fixed", "--token-file", token_file]
+    args = build_parser().parse_args([*argv, "--operator", "carol", *(["--yes"] if yes else [])])
 
     def run() -> int:
         saved = sys.stdin
@@ -137,7 +137,7 @@ async def test_reset_refusals(engine: Engine, feed, token_files, capsys) -> None
 
 
 def test_serve_tokens_are_generated_with_mode_0600_and_reused(tmp_path: Path) -> None:
-    args = argparse.Namespace(viewer_token_file=None, operator_token_file=None)
+    args = build_parser().parse_args(["serve"])
     viewer, operator = remote.serve_tokens(args, tmp_path)
     assert viewer != operator
     for name in ("viewer.token", "operator.token"):
@@ -156,10 +156,9 @@ async def test_serve_runs_a_simulation_behind_the_feed(tmp_path: Path) -> None:
     port_probe.close()
     state = tmp_path / "state"
     code = (
-        "import sys, argparse; from console.remote import run_serve; "
-        f"sys.exit(run_serve(argparse.Namespace(host='127.0.0.1', port={port}, "
-        "scenario=None, speed=20.0, seed=7, policy='agent', operator_token_file=None, "
-        f"viewer_token_file=None, state_dir={str(state)!r}, on_page=None, source='sim')))"
+        "import sys; from console.cli import main; "
+        f"sys.exit(main(['serve', '--port', '{port}', '--speed', '20', "
+        f"'--state-dir', {str(state)!r}, '--source', 'sim']))"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, env=env)
