@@ -17,6 +17,7 @@ from operator import itemgetter
 from engine import events as ev
 from engine.engine import BreakerView
 from engine.events import Event
+from engine.policy import AgentPolicy, ToolPolicy
 
 #: Denied calls, failures and trips kept per key for the cards.
 HISTORY = 6
@@ -64,11 +65,10 @@ class Thresholds:
         return f"{count} / {self.failure}"
 
     @classmethod
-    def of(cls, policy: object) -> Thresholds:
-        kind = getattr(policy, "kind", "agent")
-        if kind == "agent":
-            return cls("agent", auth=policy.auth_threshold, upstream=policy.upstream_threshold)  # type: ignore[attr-defined]
-        return cls("tool", failure=policy.failure_threshold)  # type: ignore[attr-defined]
+    def of(cls, policy: AgentPolicy | ToolPolicy) -> Thresholds:
+        if isinstance(policy, AgentPolicy):
+            return cls("agent", auth=policy.auth_threshold, upstream=policy.upstream_threshold)
+        return cls("tool", failure=policy.failure_threshold)
 
 
 @dataclass(frozen=True, slots=True)
