@@ -130,7 +130,7 @@ class BreakerdeckApp(App[None]):
                     f"{self.named(event.key)} stayed open through two cooldowns.",
                     title="PAGED",
                     severity="error",
-                    timeout=10,
+                    timeout=5,
                 )
 
     def on_board_changed(self, _message: BoardChanged) -> None:
@@ -238,7 +238,7 @@ class BreakerdeckApp(App[None]):
 
         async def answered(confirmed: bool | None) -> None:
             if not confirmed:
-                self.notify(f"Reset cancelled: {card.key} is unchanged.", timeout=3)
+                self.notify(f"Reset cancelled: {card.key} is unchanged.", timeout=2)
                 return
             await self._reset([card], reason)
 
@@ -263,7 +263,7 @@ class BreakerdeckApp(App[None]):
 
         async def answered(confirmed: bool | None) -> None:
             if not confirmed:
-                self.notify(f"Reset cancelled: {card.key} is unchanged.", timeout=3)
+                self.notify(f"Reset cancelled: {card.key} is unchanged.", timeout=2)
                 return
             await self._reset(targets, reason)
 

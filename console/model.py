@@ -62,7 +62,7 @@ class Thresholds:
     def counter(self, count: int) -> str:
         if self.kind == "agent":
             return f"{count} · auth {self.auth} / upstream {self.upstream}"
-        return f"{count} / {self.failure}"
+        return f"{count} · opens at {self.failure}"
 
     @classmethod
     def of(cls, policy: AgentPolicy | ToolPolicy) -> Thresholds:
@@ -226,7 +226,7 @@ def hint(card: Card, *, keys: bool = False, fixable: bool = False) -> str:
     r_key = " (r)" if keys else ""
     if view.paused:
         where = _on(card.platform)
-        return f"credential revoked{where}: reconnect that credential, then mark it fixed{f_key}"
+        return f"credential revoked{where}: reconnect it, then mark it fixed{f_key}"
     if view.state == "closed":
         if view.count:
             last = next((f for f in card.failures if f.counted), None)

@@ -137,19 +137,27 @@ class Engine:
             self._mark_file: Path | None = directory / MARK_FILE
             mark = read_mark(directory, self.problems)
             self._seq = max(self.audit.max_seq(), mark.seq)
+            self._call_ids = itertools.count(mark.calls + 1)
 
     # -- setup -------------------------------------------------------------------------------
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Called with every event, in order, under the engine's lock: keep it quick."""
         with self._lock:
-            self._listeners.append(listener)
+            self._listeners = [*self._listeners, listener]
         return lambda: self._unsubscribe(listener)
+
+    def _drop_listener(self, listener: Listener, error: Exception) -> None:
+        """A listener that raises is cut off: a broken subscriber never breaks the call path."""
+        problem = f"an event listener failed and was detached: {error!r}"
+        log.error(problem)
+        self.problems.append(problem)
+        self._unsubscribe(listener)
 
     def _unsubscribe(self, listener: Listener) -> None:
         with self._lock:
             if listener in self._listeners:
-                self._listeners.remove(listener)
+                self._listeners = [kept for kept in self._listeners if kept is not listener]
 
     def restore(self) -> list[Event]:
         """Seed breakers from the verdict store; call once subscribers are attached."""
@@ -232,8 +240,11 @@ class Engine:
     def admit(self, call: Call, lease: float) -> Admission:
         """Let the call in, as normal or as the one probe, or refuse it (`call.denied`)."""
         breaker = self._slots[call.key].breaker
+        # The seq is read before the state: if a trip lands in between, this call still reads
+        # as admitted before it, which is what a closed breaker let in.
+        seq = self._seq
         if breaker.state is _CLOSED:
-            self._mark_admitted(call, "normal")
+            self._mark_admitted(call, "normal", seq)
             return ADMIT_NORMAL
         with self._lock:
             now = self.clock.monotonic()
@@ -241,7 +252,7 @@ class Engine:
             admission, transitions = breaker.admit(call.call_id, now, lease + LEASE_GRACE_SECONDS)
             self._apply(call.key, transitions, call.agent, cause_seq=None)
             if admission.allowed:
-                self._mark_admitted(call, "probe" if admission.as_probe else "normal")
+                self._mark_admitted(call, "probe" if admission.as_probe else "normal", self._seq)
                 if admission.as_probe:
                     self._probes[call.key] = call
                     self._schedule_poll(breaker.probe_deadline + 1e-3)
@@ -343,10 +354,10 @@ class Engine:
         }
         return self._emit(ev.CALL_COMPLETED, call.key, self._call_agent(call), fields)
 
-    def _mark_admitted(self, call: Call, admitted_as: str) -> None:
+    def _mark_admitted(self, call: Call, admitted_as: str, seq: int) -> None:
         call.admitted_as = admitted_as
         call.admitted_wall = self.clock.wall()
-        call.admitted_seq = self._seq
+        call.admitted_seq = seq
 
     # -- credentials (tool policy) ---------------------------------------------------------
 
@@ -457,7 +468,9 @@ class Engine:
         if self._mark_file is not None:
             # Successes are not audited, so the log alone would hand their numbers out again.
             spare = self._mark_file.with_suffix(".tmp")
-            spare.write_text(json.dumps({"seq": self._seq, "wall": self.clock.wall()}))
+            calls = next(self._call_ids) - 1
+            mark = {"seq": self._seq, "wall": self.clock.wall(), "calls": calls}
+            spare.write_text(json.dumps(mark))
             os.replace(spare, self._mark_file)
         if self.audit is not None:
             self.audit.close()
@@ -478,8 +491,10 @@ class Engine:
     def _known(self, key: str) -> _Slot:
         slot = self._slots.get(key)
         if slot is None:
-            known = ", ".join(sorted(self._slots)[:10]) or "none yet"
-            raise UnknownKey(f"no breaker with key {key!r} (known: {known})")
+            known = sorted(self._slots)
+            shown = ", ".join(known[:10]) or "none yet"
+            more = f" and {len(known) - 10} more" if len(known) > 10 else ""
+            raise UnknownKey(f"no breaker with key {key!r} (known: {shown}{more})")
         return slot
 
     def _apply(
@@ -517,7 +532,10 @@ class Engine:
         self._seq += 1
         event = Event(self._seq, type_, key, agent, self.clock.wall(), fields)
         for listener in self._listeners:
-            listener(event)
+            try:
+                listener(event)
+            except Exception as error:
+                self._drop_listener(listener, error)
         if self.audit is not None:
             kept = ev.audit_form(event)
             if kept is not None:
@@ -568,17 +586,18 @@ class Engine:
 
 @dataclass(frozen=True, slots=True)
 class Mark:
-    """Where a closed engine left off: its last sequence number and wall time."""
+    """Where a closed engine left off: its last seq, wall time and call number."""
 
     seq: int = 0
     wall: float | None = None
+    calls: int = 0
 
 
 def read_mark(directory: Path, problems: list[str] | None = None) -> Mark:
     path = directory / MARK_FILE
     try:
         data = json.loads(path.read_text())
-        return Mark(int(data["seq"]), float(data["wall"]))
+        return Mark(int(data["seq"]), float(data["wall"]), int(data.get("calls", 0)))
     except FileNotFoundError:
         return Mark()
     except (OSError, ValueError, KeyError, TypeError) as error:

@@ -49,7 +49,8 @@ def describe(event: Event) -> str:
             parts.append("not counted")
         return " ".join(str(p) for p in parts if p)
     if event.type == ev.CALL_DENIED:
-        return f"{f.get('platform')} {f.get('reason')} retry in {f.get('retry_after_seconds'):g}s"
+        retry = round(f.get("retry_after_seconds") or 0)
+        return f"{f.get('platform')} {f.get('reason')} retry in {retry}s"
     if event.type == ev.TRIPPED:
         return f"{f.get('failure_class')} ×{f.get('count')}, open {f.get('cooldown_seconds'):g}s"
     if event.type == ev.REOPENED:

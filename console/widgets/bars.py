@@ -25,12 +25,7 @@ class SummaryBar(Static):
         stale_since: float | None,
     ) -> None:
         width = self.size.width or 80
-        text = Text(no_wrap=True, overflow="ellipsis")
-        if summary.paged:
-            names = ", ".join(summary.paged_keys[:3])
-            more = f" +{summary.paged - 3}" if summary.paged > 3 else ""
-            text.append(f" !! PAGED {summary.paged}: {names}{more} !! ", style="bold reverse")
-            text.append(" ")
+        counts = Text(no_wrap=True)
         for word, count, style in (
             ("OPEN", summary.open, "bold red" if summary.open else ""),
             ("HALF-OPEN", summary.half_open, "bold yellow" if summary.half_open else ""),
@@ -38,8 +33,21 @@ class SummaryBar(Static):
             ("CLOSED", summary.closed, "green"),
         ):
             if word != "OPEN":
-                text.append("  ")
-            text.append(f"{word} {count}", style=style)
+                counts.append("  ")
+            counts.append(f"{word} {count}", style=style)
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if summary.paged:
+            names = ", ".join(summary.paged_keys[:3])
+            more = f" +{summary.paged - 3}" if summary.paged > 3 else ""
+            banner = f" !! PAGED {summary.paged}: {names}{more} !! "
+            shortest = self._right(now, speed, stale_since, full=False)
+            if len(banner) + 1 + counts.cell_len + shortest.cell_len > width:
+                # The paged cards head the list with their own PAGED mark: the header keeps
+                # room for every count and the clock rather than for their names.
+                banner = f" !! PAGED {summary.paged} !! "
+            text.append(banner, style="bold reverse")
+            text.append(" ")
+        text.append_text(counts)
         right = self._right(now, speed, stale_since, full=True)
         if text.cell_len + right.cell_len > width:
             right = self._right(now, speed, stale_since, full=False)

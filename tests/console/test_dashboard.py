@@ -103,6 +103,21 @@ async def test_a_paged_breaker_shouts_in_the_header(agent_world):
         assert "PAGED" in cards_text(app).splitlines()[0]
 
 
+async def test_at_80_columns_a_long_paged_name_never_pushes_the_counts_off(agent_world):
+    agent = "billing-assistant-for-the-emea-region"
+    await agent_world.trip_upstream(agent)
+    app = make_app(agent_world.engine, speed=5.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(2):
+            agent_world.clock.advance(300)
+            agent_world.engine.poll()
+            await agent_world.call(agent, "payments")
+        await settle(pilot)
+        header = header_text(app)
+        assert "!! PAGED 1 !!" in header
+        assert "CLOSED" in header and "sim ×5" in header
+
+
 async def test_slash_filters_by_agent(agent_world):
     for agent in ("ava", "bo", "cy"):
         await agent_world.call(agent, "crm")

@@ -2,6 +2,7 @@
 
 import itertools
 import json
+import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -167,6 +168,14 @@ def test_a_run_on_an_existing_state_dir_restores_and_continues_the_clock(tmp_pat
     assert all(r["opened_t"] <= 0 for r in opened)
 
 
+def test_call_ids_stay_unique_across_runs_on_one_state_dir(tmp_path):
+    state = tmp_path / "state"
+    first = trace(tmp_path, "--duration", "300", "--state-dir", str(state))
+    second = trace(tmp_path, "--duration", "300", "--state-dir", str(state))
+    ids = [line["call_id"] for line in first + second if line["type"] == "call.completed"]
+    assert len(ids) == len(set(ids))
+
+
 def test_the_trace_goes_to_stdout_and_messages_to_stderr():
     done = subprocess.run(
         [sys.executable, "-m", "console.cli", "demo", "--headless", "--duration", "120"],
@@ -184,3 +193,10 @@ def test_scenarios_lists_every_scenario_with_its_policies(capsys):
     for name in scenarios.names():
         assert name in out
     assert "[tool]" in out and "[agent, tool]" in out
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(monkeypatch):
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # like `breakerdeck scenarios | head -0`
+    monkeypatch.setattr(sys, "stdout", os.fdopen(write_end, "w", buffering=1))
+    assert main(["scenarios"]) == 0

@@ -63,7 +63,7 @@ def test_under_tool_cards_stay_grouped_by_agent_worst_group_first():
 
 def test_the_counter_reads_as_the_design_writes_it():
     assert Thresholds("agent").counter(2) == "2 · auth 3 / upstream 5"
-    assert Thresholds("tool").counter(2) == "2 / 3"
+    assert Thresholds("tool").counter(2) == "2 · opens at 3"
 
 
 def test_an_auth_trip_hints_reconnect_that_credential_on_its_platform():

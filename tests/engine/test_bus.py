@@ -159,3 +159,30 @@ async def test_closing_twice_is_harmless(engine, bus):
     subscription.close()
     emit(engine, 1)
     assert await subscription.get() == []
+
+
+def test_a_listener_that_raises_is_detached_and_the_call_path_goes_on():
+    engine = Engine(ToolPolicy(), clock=ManualClock())
+    seen: list[str] = []
+
+    def broken(event) -> None:
+        raise BrokenPipeError("reader went away")
+
+    engine.subscribe(broken)
+    engine.subscribe(lambda event: seen.append(event.type))
+    call = engine.new_call(key="b@c", agent="a", platform="b", tool="t", deadline_seconds=30)
+    engine.admit(call, 61)
+    engine.complete(
+        call,
+        Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True),
+        fault="refused",
+        agent_status="tool_error",
+    )
+    engine.complete(
+        call,
+        Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True),
+        fault="refused",
+        agent_status="tool_error",
+    )
+    assert seen == ["call.completed", "call.completed"]
+    assert any("reader went away" in problem for problem in engine.problems)

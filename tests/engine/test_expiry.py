@@ -525,8 +525,18 @@ class RawRetryAfter(httpx.AsyncBaseTransport):
 @pytest.mark.parametrize("raw", [b"\xb2", b"1\xb2\xb3", b"\xff\xfe"])
 async def test_a_non_ascii_retry_after_is_read_as_absent(tool_engine, raw):
     transport = RawRetryAfter(raw)
-    harness = Harness(tool_engine, {"odd": httpx.AsyncClient(transport=transport, base_url="https://odd.test")})
+    harness = Harness(
+        tool_engine, {"odd": httpx.AsyncClient(transport=transport, base_url="https://odd.test")}
+    )
     harness.register(Tool("poke", backend="odd"))
     result = await harness.call_tool("ava", "poke")
     assert result == {"status": "rate_limited", "tool": "poke"}
     assert transport.requests == 2
+
+
+def test_an_unknown_key_error_says_how_many_known_keys_it_left_out():
+    engine = Engine(ToolPolicy(), clock=ManualClock())
+    for n in range(12):
+        engine.new_call(key=f"b{n:02d}@c", agent="a", platform="b", tool="t", deadline_seconds=30)
+    with pytest.raises(UnknownKey, match=r"known: b00@c, .*b09@c and 2 more"):
+        engine.reset("nosuch@c", actor="ann", reason="test")
