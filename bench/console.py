@@ -23,7 +23,7 @@ phase is bounded in time and the app is told to exit at the end.
   closed ones: one event per call, as the demo's simulation thread makes them. Backlog, each
   second: the engine's last seq minus the last seq the app's board applied
   (`Board.seen_seq`), and what waits in the bus subscription's buffer.
-- Memory: the process's peak RSS (`ru_maxrss`), and its RSS once the engine was built.
+- Memory: the process's peak RSS (`VmHWM`), and its RSS once the engine was built.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ import cProfile
 import os
 import platform
 import pstats
-import resource
 import sys
 import tempfile
 import threading
@@ -92,7 +91,13 @@ def _rss_mb() -> float:
 
 
 def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    """VmHWM, not ru_maxrss: a child started by a big parent inherits the parent's ru_maxrss
+    across fork and exec, while VmHWM belongs to this process's own memory map."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 # -- the engine ------------------------------------------------------------------------------
@@ -468,7 +473,7 @@ def render(r: Result) -> str:
     )
     lines += [
         "",
-        "memory: process peak RSS, ru_maxrss (MB; ratio: RSS with the engine built, pre-app)",
+        "memory: process peak RSS, VmHWM (MB; ratio: RSS with the engine built, pre-app)",
         _row(
             "peak",
             f"{r.peak_mb:.0f}",
