@@ -44,6 +44,9 @@ _TIME_OR_OPERATOR = frozenset({ev.HALF_OPEN, ev.RESET})
 
 MARK_FILE = "mark.json"
 
+#: A probe expires strictly after its deadline, so its poll is scheduled a moment later.
+_JUST_AFTER = 1e-3
+
 _SUCCESS = OutcomeClass.SUCCESS
 _CLOSED = State.CLOSED
 
@@ -126,7 +129,7 @@ class Engine:
         self._call_ids = itertools.count(1)
         self.audit: AuditLog | None = None
         self.store: VerdictStore | None = None
-        self._mark_file = None
+        self._mark_file: Path | None = None
         self._seq = 0
         if state_dir is not None:
             directory = Path(state_dir)
@@ -134,7 +137,7 @@ class Engine:
             self.audit = AuditLog(directory / "audit.sqlite3", wall=self.clock.wall)
             self.store = VerdictStore(directory / "verdicts.sqlite3")
             self.problems += self.audit.problems + self.store.problems
-            self._mark_file: Path | None = directory / MARK_FILE
+            self._mark_file = directory / MARK_FILE
             mark = read_mark(directory, self.problems)
             self._seq = max(self.audit.max_seq(), mark.seq)
             self._call_ids = itertools.count(mark.calls + 1)
@@ -224,9 +227,7 @@ class Engine:
     # -- the call path ------------------------------------------------------------------------
 
     def key_for(self, agent: str, backend: str, credential: str) -> str:
-        if isinstance(self.policy, AgentPolicy):
-            return agent
-        return f"{backend}@{credential}"
+        return agent if self._agent_policy else f"{backend}@{credential}"
 
     def new_call(
         self, *, key: str, agent: str, platform: str, tool: str, deadline_seconds: float
@@ -255,7 +256,7 @@ class Engine:
                 self._mark_admitted(call, "probe" if admission.as_probe else "normal", self._seq)
                 if admission.as_probe:
                     self._probes[call.key] = call
-                    self._schedule_poll(breaker.probe_deadline + 1e-3)
+                    self._schedule_poll(breaker.probe_deadline + _JUST_AFTER)
             else:
                 fields = {
                     "call_id": call.call_id,
@@ -276,7 +277,7 @@ class Engine:
             breaker = self._slots[call.key].breaker
             if breaker.is_probe(call.call_id):
                 breaker.extend_probe(call.call_id, seconds)
-                self._schedule_poll(breaker.probe_deadline + 1e-3)
+                self._schedule_poll(breaker.probe_deadline + _JUST_AFTER)
 
     def complete(
         self,
@@ -370,7 +371,7 @@ class Engine:
         return slot is not None and slot.credential.revoked
 
     def _note_credential(self, slot: _Slot, call: Call, outcome: Outcome, cause: int) -> None:
-        if isinstance(self.policy, AgentPolicy):
+        if self._agent_policy:
             return
         if outcome.is_success and slot.credential.worked_at is None:
             slot.credential.worked_at = self.clock.wall()
@@ -543,15 +544,13 @@ class Engine:
         return event
 
     def _call_agent(self, call: Call) -> str:
-        return call.key if isinstance(self.policy, AgentPolicy) else call.agent
+        return call.key if self._agent_policy else call.agent
 
     def _key_agent(self, slot: _Slot) -> str | None:
-        if isinstance(self.policy, AgentPolicy):
-            return slot.breaker.key
-        return None
+        return slot.breaker.key if self._agent_policy else None
 
     def _transition_agent(self, slot: _Slot, caller: str | None) -> str | None:
-        return self._key_agent(slot) if isinstance(self.policy, AgentPolicy) else caller
+        return self._key_agent(slot) if self._agent_policy else caller
 
     def _t(self, wall: float | None) -> float | None:
         return None if wall is None else round(wall - self.epoch, 3)
