@@ -1,0 +1,107 @@
+"""Tools that are not plain HTTP bring their own classifier: an SDK's exceptions and results
+map to the design's classes, and the breaker treats them like any HTTP outcome."""
+
+from typing import Any
+
+from engine.harness import Harness, Tool
+from engine.outcomes import SUCCESS, Outcome, OutcomeClass
+
+
+class SdkConnectionError(Exception):
+    pass
+
+
+class SdkBadRequest(Exception):
+    pass
+
+
+def crm_classifier(value: Any, error: BaseException | None) -> Outcome:
+    if isinstance(error, SdkConnectionError):
+        return Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail=str(error))
+    if isinstance(error, SdkBadRequest):
+        return Outcome(OutcomeClass.CALLER_ERROR, detail=str(error))
+    if error is not None:
+        raise error
+    if isinstance(value, dict) and value.get("error") == "forbidden":
+        return Outcome(OutcomeClass.PERMISSION_DENIED, detail="the SDK says forbidden")
+    return SUCCESS
+
+
+class FakeSdk:
+    """Counts invocations: for a function tool, the call is the wire."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.raises: Exception | None = None
+        self.returns: Any = {"id": 7}
+
+    async def lookup(self, args: Any) -> Any:
+        self.calls += 1
+        if self.raises is not None:
+            raise self.raises
+        return self.returns
+
+
+def sdk_harness(engine) -> tuple[Harness, FakeSdk]:
+    sdk = FakeSdk()
+    harness = Harness(engine)
+    harness.register(
+        Tool("crm_lookup", backend="crm-sdk", function=sdk.lookup, classifier=crm_classifier)
+    )
+    return harness, sdk
+
+
+async def test_an_sdk_connection_error_counts_and_trips_after_three_budgets(tool_engine):
+    harness, sdk = sdk_harness(tool_engine)
+    sdk.raises = SdkConnectionError("crm unreachable")
+    for _ in range(3):
+        assert (await harness.call_tool("ava", "crm_lookup"))["status"] == "tool_error"
+    assert sdk.calls == 6
+    result = await harness.call_tool("ava", "crm_lookup")
+    assert result["status"] == "circuit_open" and "crm unreachable" in result["reason"]
+    assert sdk.calls == 6
+
+
+async def test_an_sdk_bad_request_is_a_caller_error_never_retried_or_counted(tool_engine):
+    harness, sdk = sdk_harness(tool_engine)
+    sdk.raises = SdkBadRequest("name is required")
+    for _ in range(10):
+        result = await harness.call_tool("ava", "crm_lookup")
+        assert result == {
+            "status": "invalid_request",
+            "tool": "crm_lookup",
+            "error": "name is required",
+        }
+    assert sdk.calls == 10
+    assert tool_engine.view("crm-sdk@default").count == 0
+
+
+async def test_a_result_the_classifier_reads_as_forbidden_is_a_permission_denial(tool_engine):
+    harness, sdk = sdk_harness(tool_engine)
+    sdk.returns = {"error": "forbidden"}
+    assert (await harness.call_tool("ava", "crm_lookup"))["status"] == "permission_denied"
+    assert tool_engine.view("crm-sdk@default").count == 0
+
+
+async def test_a_success_returns_the_sdk_value_as_data(tool_engine):
+    harness, _ = sdk_harness(tool_engine)
+    assert await harness.call_tool("ava", "crm_lookup") == {
+        "status": "ok",
+        "tool": "crm_lookup",
+        "data": {"id": 7},
+    }
+
+
+def test_the_sync_guard_uses_the_same_classifier(tool_engine):
+    harness, _ = sdk_harness(tool_engine)
+    invocations = []
+
+    def lookup(name: str) -> dict:
+        invocations.append(name)
+        raise SdkConnectionError("crm unreachable")
+
+    guarded = harness.guard("crm_lookup", sleep=lambda seconds: None)(lookup)
+    for _ in range(3):
+        assert guarded("ada")["status"] == "tool_error"
+    assert guarded("ada")["status"] == "circuit_open"
+    assert len(invocations) == 6
