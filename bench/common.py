@@ -109,3 +109,28 @@ def slow_sync(arg: Any = None) -> Any:
 async def slow_async(arg: Any = None) -> Any:
     await asyncio.sleep(SLOW_SECONDS)
     return arg
+
+
+# -- the tables of bench/feed.py and bench/console.py ----------------------------------------
+
+TABLE_HEAD = ("measure", "value", "ratio", "target", "met")
+TABLE_WIDTHS = (42, 10, 9, 9, 4)
+
+
+def table_header() -> list[str]:
+    return [
+        "  ".join(h.ljust(w) for h, w in zip(TABLE_HEAD, TABLE_WIDTHS, strict=True)),
+        "  ".join("-" * w for w in TABLE_WIDTHS),
+    ]
+
+
+def table_row(label: str, value: str, ratio: str = "-", target: str = "", met: str = "") -> str:
+    cells = (f"  {label}", value, ratio, target, met)
+    return "  ".join(
+        c.ljust(w) if i in (0, 3, 4) else c.rjust(w)
+        for i, (c, w) in enumerate(zip(cells, TABLE_WIDTHS, strict=True))
+    ).rstrip()
+
+
+def yes(ok: bool) -> str:
+    return "yes" if ok else "NO"

@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from textual.drivers.headless_driver import HeadlessDriver
 
+from bench.common import table_header, table_row, yes
 from console.app import BreakerdeckApp
 from console.screens.dashboard import DashboardScreen
 from console.source import InProcessSource
@@ -386,21 +387,6 @@ async def _drive(
 
 # -- the table -------------------------------------------------------------------------------
 
-HEAD = ("measure", "value", "ratio", "target", "met")
-WIDTHS = (42, 10, 9, 9, 4)
-
-
-def _row(label: str, value: str, ratio: str = "-", target: str = "", met: str = "") -> str:
-    cells = (f"  {label}", value, ratio, target, met)
-    return "  ".join(
-        c.ljust(w) if i in (0, 3, 4) else c.rjust(w)
-        for i, (c, w) in enumerate(zip(cells, WIDTHS, strict=True))
-    ).rstrip()
-
-
-def _yes(ok: bool) -> str:
-    return "yes" if ok else "NO"
-
 
 def growing(samples: list[Sample]) -> bool:
     """The backlog grows if the last seconds hold more than the first ones by over a second's
@@ -422,64 +408,65 @@ def render(r: Result) -> str:
         f"with an audit log, built in {r.build_s:.1f} s through its call path; "
         f"{SIZE[0]}x{SIZE[1]}, frames encoded as for a terminal, then dropped",
         "",
-        "  ".join(h.ljust(w) for h, w in zip(HEAD, WIDTHS, strict=True)),
-        "  ".join("-" * w for w in WIDTHS),
+        *table_header(),
         "first paint: run_async start to the dashboard's first frame (s; ratio: CPU s)",
-        _row(
+        table_row(
             "dashboard with cards",
             f"{r.paint_s:.3f}",
             f"{r.paint_cpu_s:.3f}",
             f"< {TARGET_PAINT_S:g}",
-            _yes(r.paint_s < TARGET_PAINT_S),
+            yes(r.paint_s < TARGET_PAINT_S),
         ),
         "",
         f"idle: {IDLE_SECONDS} s of countdown ticks, clock +1 s a second (% of one core; "
         "ratio: frames/s)",
-        _row(
+        table_row(
             f"process ({r.idle_bytes_per_s:,.0f} B/s written)",
             f"{r.idle_cpu_pct:.1f}",
             f"{r.idle_frames_per_s:.1f}",
             f"< {TARGET_IDLE_PCT:g}",
-            _yes(r.idle_cpu_pct < TARGET_IDLE_PCT),
+            yes(r.idle_cpu_pct < TARGET_IDLE_PCT),
         ),
         "",
         f"flood: {FLOOD_RATE:,} events/s for {FLOOD_SECONDS} s from an engine thread "
         "(% of one core; ratio: frames/s)",
-        _row(f"process (the thread made {r.flood_rate:,.0f}/s)", f"{r.flood_cpu_pct:.1f}"),
-        _row(
+        table_row(f"process (the thread made {r.flood_rate:,.0f}/s)", f"{r.flood_cpu_pct:.1f}"),
+        table_row(
             "app: process minus the engine thread",
             f"{r.flood_app_cpu_pct:.1f}",
             f"{r.flood_frames_per_s:.1f}",
         ),
-        _row("bytes written per second", f"{r.flood_bytes_per_s:,.0f}"),
+        table_row("bytes written per second", f"{r.flood_bytes_per_s:,.0f}"),
         "",
         "flood: backlog each second, events emitted but not yet applied by the app "
         "(ratio: in the bus buffer)",
     ]
     lines += [
-        _row(f"at {s.second:>2} s ({s.emitted:,} emitted)", f"{s.backlog:,}", f"{s.buffered:,}")
+        table_row(
+            f"at {s.second:>2} s ({s.emitted:,} emitted)", f"{s.backlog:,}", f"{s.buffered:,}"
+        )
         for s in r.samples
     ]
     grows = growing(r.samples)
     drained = "never" if r.drain_s is None else f"{r.drain_s:.2f} s"
     lines.append(
-        _row(
+        table_row(
             f"growing? (resyncs {r.resyncs}; drained in {drained})",
             "yes" if grows else "no",
             "-",
             "no",
-            _yes(not grows and r.drain_s is not None),
+            yes(not grows and r.drain_s is not None),
         )
     )
     lines += [
         "",
         "memory: process peak RSS, VmHWM (MB; ratio: RSS with the engine built, pre-app)",
-        _row(
+        table_row(
             "peak",
             f"{r.peak_mb:.0f}",
             f"{r.engine_rss_mb:.0f}",
             f"< {TARGET_MB:g}",
-            _yes(r.peak_mb < TARGET_MB),
+            yes(r.peak_mb < TARGET_MB),
         ),
         "",
         f"console section took {r.seconds:.1f} s",

@@ -35,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import table_header, table_row, yes
 from engine.clock import SystemClock
 from engine.engine import Engine
 from engine.feed.server import FeedServer, serve_feed
@@ -338,22 +339,6 @@ def run() -> tuple[list[Stream], list[CallPath]]:
     return streams, calls
 
 
-HEAD = ("measure", "value", "ratio", "target", "met")
-WIDTHS = (40, 10, 9, 9, 4)
-
-
-def _row(label: str, value: str, ratio: str = "-", target: str = "", met: str = "") -> str:
-    cells = (f"  {label}", value, ratio, target, met)
-    return "  ".join(
-        c.ljust(w) if i in (0, 3, 4) else c.rjust(w)
-        for i, (c, w) in enumerate(zip(cells, WIDTHS, strict=True))
-    ).rstrip()
-
-
-def _yes(ok: bool) -> str:
-    return "yes" if ok else "NO"
-
-
 def render(streams: list[Stream], calls: list[CallPath], seconds: float) -> str:
     lines = [
         f"breakerdeck feed bench · CPython {platform.python_version()} · {platform.machine()} · "
@@ -361,51 +346,50 @@ def render(streams: list[Stream], calls: list[CallPath], seconds: float) -> str:
         f"{WATCHERS} watchers in a separate process (websockets client, envelope checked); "
         f"{STREAM_SECONDS:g} s per rate; events from the engine's call path on a thread",
         "",
-        "  ".join(h.ljust(w) for h, w in zip(HEAD, WIDTHS, strict=True)),
-        "  ".join("-" * w for w in WIDTHS),
+        *table_header(),
         f"live feed: events/s delivered to each of {WATCHERS} watchers, slowest"
         " (ratio: of offered)",
     ]
     for s in streams:
         top = s.rate == TARGET_RATE
         lines.append(
-            _row(
+            table_row(
                 f"offered {s.rate:,}/s (source made {s.offered:,.0f}/s)",
                 f"{s.delivered_min:,.0f}",
                 f"{s.delivered_min / s.rate:.2f}x",
                 f"≥ {TARGET_RATE:,}" if top else "",
-                _yes(s.delivered_min >= 0.99 * TARGET_RATE) if top else "",
+                yes(s.delivered_min >= 0.99 * TARGET_RATE) if top else "",
             )
         )
     lines += ["", "live feed: lag from the engine's emit to a watcher's read, p50 (ms)"]
-    lines += [_row(f"at {s.rate:,}/s", f"{s.p50_ms:.1f}") for s in streams]
+    lines += [table_row(f"at {s.rate:,}/s", f"{s.p50_ms:.1f}") for s in streams]
     lines += ["", "live feed: lag, p99 over every event of every watcher (ms)"]
     for s in streams:
         ok = s.p99_ms < TARGET_P99_MS
         lines.append(
-            _row(
+            table_row(
                 f"at {s.rate:,}/s (max {s.max_ms:.0f})",
                 f"{s.p99_ms:.1f}",
                 "-",
                 f"< {TARGET_P99_MS:.0f}",
-                _yes(ok),
+                yes(ok),
             )
         )
     lines += ["", "live feed: resyncs (snapshots after the first) / events lost / bad envelopes"]
     for s in streams:
         lines.append(
-            _row(
+            table_row(
                 f"at {s.rate:,}/s",
                 f"{s.resyncs}/{s.lost}/{len(s.errors)}",
                 "-",
                 "0/0/0",
-                _yes(not s.resyncs and not s.lost and not s.errors),
+                yes(not s.resyncs and not s.lost and not s.errors),
             )
         )
     lines += ["", "live feed: frames per watcher (value); CPU s per s, server + watcher processes"]
     for s in streams:
         lines.append(
-            _row(
+            table_row(
                 f"at {s.rate:,}/s",
                 f"{s.frames_per_watcher:,.0f}",
                 f"{s.server_cpu:.2f}+{s.watcher_cpu:.2f}",
@@ -421,26 +405,26 @@ def render(streams: list[Stream], calls: list[CallPath], seconds: float) -> str:
         ratio = c.calls_per_second / base.calls_per_second
         mine = c is full
         lines.append(
-            _row(
+            table_row(
                 c.label,
                 f"{c.calls_per_second:,.0f}",
                 f"{ratio:.2f}x",
                 f"≥ {floor:.2f}x" if mine else "",
-                _yes(ratio >= floor) if mine else "",
+                yes(ratio >= floor) if mine else "",
             )
         )
     marginal = full.calls_per_second / served.calls_per_second
     lines.append(
-        _row(
+        table_row(
             f"{WATCHERS} watchers vs feed with no watcher",
             f"{full.calls_per_second:,.0f}",
             f"{marginal:.2f}x",
             f"≥ {floor:.2f}x",
-            _yes(marginal >= floor),
+            yes(marginal >= floor),
         )
     )
     lines += ["", "call path: p99 burst, per call (µs); ratio column: server CPU s per s"]
-    lines += [_row(c.label, f"{c.p99_burst_us:.2f}", f"{c.server_cpu:.2f}") for c in calls]
+    lines += [table_row(c.label, f"{c.p99_burst_us:.2f}", f"{c.server_cpu:.2f}") for c in calls]
     errors = [e for s in streams for e in s.errors]
     if errors:
         lines += ["", "envelope errors (first few):", *(f"  {e}" for e in errors[:5])]
