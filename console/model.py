@@ -8,6 +8,7 @@ collected from events here, bounded per key.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -146,6 +147,11 @@ class Card:
     name: str | None = None
     source: str | None = None
     aggregate: str | None = None
+    #: Trouble first (`RANK_*`): computed once, as sorting, layout and drawing all read it.
+    rank: int = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rank", _rank(self.view))
 
     @property
     def ident(self) -> tuple[str, str]:
@@ -174,18 +180,6 @@ class Card:
         if self.view.paused:
             return "PAUSED"
         return WORDS.get(self.view.state, self.view.state.upper())
-
-    @property
-    def rank(self) -> int:
-        if self.view.paged and self.view.state != "closed":
-            return RANK_PAGED
-        if self.view.state == "open":
-            return RANK_OPEN
-        if self.view.state == "half_open":
-            return RANK_HALF_OPEN
-        if self.view.paused:
-            return RANK_PAUSED
-        return RANK_CLOSED
 
     def seconds_left(self, now: float) -> float | None:
         if self.view.state != "open" or self.view.reopens_at is None:
@@ -217,6 +211,18 @@ class Card:
                 continue
             return False
         return True
+
+
+def _rank(view: BreakerView) -> int:
+    if view.paged and view.state != "closed":
+        return RANK_PAGED
+    if view.state == "open":
+        return RANK_OPEN
+    if view.state == "half_open":
+        return RANK_HALF_OPEN
+    if view.paused:
+        return RANK_PAUSED
+    return RANK_CLOSED
 
 
 def hint(card: Card, *, keys: bool = False, fixable: bool = False) -> str:
@@ -257,26 +263,22 @@ def _on(where: str | None) -> str:
     return f" on {where}" if where else ""
 
 
-def order_key(card: Card, kind: str) -> tuple:
+def order_key(card: Card, kind: str, worst: int = RANK_CLOSED) -> tuple:
     """A card's place, trouble first (closed ones with counted failures before healthy ones).
-    Under `tool`, cards stay grouped by agent (groups ordered by their worst card, which
-    `sort_cards` adds in front)."""
+    Under `tool`, cards stay grouped by agent, groups ordered by their worst card: `worst` is
+    the lowest rank among the agent's cards. Keys are unique (they end in agent and id)."""
     if kind == "agent":
         return (card.rank, -card.view.count, card.agent, card.key, card.id)
-    return (card.agent, card.rank, -card.view.count, card.key, card.id)
+    return (worst, card.agent, card.rank, -card.view.count, card.key, card.id)
 
 
 def sort_cards(cards: Iterable[Card], kind: str) -> list[Card]:
-    return _sorted([(order_key(card, kind), card) for card in cards], kind)
-
-
-def _sorted(pairs: list[tuple[tuple, Card]], kind: str) -> list[Card]:
-    pairs.sort(key=_FIRST)  # keys are unique (they end in agent and id): cards never compared
-    if kind == "tool":
-        worst: dict[str, int] = {}
-        for _, card in pairs:
-            worst[card.agent] = min(worst.get(card.agent, RANK_CLOSED), card.rank)
-        pairs.sort(key=lambda pair: worst[pair[1].agent])  # stable: keeps the order within
+    cards = list(cards)
+    worst: dict[str, int] = {}
+    for card in cards:
+        worst[card.agent] = min(worst.get(card.agent, RANK_CLOSED), card.rank)
+    pairs = [(order_key(card, kind, worst[card.agent]), card) for card in cards]
+    pairs.sort(key=_FIRST)  # keys are unique: cards are never compared
     return [card for _, card in pairs]
 
 
@@ -312,6 +314,9 @@ def aggregate_line(group: list[Card]) -> str:
     return f"{group[0].key}: " + " · ".join(parts)
 
 
+_SUMMARY_WORDS = ("OPEN", "HALF-OPEN", "PAUSED", "CLOSED")
+
+
 @dataclass(frozen=True, slots=True)
 class Summary:
     paged: int = 0
@@ -343,12 +348,25 @@ class Board:
         self.describe = describe or _plain
         self._views: dict[str, BreakerView] = {}
         self._history: dict[str, _History] = {}
-        self._cards: list[Card] | None = None
-        # built cards with their order keys, kept until their key changes
-        self._by_key: dict[str, list[tuple[tuple, Card]]] = {}
         #: The last seq folded in, per source (seqs are each engine's own).
         self._seen: dict[str | None, int] = {}
         self.version = 0
+        # The order is kept between changes: a repaint under a flood re-places only the ids
+        # that changed (bisect out, bisect in) instead of sorting every card again.
+        self._placed: dict[str, list[tuple[tuple, Card]]] = {}  # id -> its cards, their keys
+        self._keys: list[tuple] = []  # every placed key, sorted
+        self._ordered: list[Card] = []  # the card of each key, in the same order
+        self._dirty: set[str] = set()
+        self._everything_dirty = True
+        self._sourced = False  # cards say which source: a key's cards are grouped
+        # Under `tool`, per agent: how many of its cards hold each rank (its worst is its
+        # group's place) and the ids of its cards (re-placed when that worst changes).
+        self._ranks: dict[str, list[int]] = {}
+        self._ids_of: dict[str, set[str]] = {}
+        self._cards: list[Card] | None = None
+        # The header's counts, kept as views come and go rather than recounted.
+        self._counts = dict.fromkeys(_SUMMARY_WORDS, 0)
+        self._paged: set[str] = set()
         self._summary: tuple[int, Summary] | None = None
 
     # -- writing (the source reader) -------------------------------------------------------
@@ -356,14 +374,29 @@ class Board:
     def load(self, views: Iterable[BreakerView]) -> None:
         """A full snapshot: replaces every view (after a start or a missed batch)."""
         self._views = {view.key: view for view in views}
-        self._by_key.clear()
+        self._counts = dict.fromkeys(_SUMMARY_WORDS, 0)
+        self._paged.clear()
+        for view in self._views.values():
+            self._count(view, 1)
+        self._everything_dirty = True
         self._changed()
 
     def update(self, views: Iterable[BreakerView]) -> None:
         for view in views:
+            old = self._views.get(view.key)
+            if old is not None:
+                self._count(old, -1)
+            self._count(view, 1)
             self._views[view.key] = view
-            self._by_key.pop(view.key, None)
+            self._dirty.add(view.key)
         self._changed()
+
+    def _count(self, view: BreakerView, delta: int) -> None:
+        self._counts["PAUSED" if view.paused else WORDS.get(view.state, "CLOSED")] += delta
+        if delta > 0 and view.paged and view.state != "closed":
+            self._paged.add(view.key)
+        elif delta < 0:
+            self._paged.discard(view.key)
 
     def apply(self, events: Iterable[Event]) -> set[str]:
         """Fold events into the history; returns the keys they touched (whose views to refresh)."""
@@ -376,7 +409,7 @@ class Board:
                 continue
             seen[source] = max(last, event.seq)
             touched.add(event.key)
-            self._by_key.pop(event.key, None)
+            self._dirty.add(event.key)
             self._fold(event)
         if touched:
             self._changed()
@@ -450,22 +483,101 @@ class Board:
     # -- reading (the UI) ------------------------------------------------------------------
 
     def cards(self) -> list[Card]:
-        """Every card, sorted trouble first (rebuilt only after a change)."""
+        """Every card, sorted trouble first (a new list only after a change)."""
         if self._cards is None:
-            pairs: list[tuple[tuple, Card]] = []
-            kind = self.thresholds.kind
-            for key, view in self._views.items():
-                built = self._by_key.get(key)
-                if built is None:
-                    built = self._by_key[key] = [
-                        (order_key(card, kind), card) for card in self._build(view)
-                    ]
-                pairs.extend(built)
-            cards = _sorted(pairs, kind)
-            if any(card.source is not None for card in cards):
-                cards = group_by_key(cards)
-            self._cards = cards
+            self._place()
+            cards = list(self._ordered)
+            self._cards = group_by_key(cards) if self._sourced else cards
         return self._cards
+
+    def _place(self) -> None:
+        """Bring the order up to date with what changed since it was last read."""
+        dirty = self._dirty
+        dirty.intersection_update(self._views)  # events may name a key no view came for yet
+        if self._everything_dirty or len(dirty) * 8 > len(self._views):
+            self._place_all()
+        elif self.thresholds.kind == "tool":
+            self._place_tool(dirty)
+        else:
+            for ident in dirty:
+                self._replace(ident, self._pairs(self._build(self._views[ident])))
+        dirty.clear()
+        self._everything_dirty = False
+
+    def _place_all(self) -> None:
+        placed = {} if self._everything_dirty else self._placed
+        built: dict[str, list[Card]] = {}
+        for ident, view in self._views.items():
+            kept = None if ident in self._dirty else placed.get(ident)
+            built[ident] = [card for _, card in kept] if kept else self._build(view)
+        self._ranks.clear()
+        self._ids_of.clear()
+        if self.thresholds.kind == "tool":
+            for ident, cards in built.items():
+                self._hold(ident, cards, 1)
+        self._placed = {ident: self._pairs(cards) for ident, cards in built.items()}
+        pairs = sorted((pair for kept in self._placed.values() for pair in kept), key=_FIRST)
+        self._keys = [key for key, _ in pairs]
+        self._ordered = [card for _, card in pairs]
+        self._sourced = any(card.source is not None for card in self._ordered)
+
+    def _place_tool(self, dirty: set[str]) -> None:
+        """Under `tool` a card's place also depends on its agent's worst card: when that
+        changes, the agent's whole group moves."""
+        worst_before: dict[str, int] = {}
+        fresh: dict[str, list[Card]] = {}
+        for ident in dirty:
+            fresh[ident] = self._build(self._views[ident])
+            for card in (*fresh[ident], *(card for _, card in self._placed.get(ident, ()))):
+                if card.agent not in worst_before:
+                    worst_before[card.agent] = self._worst(card.agent)
+        for ident, cards in fresh.items():
+            self._hold(ident, [card for _, card in self._placed.get(ident, ())], -1)
+            self._hold(ident, cards, 1)
+        moved = set(fresh)
+        for agent, before in worst_before.items():
+            if self._worst(agent) != before:
+                moved |= self._ids_of.get(agent, set())
+        for ident in moved:
+            cards = fresh.get(ident) or [card for _, card in self._placed[ident]]
+            self._replace(ident, self._pairs(cards))
+
+    def _hold(self, ident: str, cards: list[Card], delta: int) -> None:
+        for card in cards:
+            self._ranks.setdefault(card.agent, [0] * (RANK_CLOSED + 1))[card.rank] += delta
+            ids = self._ids_of.setdefault(card.agent, set())
+            if delta > 0:
+                ids.add(ident)
+            else:
+                ids.discard(ident)
+
+    def _worst(self, agent: str) -> int:
+        counts = self._ranks.get(agent, ())
+        return next((rank for rank, n in enumerate(counts) if n), RANK_CLOSED)
+
+    def _pairs(self, cards: list[Card]) -> list[tuple[tuple, Card]]:
+        kind = self.thresholds.kind
+        if kind == "tool":
+            return [(order_key(card, kind, self._worst(card.agent)), card) for card in cards]
+        return [(order_key(card, kind), card) for card in cards]
+
+    def _replace(self, ident: str, pairs: list[tuple[tuple, Card]]) -> None:
+        """Re-place one id's cards: in place when their keys did not change (most events)."""
+        keys, ordered = self._keys, self._ordered
+        old = self._placed.get(ident, [])
+        self._placed[ident] = pairs
+        if [key for key, _ in old] == [key for key, _ in pairs]:
+            for key, card in pairs:
+                ordered[bisect_left(keys, key)] = card
+            return
+        for key, _ in old:
+            at = bisect_left(keys, key)
+            del keys[at], ordered[at]
+        for key, card in pairs:
+            at = bisect_right(keys, key)
+            keys.insert(at, key)
+            ordered.insert(at, card)
+            self._sourced = self._sourced or card.source is not None
 
     def _build(self, view: BreakerView) -> list[Card]:
         h = self._history.get(view.key) or _History()
@@ -482,29 +594,27 @@ class Board:
         ]
 
     def card(self, ident: tuple[str, str]) -> Card | None:
-        for card in self.cards():
-            if card.ident == ident:
-                return card
-        return None
+        """The card for (agent, id) as it is now (without its key's aggregate line)."""
+        return next((c for c in self.cards_of([ident[1]]) if c.agent == ident[0]), None)
+
+    def cards_of(self, ids: Iterable[str]) -> list[Card]:
+        """The cards of these ids, in the board's order."""
+        self.cards()
+        pairs = [pair for ident in ids for pair in self._placed.get(ident, ())]
+        return [card for _, card in sorted(pairs, key=_FIRST)]
 
     def summary(self) -> Summary:
         """Counts by the word on the card; paged ones are also counted under their state."""
         if self._summary is not None and self._summary[0] == self.version:
             return self._summary[1]
-        counts = {"OPEN": 0, "HALF-OPEN": 0, "PAUSED": 0, "CLOSED": 0}
-        paged: list[str] = []
-        for view in self._views.values():  # no Card objects: this runs on every change
-            word = "PAUSED" if view.paused else WORDS.get(view.state, "CLOSED")
-            counts[word] = counts.get(word, 0) + 1
-            if view.paged and view.state != "closed":
-                paged.append(view.key)
+        counts = self._counts
         summary = Summary(
-            paged=len(paged),
+            paged=len(self._paged),
             open=counts["OPEN"],
             half_open=counts["HALF-OPEN"],
             paused=counts["PAUSED"],
             closed=counts["CLOSED"],
-            paged_keys=tuple(sorted(paged)),
+            paged_keys=tuple(sorted(self._paged)),
         )
         self._summary = (self.version, summary)
         return summary

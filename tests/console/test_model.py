@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from console.model import Card, Failure, Thresholds, hint, mmss, sort_cards
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from console.model import (
+    Board,
+    Card,
+    Failure,
+    Thresholds,
+    group_by_key,
+    hint,
+    mmss,
+    sort_cards,
+)
 from engine.engine import BreakerView
 
 
@@ -95,3 +108,65 @@ def test_countdowns_round_up_so_zero_means_due():
     assert mmss(299.2) == "05:00"
     assert mmss(0.5) == "00:01"
     assert mmss(0) == "00:00"
+
+
+STATES = st.sampled_from(["closed"] * 6 + ["open", "half_open"])
+AGENTS = ("ava", "bo", "cy", "dee", "eve", "fay", "gus", "hal")
+
+
+@st.composite
+def some_views(draw, kind: str, source: str | None) -> BreakerView:
+    """A breaker's view; under `tool` its key is shared by one or more agents."""
+    index = draw(st.integers(0, 59))
+    key = f"{index}\x1fk{index % 6}" if source else f"k{index}"
+    agents = tuple(sorted(draw(st.sets(st.sampled_from(AGENTS), min_size=1, max_size=3))))
+    return view(
+        key,
+        draw(STATES),
+        agents=agents if kind == "tool" else (key,),
+        count=draw(st.integers(0, 5)),
+        paged=draw(st.integers(0, 9)) == 0,
+        paused=draw(st.integers(0, 9)) == 0,
+    )
+
+
+def describe_two_sources(ident: str) -> tuple[str, str | None]:
+    index, _, key = ident.partition("\x1f")
+    return key, f"replica-{int(index) % 2}"
+
+
+@pytest.mark.parametrize(("kind", "source"), [("agent", None), ("tool", None), ("agent", "x")])
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_the_board_keeps_the_order_a_full_sort_gives(kind, source, data):
+    """Re-placing only the changed ids gives the order sorting every card again would."""
+    describe = describe_two_sources if source else None
+    board = Board(Thresholds(kind), describe)
+    views = {
+        v.key: v for v in data.draw(st.lists(some_views(kind, source), min_size=20, max_size=40))
+    }
+    board.load(views.values())
+    for _ in range(data.draw(st.integers(1, 6))):
+        batch = data.draw(st.lists(some_views(kind, source), max_size=3))
+        board.update(batch)
+        views.update((v.key, v) for v in batch)
+        every = []
+        for v in views.values():
+            key, label = describe(v.key) if describe else (v.key, None)
+            agents = v.agents if kind == "tool" else (key,)
+            name = key if label else None
+            every += [Card(agent, v, name=name, source=label) for agent in agents]
+        expected = sort_cards(every, kind)
+        if source:
+            expected = group_by_key(expected)
+        assert [(c.ident, c.view, c.aggregate) for c in board.cards()] == [
+            (c.ident, c.view, c.aggregate) for c in expected
+        ]
+        summary = board.summary()
+        states = [("paused" if v.paused else v.state) for v in views.values()]
+        assert (summary.open, summary.half_open, summary.paused, summary.closed) == tuple(
+            states.count(state) for state in ("open", "half_open", "paused", "closed")
+        )
+        assert summary.paged_keys == tuple(
+            sorted(v.key for v in views.values() if v.paged and v.state != "closed")
+        )
