@@ -134,10 +134,14 @@ class BreakerdeckApp(App[None]):
                 )
 
     def on_board_changed(self, _message: BoardChanged) -> None:
+        if self._repaint_timer is not None:
+            # A repaint is already due. Without this, news that arrives after it fell due but
+            # before the busy loop ran its timer repainted at once, and the timer again just
+            # after: about six repaints a second instead of four.
+            return
         wait = self._repainted_at + self.min_repaint_seconds - time.monotonic()
         if wait > 0:
-            if self._repaint_timer is None:
-                self._repaint_timer = self.set_timer(wait, self._repaint_later)
+            self._repaint_timer = self.set_timer(wait, self._repaint_later)
             return
         self._repaint()
 
@@ -188,11 +192,8 @@ class BreakerdeckApp(App[None]):
             return []
         return [
             c
-            for c in self.board.cards()
-            if c.id in ids
-            and c.agent == card.agent
-            and c.state != "closed"
-            and self.source.can_write(c.id)
+            for c in self.board.cards_of(ids)
+            if c.agent == card.agent and c.state != "closed" and self.source.can_write(c.id)
         ]
 
     def card_platform(self, card: Card) -> str | None:
