@@ -23,19 +23,29 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from console.model import Card, Thresholds, cause_word, clock_text, hint, mmss
+from console.model import (
+    RANK_CLOSED,
+    RANK_PAGED,
+    Card,
+    Thresholds,
+    cause_word,
+    clock_text,
+    hint,
+    mmss,
+)
 
 MIN_CARD_WIDTH = 76
 TROUBLE_LINES = 5
 CLOSED_LINES = 3
 STATE_WIDTH = 11  # "HALF-OPEN" and "OPEN 04:12" fit, then two spaces
 _CACHE_LIMIT = 4096
+_NEAR = 64  # places either side of where the selected card was, searched first
 
 
 def card_height(card: Card) -> int:
     """Five lines in trouble, three closed; one more on the card that carries its key's
     "open on 3 of 5" line (several sources)."""
-    lines = CLOSED_LINES if card.rank == 4 else TROUBLE_LINES
+    lines = CLOSED_LINES if card.rank == RANK_CLOSED else TROUBLE_LINES
     return lines + 1 if card.aggregate else lines
 
 
@@ -104,18 +114,21 @@ class CardList(ScrollView, can_focus=True):
         self._row_y: list[int] = [0]
         self._row_h: list[int] = []
         self._cache: dict[tuple, tuple[Card, Strip]] = {}
-        self._index: dict[tuple[str, str], int] = {}
+        self._index: dict[tuple[str, str], int] | None = None
+        self._selected_at = 0  # where the selected card was last seen
+        self._laid_out: tuple[int, int, list[int]] | None = None
 
     # -- data --------------------------------------------------------------------------------
 
     def set_cards(self, cards: Sequence[Card]) -> None:
         """New card list (already sorted and filtered). Keeps the selection on the same card."""
         self.cards = list(cards)
-        self._index = {card.ident: index for index, card in enumerate(self.cards)}
-        if self.selected not in self._index or not self.user_moved:
+        self._index = None  # built when a lookup misses: most repaints never need it
+        if not self.user_moved or self.selected_index is None:
             first = self.cards[0].ident if self.cards else None
             if first != self.selected:
                 self.selected = first
+                self._selected_at = 0
                 self.post_message(self.Selected(self.selected_card))
         if len(self._cache) > _CACHE_LIMIT:
             self._cache.clear()
@@ -129,7 +142,25 @@ class CardList(ScrollView, can_focus=True):
 
     @property
     def selected_index(self) -> int | None:
-        return self._index.get(self.selected) if self.selected is not None else None
+        if self.selected is None:
+            return None
+        index = self._find(self.selected, self._selected_at)
+        if index is not None:
+            self._selected_at = index
+        return index
+
+    def _find(self, ident: tuple[str, str], near: int) -> int | None:
+        """Where a card is: a flood moves a card by a few places between repaints, so look
+        around where it was before building an index of every card."""
+        agent, key = ident
+        cards = self.cards
+        for index in range(max(0, near - _NEAR), min(len(cards), near + _NEAR + 1)):
+            card = cards[index]
+            if card.agent == agent and card.view.key == key:
+                return index
+        if self._index is None:
+            self._index = {card.ident: index for index, card in enumerate(cards)}
+        return self._index.get(ident)
 
     def move(self, delta: int) -> None:
         if not self.cards:
@@ -144,6 +175,7 @@ class CardList(ScrollView, can_focus=True):
         index = max(0, min(len(self.cards) - 1, index))
         self.user_moved = True
         self.selected = self.cards[index].ident
+        self._selected_at = index
         self.refresh()
         row = index // self._columns
         if row < len(self._row_h):
@@ -164,8 +196,12 @@ class CardList(ScrollView, can_focus=True):
 
     def _layout_rows(self) -> None:
         width = self.scrollable_content_region.width or self.size.width or 80
-        columns = self._columns = max(1, width // MIN_CARD_WIDTH)
+        columns = max(1, width // MIN_CARD_WIDTH)
         heights = [card_height(card) for card in self.cards]
+        if (width, columns, heights) == self._laid_out:
+            return  # the cards changed places or content, not the rows' heights
+        self._laid_out = (width, columns, heights)
+        self._columns = columns
         if columns > 1:
             heights = [max(heights[i : i + columns]) for i in range(0, len(heights), columns)]
         self._row_h = heights
@@ -299,7 +335,7 @@ class CardList(ScrollView, can_focus=True):
         if stale is not None:
             segments.append(Segment(" "))
             segments.append(Segment(stale, Style(bold=True, reverse=True)))
-        if card.rank == 0:
+        if card.rank == RANK_PAGED:
             segments.append(Segment(" "))
             segments.append(Segment(" PAGED ", self.get_component_rich_style("cards--paged")))
         if card.state != "closed":  # the cooldown this open episode runs, right-aligned
@@ -319,10 +355,10 @@ class CardList(ScrollView, can_focus=True):
                 if view.failed_probes:
                     probes = "probe" if view.failed_probes == 1 else "probes"
                     parts.append(f"{view.failed_probes} failed {probes}")
-            if card.rank == 4:
+            if card.rank == RANK_CLOSED:
                 parts.append(hint(card))
             return [Segment(" · ".join(parts))]
-        if card.rank == 4:  # a closed card's last line: its trips
+        if card.rank == RANK_CLOSED:  # a closed card's last line: its trips
             return self._trips(card, dim, room)
         if line == 2:
             text = "→ " + hint(card, keys=True, fixable=self.fix_key(card))
