@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from console.app import BreakerdeckApp
 
 
+#: The actions whose offer (`check_action`) depends on the selected card or the filter.
+_CHANGING_ACTIONS = ("reset", "reset_every", "details", "fix", "clear_filter")
+
+
 class DashboardScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "app.help", "Help", id="help"),
@@ -46,6 +50,7 @@ class DashboardScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__(id="dashboard")
         self.filter_text = ""
+        self._offered: tuple[bool | None, ...] | None = None  # see `_refresh_bindings`
 
     def compose(self) -> ComposeResult:
         app = self.app
@@ -87,7 +92,15 @@ class DashboardScreen(Screen[None]):
         cards.set_cards(shown)
         self._show_status(len(shown), len(every))
         self.show_summary()
-        self.refresh_bindings()
+        self._refresh_bindings()
+
+    def _refresh_bindings(self) -> None:
+        """Redraw the footer only when a key's offer changed: Textual's `Footer` rebuilds all
+        its keys on every `refresh_bindings()`, which under a flood cost more than the cards."""
+        offered = tuple(self.check_action(action, ()) for action in _CHANGING_ACTIONS)
+        if offered != self._offered:
+            self._offered = offered
+            self.refresh_bindings()
 
     def show_summary(self) -> None:
         source = self.app.source
@@ -135,7 +148,7 @@ class DashboardScreen(Screen[None]):
 
     @on(CardList.Selected)
     def _selected(self) -> None:
-        self.refresh_bindings()
+        self._refresh_bindings()
 
     def action_move(self, delta: int) -> None:
         self.cards.move(delta)

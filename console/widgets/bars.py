@@ -56,7 +56,7 @@ class SummaryBar(Static):
         gap = width - text.cell_len - right.cell_len
         text.append(" " * max(gap, 0))
         text.append_text(right)
-        self.update(text)
+        self.update(text, layout=False)  # one line, always: nothing to lay out again
 
     @staticmethod
     def _right(now: float, speed: float | None, stale_since: float | None, full: bool) -> Text:
@@ -77,6 +77,8 @@ class StatusLine(Static):
     StatusLine { height: 1; width: 1fr; }
     """
 
+    _shown: Text | None = None
+
     def show(self, *, filter_text: str, shown: int, total: int, faults: dict[str, str]) -> None:
         text = Text(no_wrap=True, overflow="ellipsis")
         if filter_text:
@@ -94,4 +96,6 @@ class StatusLine(Static):
             if healthy:
                 text.append("ok: " + " ".join(healthy))
         self.display = bool(filter_text or faults)
-        self.update(text)
+        if text != self._shown:  # the same line on most repaints: skip the screen's layout
+            self._shown = text
+            self.update(text)
