@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+
+from console.app import BoardChanged
 from console.screens.detail import DetailScreen
 from console.widgets.cards import CardList
 from engine import events as ev
@@ -262,3 +265,59 @@ async def test_the_filter_also_matches_the_platform(agent_world):
         await pilot.press("slash", *"email", "enter")
         await settle(pilot)
         assert [c.agent for c in app.screen.query_one(CardList).cards] == ["bo"]
+
+
+async def test_the_footer_is_redrawn_only_when_a_key_offer_changes(agent_world):
+    await agent_world.trip_upstream("ava")
+    await agent_world.call("bo", "crm")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        refreshed = []
+        original = screen.refresh_bindings
+        screen.refresh_bindings = lambda: refreshed.append(1) or original()
+        await agent_world.call("bo", "crm", 3)  # another card: the offer on ava is unchanged
+        await settle(pilot)
+        assert "count 0" in cards_text(app) and refreshed == []
+        agent_world.clock.advance(300)
+        agent_world.engine.poll()
+        agent_world.heal("payments")
+        await agent_world.call("ava", "payments")  # ava closes: r is no longer offered
+        await settle(pilot)
+        assert "CLOSED      ava" in cards_text(app)
+        assert refreshed == [1]
+        assert screen.check_action("reset", ()) is None
+
+
+async def test_news_while_a_repaint_is_due_waits_for_it(agent_world):
+    app = make_app(agent_world.engine)
+    app.min_repaint_seconds = 60
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        repaints = []
+        app._repaint = lambda: repaints.append(1)
+        app._repainted_at = time.monotonic()
+        app.post_message(BoardChanged())
+        await settle(pilot)
+        assert app._repaint_timer is not None and repaints == []
+        app._repainted_at -= 61  # the repaint fell due; the busy loop has not run its timer yet
+        app.post_message(BoardChanged())
+        await settle(pilot)
+        assert repaints == []  # the timer repaints, once
+
+
+async def test_the_selection_follows_its_card_when_the_order_changes(agent_world):
+    for agent in ("ava", "bo", "cy"):
+        await agent_world.call(agent, "crm")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("j")
+        cards = app.screen.query_one(CardList)
+        assert cards.selected_index == 1
+        await agent_world.trip_upstream("cy")  # cy moves to the top, bo one place down
+        await settle(pilot)
+        assert [c.agent for c in cards.cards] == ["cy", "ava", "bo"]
+        assert cards.selected == ("bo", "bo") and cards.selected_index == 2
+        assert "▶ CLOSED      bo" in cards_text(app)
