@@ -14,7 +14,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
 from textual import work
@@ -33,6 +33,9 @@ from engine.bus import Missed
 
 #: Audit rows read at start so cards show recent denials and trips at once.
 SEED_EVENTS = 2000
+
+#: The terminal went away (SSH dropped, tmux killed) or we were asked to stop.
+_LEAVE_ON = (signal.SIGHUP, signal.SIGTERM)
 
 
 class BoardChanged(Message):
@@ -84,7 +87,7 @@ class BreakerdeckApp(App[None]):
         # The terminal went away (SSH dropped, tmux killed) or we were asked to stop: leave
         # cleanly, so the caller's cleanup runs, instead of dying on the default handler.
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGHUP, signal.SIGTERM):
+        for signum in _LEAVE_ON:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(signum, self.exit)
         self.board.apply(self.source.recent(SEED_EVENTS))
@@ -96,7 +99,7 @@ class BreakerdeckApp(App[None]):
 
     def on_unmount(self) -> None:
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGHUP, signal.SIGTERM):
+        for signum in _LEAVE_ON:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(signum)
         self.source.close()
@@ -158,15 +161,16 @@ class BreakerdeckApp(App[None]):
             elif isinstance(screen, DetailScreen) and ("*" in touched or screen.card.id in touched):
                 self.run_worker(screen.reload(), group="detail", exclusive=True)
 
+    def _dashboard(self) -> DashboardScreen | None:
+        return next((s for s in self.screen_stack if isinstance(s, DashboardScreen)), None)
+
     def tick(self) -> None:
         """The one timer: countdowns on the screen that shows them."""
         screen = self.screen
-        if isinstance(screen, DashboardScreen | DetailScreen):
+        if not isinstance(screen, DashboardScreen | DetailScreen):
+            screen = self._dashboard()  # a dialog is up: keep the dashboard beneath it honest
+        if screen is not None:
             screen.tick()
-        else:  # a dialog is up: keep the dashboard beneath it honest
-            for below in self.screen_stack:
-                if isinstance(below, DashboardScreen):
-                    below.tick()
 
     # -- operator actions ------------------------------------------------------------------
 
@@ -184,6 +188,19 @@ class BreakerdeckApp(App[None]):
 
     def can_reset(self, card: Card) -> bool:
         return card.state != "closed" and self.source.can_write(card.id)
+
+    # `check_action` answers for `r` and `f`, on whichever screen shows the card: False keeps
+    # the key out of the footer (it never applies here), None greys it out (not on this card).
+
+    def reset_offer(self, card: Card | None) -> bool | None:
+        if card is not None and not self.source.can_write(card.id):
+            return False  # a viewer token
+        return True if card is not None and self.can_reset(card) else None
+
+    def fix_offer(self, card: Card | None) -> bool | None:
+        if not (self.source.can_mark_fixed or self.controls is not None):
+            return False  # nothing here is ever fixable
+        return True if card is not None and self.can_fix(card) else None
 
     def reset_targets(self, card: Card) -> list[Card]:
         """`R`: the key's cards on every source reporting it that are not closed."""
@@ -216,7 +233,7 @@ class BreakerdeckApp(App[None]):
             state += f" {mmss(left)} to the probe"
         cause = view.trip_cause or "unknown cause"
         lines = [
-            f"Agent: {card.agent}" + (f"   key: {card.key}" if card.key != card.agent else ""),
+            _agent_line(card),
             f"State: {state}, tripped on {cause}",
             f"Counter: {self.board.thresholds.counter(view.count)}",
             f"Writes circuit_breaker_reset as {self.operator}.",
@@ -237,14 +254,9 @@ class BreakerdeckApp(App[None]):
             warning = "the credential is revoked: calls stay paused until it is marked fixed (f)."
         reason = f"reset from the console ({state.split(' ')[0]} on {cause})"
 
-        async def answered(confirmed: bool | None) -> None:
-            if not confirmed:
-                self.notify(f"Reset cancelled: {card.key} is unchanged.", timeout=2)
-                return
-            await self._reset([card], reason)
-
         title = f"Reset {card.key}" + (f" on {where}?" if where else "?")
-        self.push_screen(ConfirmScreen(title, lines, warning=warning, yes="Reset"), answered)
+        screen = ConfirmScreen(title, lines, warning=warning, yes="Reset")
+        self.push_screen(screen, self._then_reset(card, [card], reason))
 
     def _request_reset_every(self, card: Card) -> None:
         targets = self.reset_targets(card)
@@ -252,7 +264,7 @@ class BreakerdeckApp(App[None]):
             self.notify(f"No other source has {card.key} open.", timeout=3)
             return
         reporting = len(self.source.siblings(card.id))
-        lines = [f"Agent: {card.agent}" + (f"   key: {card.key}" if card.key != card.agent else "")]
+        lines = [_agent_line(card)]
         lines.append(f"On {len(targets)} of the {reporting} sources reporting it:")
         for target in targets:
             cause = target.view.trip_cause or "unknown cause"
@@ -262,14 +274,23 @@ class BreakerdeckApp(App[None]):
         lines.append(f"Writes circuit_breaker_reset on each as {self.operator}.")
         reason = f"reset from the console on every source reporting {card.key}"
 
+        title = f"Reset {card.key} on {len(targets)} sources?"
+        self.push_screen(
+            ConfirmScreen(title, lines, yes="Reset all"), self._then_reset(card, targets, reason)
+        )
+
+    def _then_reset(
+        self, card: Card, targets: list[Card], reason: str
+    ) -> Callable[[bool | None], Awaitable[None]]:
+        """What a reset dialog's answer does."""
+
         async def answered(confirmed: bool | None) -> None:
             if not confirmed:
                 self.notify(f"Reset cancelled: {card.key} is unchanged.", timeout=2)
                 return
             await self._reset(targets, reason)
 
-        title = f"Reset {card.key} on {len(targets)} sources?"
-        self.push_screen(ConfirmScreen(title, lines, yes="Reset all"), answered)
+        return answered
 
     async def _reset(self, cards: list[Card], reason: str) -> None:
         """Send the resets; say what happened (a remote source may refuse or be gone)."""
@@ -293,7 +314,7 @@ class BreakerdeckApp(App[None]):
         if not (marks or demo):
             self.notify("Nothing to fix here: the credential is not paused.", timeout=3)
             return
-        lines = [f"Agent: {card.agent}" + (f"   key: {card.key}" if card.key != card.agent else "")]
+        lines = [_agent_line(card)]
         if marks:
             lines.append(
                 f"Marks the credential fixed: calls on {card.key} go out again "
@@ -333,18 +354,30 @@ class BreakerdeckApp(App[None]):
         platform = platform or (controls.platforms[0] if controls.platforms else None)
         if platform is None:
             return
-        getattr(controls, what)(platform)
-        said = {
-            "take_down": f"{platform} is down (connection refused). Watch its agents trip.",
-            "bring_back": f"{platform} is healthy again. The next probe closes its breakers.",
-            "revoke": f"{platform}'s credential is revoked: expect reauth_failed and an auth "
-            "trip. Fix it with f, then reset with r.",
-            "fix": f"{platform}'s credential is fixed.",
+        act, said = {
+            "take_down": (
+                controls.take_down,
+                f"{platform} is down (connection refused). Watch its agents trip.",
+            ),
+            "bring_back": (
+                controls.bring_back,
+                f"{platform} is healthy again. The next probe closes its breakers.",
+            ),
+            "revoke": (
+                controls.revoke,
+                f"{platform}'s credential is revoked: expect reauth_failed and an auth trip. "
+                "Fix it with f, then reset with r.",
+            ),
         }[what]
+        act(platform)
         self.notify(said, timeout=5)
         self._refresh_status()
 
     def _refresh_status(self) -> None:
-        for screen in self.screen_stack:
-            if isinstance(screen, DashboardScreen):
-                screen.board_changed()
+        dashboard = self._dashboard()
+        if dashboard is not None:
+            dashboard.board_changed()
+
+
+def _agent_line(card: Card) -> str:
+    return f"Agent: {card.agent}" + (f"   key: {card.key}" if card.key != card.agent else "")

@@ -112,14 +112,6 @@ class Trip:
     reason: str | None = None
 
     @property
-    def ending(self) -> str:
-        if self.ended is None:
-            return "still open" + (", PAGED" if self.paged else "")
-        if self.ended == "recovered":
-            return "recovered"
-        return f"reset by {self.actor}" + (f" ({self.reason})" if self.reason else "")
-
-    @property
     def short(self) -> str:
         ending = (
             "open"

@@ -46,8 +46,6 @@ from engine.feed.client import (
     ConnectionLost,
     FeedClient,
     FeedError,
-    FeedProtocolError,
-    FeedRefused,
     FeedUnreachable,
     fetch_snapshot,
 )
@@ -316,9 +314,7 @@ class RemoteSource(Source):
         try:
             async for message in feed.client:
                 await queue.put((feed, message))
-        except (FeedRefused, FeedProtocolError) as error:
-            await queue.put((feed, error))
-        except FeedError as error:  # e.g. the token file became unreadable
+        except FeedError as error:  # refused, another protocol, an unreadable token file
             await queue.put((feed, error))
 
     def _apply(self, feed: RemoteFeed, message: object) -> list[list[Event] | Missed | Notice]:

@@ -10,7 +10,6 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
-from console.model import Card
 from console.widgets.bars import StatusLine, SummaryBar
 from console.widgets.cards import CardList
 
@@ -129,17 +128,13 @@ class DashboardScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         card = self.cards.selected_card if self.is_mounted else None
         if action == "reset":
-            if card is not None and not self.app.source.can_write(card.id):
-                return False  # a viewer token: never offered
-            return None if card is None or not self.app.can_reset(card) else True
+            return self.app.reset_offer(card)
         if action == "reset_every":
             return card is not None and bool(self.app.reset_targets(card))
         if action == "details":
             return card is not None or None
         if action == "fix":
-            if not (self.app.source.can_mark_fixed or self.app.controls is not None):
-                return False  # nothing here is ever fixable: keep it out of the footer
-            return True if card is not None and self.app.can_fix(card) else None
+            return self.app.fix_offer(card)
         if action in ("platform_down", "platform_up", "revoke"):
             return self.app.controls is not None  # hidden outside demo mode
         if action == "clear_filter":
@@ -216,5 +211,4 @@ class DashboardScreen(Screen[None]):
         self._demo("revoke")
 
     def _demo(self, what: str) -> None:
-        card: Card | None = self.cards.selected_card
-        self.app.demo_fault(what, card)
+        self.app.demo_fault(what, self.cards.selected_card)

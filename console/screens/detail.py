@@ -225,13 +225,9 @@ class DetailScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[Any, ...]) -> bool | None:
         if action == "reset":
-            if not self.app.source.can_write(self.card.id):
-                return False
-            return None if self.card.state == "closed" else True
+            return self.app.reset_offer(self.card)
         if action == "fix":
-            if not (self.app.source.can_mark_fixed or self.app.controls is not None):
-                return False
-            return True if self.app.can_fix(self.card) else None
+            return self.app.fix_offer(self.card)
         return True
 
     def action_cursor(self, delta: int) -> None:

@@ -46,11 +46,6 @@ FLOW = (
 )
 
 
-def help_text() -> str:
-    """Every key as plain lines (what the table shows)."""
-    return "\n".join(f"{key}  {what}" if what else key for key, what in KEYS)
-
-
 def help_table() -> Table:
     table = Table(box=None, show_header=False, expand=True, padding=(0, 1))
     table.add_column("key", style="bold", no_wrap=True, width=18)
