@@ -318,9 +318,7 @@ def run_reset(args: argparse.Namespace) -> int:
     what = f"{breaker.display_state}, count {breaker.count}"
     if breaker.trip_cause and breaker.state != "closed":
         what += f", cause {breaker.trip_cause}"
-    if not args.yes and not _confirm(
-        f"Reset {args.key} on {current.source} ({what})? [y/N] "
-    ):
+    if not args.yes and not _confirm(f"Reset {args.key} on {current.source} ({what})? [y/N] "):
         _say("not reset")
         return EXIT_OPEN
     actor = args.operator or _login()
