@@ -92,16 +92,13 @@ class BreakerView:
 
 
 @dataclass(slots=True)
-class _Credential:
-    worked_at: float | None = None
-    revoked: bool = False
-
-
-@dataclass(slots=True)
 class _Slot:
+    """A breaker with what the engine knows around it: who calls it, and its credential."""
+
     breaker: Breaker
     agents: list[str] = field(default_factory=list)
-    credential: _Credential = field(default_factory=_Credential)
+    credential_worked_at: float | None = None
+    credential_revoked: bool = False
 
 
 class Engine:
@@ -179,9 +176,8 @@ class Engine:
                         self.store.delete(verdict.key)
                     else:
                         slot = self._slot(verdict.key, verdict.agent)
-                        slot.credential = _Credential(
-                            verdict.credential_ok_at, verdict.credential_revoked
-                        )
+                        slot.credential_worked_at = verdict.credential_ok_at
+                        slot.credential_revoked = verdict.credential_revoked
                         self._persist(verdict.key)
                     continue
                 restored.append(self._restore_one(verdict))
@@ -210,7 +206,8 @@ class Engine:
                 )
             self._unsettled.add(verdict.key)
             self._schedule_poll(breaker.opened_at + breaker.cooldown)
-        slot.credential = _Credential(verdict.credential_ok_at, verdict.credential_revoked)
+        slot.credential_worked_at = verdict.credential_ok_at
+        slot.credential_revoked = verdict.credential_revoked
         fields = {
             "state": verdict.state,
             "count": verdict.count,
@@ -296,7 +293,7 @@ class Engine:
             and not self._listeners
             and slot.breaker.state is _CLOSED
             and slot.breaker.count == 0
-            and (self._agent_policy or slot.credential.worked_at is not None)
+            and (self._agent_policy or slot.credential_worked_at is not None)
         ):
             # Nothing would change and nobody is watching: a healthy call costs no lock and no
             # line (the audit log keeps no successes).
@@ -364,20 +361,20 @@ class Engine:
 
     def credential_worked(self, key: str) -> bool:
         slot = self._slots.get(key)
-        return slot is not None and slot.credential.worked_at is not None
+        return slot is not None and slot.credential_worked_at is not None
 
     def credential_paused(self, key: str) -> bool:
         slot = self._slots.get(key)
-        return slot is not None and slot.credential.revoked
+        return slot is not None and slot.credential_revoked
 
     def _note_credential(self, slot: _Slot, call: Call, outcome: Outcome, cause: int) -> None:
         if self._agent_policy:
             return
-        if outcome.is_success and slot.credential.worked_at is None:
-            slot.credential.worked_at = self.clock.wall()
+        if outcome.is_success and slot.credential_worked_at is None:
+            slot.credential_worked_at = self.clock.wall()
             self._persist(call.key)
-        elif outcome.cls is OutcomeClass.CREDENTIAL_REVOKED and not slot.credential.revoked:
-            slot.credential.revoked = True
+        elif outcome.cls is OutcomeClass.CREDENTIAL_REVOKED and not slot.credential_revoked:
+            slot.credential_revoked = True
             fields = {"cause_seq": cause}
             self._emit(ev.CREDENTIAL_REVOKED, call.key, call.agent, fields)
             self._persist(call.key)
@@ -386,7 +383,7 @@ class Engine:
         """Mark-credential-fixed: calls on this key go out again."""
         with self._lock:
             slot = self._known(key)
-            slot.credential.revoked = False
+            slot.credential_revoked = False
             event = self._emit(ev.CREDENTIAL_RESTORED, key, self._key_agent(slot), {"actor": actor})
             self._persist(key)
             return event
@@ -449,7 +446,7 @@ class Engine:
             cooldown=b.cooldown,
             failed_probes=b.failed_probes,
             paged=b.paged,
-            paused=slot.credential.revoked,
+            paused=slot.credential_revoked,
             last_failure_at=_shift(b.last_failure_at, to_wall),
         )
 
@@ -575,8 +572,8 @@ class Engine:
                 rate_limited_streak=b.rate_limited_streak,
                 last_retry_after=b.last_retry_after,
                 trip_cause=b.trip_cause.value if b.trip_cause else None,
-                credential_ok_at=slot.credential.worked_at,
-                credential_revoked=slot.credential.revoked,
+                credential_ok_at=slot.credential_worked_at,
+                credential_revoked=slot.credential_revoked,
                 saved_at=self.clock.wall(),
                 last_failure_detail=b.last_failure_detail,
             )
