@@ -21,6 +21,9 @@ from engine.clock import ManualClock
 from engine.engine import Engine
 from engine.events import RESET
 from engine.feed.client import fetch_snapshot
+from engine.feed.server import serve_feed
+from engine.outcomes import Outcome, OutcomeClass
+from engine.policy import ToolPolicy
 from tests.feed.feedkit import AUTH, OPERATOR, VIEWER, call, trip
 
 
@@ -70,10 +73,15 @@ async def test_status_exit_codes_follow_the_worst_breaker(
     assert report["source"] == "test-engine"
 
 
-async def test_status_on_a_paused_credential_is_one(engine: Engine, feed, token_files) -> None:
-    call(engine, "agent-1")
-    engine._slots["agent-1"].credential.revoked = True  # what credential.revoked leaves behind
-    assert await status(feed.url, token_files["viewer"]) == 1
+async def test_status_on_a_paused_credential_is_one(token_files, tmp_path) -> None:
+    engine = Engine(ToolPolicy(), clock=ManualClock(), state_dir=tmp_path / "tool-state")
+    key = "crm@crm-sales"
+    call(engine, key)  # the credential works once...
+    call(engine, key, Outcome(OutcomeClass.CREDENTIAL_REVOKED))  # ...then a 401 pauses it
+    assert engine.view(key).paused
+    async with serve_feed(engine, port=0, viewer_token=VIEWER, operator_token=OPERATOR) as feed:
+        assert await status(feed.url, token_files["viewer"]) == 1
+    engine.close()
 
 
 async def test_status_errors_have_their_own_codes(feed, token_files, tmp_path, capsys) -> None:
