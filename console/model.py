@@ -118,7 +118,14 @@ class Trip:
             if self.ended is None
             else ("recovered" if self.ended == "recovered" else f"reset by {self.actor}")
         )
-        return f"{clock_text(self.wall)} {cause_word(self.cause)}×{self.count} → {ending}"
+        probes = ""
+        if self.reopened:
+            probes = f", {self.reopened} failed probe{'s' if self.reopened > 1 else ''}"
+        when = "" if self.ended_wall is None else f" {clock_text(self.ended_wall)}"
+        return (
+            f"{clock_text(self.wall)} {cause_word(self.cause)}×{self.count}{probes} → "
+            f"{ending}{when}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
