@@ -39,7 +39,7 @@ def describe(event: Event) -> str:
     f = event.fields
     if event.type in (ev.CALL_FAILED, ev.CALL_COMPLETED):
         parts = [f.get("platform"), f.get("outcome"), f"fault {f.get('fault')}"]
-        if f.get("agent_status") is not None:
+        if f.get("agent_status") not in (None, f.get("outcome")):
             parts.append(f"→ {f['agent_status']}")
         if f.get("refresh"):
             parts.append(f"refresh {f['refresh']}")
