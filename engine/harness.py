@@ -119,7 +119,7 @@ class Harness:
         refusal = self._precheck(agent, tool, args, key)
         if refusal is not None:
             outcome = Outcome(refusal.cls, detail=refusal.reason)
-            result = _refusal_result(tool, refusal, credential)
+            result = _result_for(tool, outcome, None, 0, credential)
             self.engine.refuse(call, outcome, agent_status=result["status"])
             return result
         admission = self.engine.admit(call, tool.lease)
@@ -201,7 +201,7 @@ class Harness:
 
     def _finish(self, tool: Tool, call: Call, attempt: Attempt, credential: str) -> ToolResult:
         outcome = attempt.outcome
-        result = _result_for(tool, attempt, call.attempts, credential)
+        result = _result_for(tool, attempt.outcome, attempt.data, call.attempts, credential)
         self.engine.complete(
             call,
             outcome,
@@ -288,30 +288,23 @@ def _classified(tool: Tool, value: Any, error: BaseException | None) -> Attempt:
     return Attempt(outcome, fault, data=value, retry=outcome.counted)
 
 
-def _result_for(tool: Tool, attempt: Attempt, attempts: int, credential: str) -> ToolResult:
-    outcome = attempt.outcome
+def _result_for(
+    tool: Tool, outcome: Outcome, data: Any, attempts: int, credential: str
+) -> ToolResult:
+    """The structured result for any outcome, refused before the breaker or answered after."""
     cls = outcome.cls
     if cls is OutcomeClass.SUCCESS:
-        return results.ok(tool.name, attempt.data)
+        return results.ok(tool.name, data)
     if outcome.counted:
         return results.tool_error(tool.name, outcome.detail, attempts, outcome.retry_after)
     if cls is OutcomeClass.RATE_LIMITED:
         return results.rate_limited(tool.name, outcome.retry_after)
     if cls is OutcomeClass.PERMISSION_DENIED:
         return results.permission_denied(tool.name, outcome.detail)
+    if cls is OutcomeClass.PENDING_APPROVAL:
+        return results.pending_approval(tool.name, outcome.detail)
+    if cls is OutcomeClass.REFUSED_PRE_CALL:
+        return results.refused(tool.name, outcome.detail)
     if cls is OutcomeClass.CREDENTIAL_REVOKED:
         return results.credential_revoked(tool.name, credential)
     return results.invalid_request(tool.name, outcome.detail)
-
-
-def _refusal_result(tool: Tool, refusal: Refusal, credential: str) -> ToolResult:
-    cls = refusal.cls
-    if cls is OutcomeClass.PERMISSION_DENIED:
-        return results.permission_denied(tool.name, refusal.reason)
-    if cls is OutcomeClass.PENDING_APPROVAL:
-        return results.pending_approval(tool.name, refusal.reason)
-    if cls is OutcomeClass.CREDENTIAL_REVOKED:
-        return results.credential_revoked(tool.name, credential)
-    if cls is OutcomeClass.CALLER_ERROR:
-        return results.invalid_request(tool.name, refusal.reason)
-    return results.refused(tool.name, refusal.reason)
