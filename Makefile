@@ -6,10 +6,15 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint bench
 
-$(STAMP): pyproject.toml
+# An editable install in setuptools' strict mode links each source file under build/, where a
+# type checker finds `breakerdeck.*` too; a file added to or removed from a package folder
+# changes that folder, which links the tree again.
+PACKAGE_DIRS := $(shell find engine console fixtures -type d -not -name __pycache__)
+
+$(STAMP): pyproject.toml $(PACKAGE_DIRS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test]' --config-settings editable_mode=strict
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -17,7 +22,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/pytest
 
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'

@@ -13,7 +13,7 @@ import time
 from collections import deque
 from typing import Any
 
-from engine.results import HALT_INSTRUCTIONS
+from breakerdeck.engine.results import HALT_INSTRUCTIONS
 
 TOOL = "search"
 BACKEND = "search-api"

@@ -46,14 +46,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from textual.drivers.headless_driver import HeadlessDriver
 
 from bench.common import table_header, table_row, yes
-from console.app import BreakerdeckApp
-from console.screens.dashboard import DashboardScreen
-from console.source import InProcessSource
-from console.widgets.cards import CardList
-from engine.clock import ManualClock
-from engine.engine import Engine
-from engine.outcomes import SUCCESS, Outcome, OutcomeClass
-from engine.policy import AgentPolicy
+from breakerdeck.console.app import BreakerdeckApp
+from breakerdeck.console.screens.dashboard import DashboardScreen
+from breakerdeck.console.source import InProcessSource
+from breakerdeck.console.widgets.cards import CardList
+from breakerdeck.engine.clock import ManualClock
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
+from breakerdeck.engine.policy import AgentPolicy
 
 BREAKERS = 10_000
 SIZE = (200, 60)

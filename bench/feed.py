@@ -36,11 +36,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import table_header, table_row, yes
-from engine.clock import SystemClock
-from engine.engine import Engine
-from engine.feed.server import FeedServer, serve_feed
-from engine.outcomes import SUCCESS
-from engine.policy import ToolPolicy
+from breakerdeck.engine.clock import SystemClock
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.feed.server import FeedServer, serve_feed
+from breakerdeck.engine.outcomes import SUCCESS
+from breakerdeck.engine.policy import ToolPolicy
 
 WATCHERS = 20
 RATES = (1_000, 5_000, 10_000)

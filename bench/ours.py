@@ -26,14 +26,14 @@ from bench.common import (
     open_reason,
     work,
 )
-from engine import results
-from engine.breaker import Breaker
-from engine.clock import SystemClock
-from engine.engine import Engine
-from engine.gateway import Gateway
-from engine.harness import Harness, Tool
-from engine.outcomes import SUCCESS, Outcome, OutcomeClass
-from engine.policy import AgentPolicy, ToolPolicy
+from breakerdeck.engine import results
+from breakerdeck.engine.breaker import Breaker
+from breakerdeck.engine.clock import SystemClock
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.gateway import Gateway
+from breakerdeck.engine.harness import Harness, Tool
+from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
+from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 
 LEASE = 30.0
 PLATFORM = "crm"

@@ -32,7 +32,7 @@ from bench.common import (
     open_reason,
     work,
 )
-from engine import results
+from breakerdeck.engine import results
 
 T = TypeVar("T")
 THRESHOLD = 3

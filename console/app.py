@@ -22,14 +22,14 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
 
-from console.model import Board, Card, mmss
-from console.screens.confirm import ConfirmScreen
-from console.screens.dashboard import DashboardScreen
-from console.screens.detail import DetailScreen
-from console.screens.help import HelpScreen
-from console.source import FaultControls, Notice, Source
-from engine import events as ev
-from engine.bus import Missed
+from breakerdeck.console.model import Board, Card, mmss
+from breakerdeck.console.screens.confirm import ConfirmScreen
+from breakerdeck.console.screens.dashboard import DashboardScreen
+from breakerdeck.console.screens.detail import DetailScreen
+from breakerdeck.console.screens.help import HelpScreen
+from breakerdeck.console.source import FaultControls, Notice, Source
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.bus import Missed
 
 #: Audit rows read at start so cards show recent denials and trips at once.
 SEED_EVENTS = 2000

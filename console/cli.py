@@ -122,23 +122,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "scenarios":
-        from console.headless import list_scenarios
+        from breakerdeck.console.headless import list_scenarios
 
         return list_scenarios(sys.stdout)
     if args.command in ("serve", "status", "reset"):
-        from console import remote
+        from breakerdeck.console import remote
 
         runner = {"serve": remote.run_serve, "status": remote.run_status, "reset": remote.run_reset}
         return runner[args.command](args)
     if args.command == "watch":
-        from console.remote_source import run_watch
+        from breakerdeck.console.remote_source import run_watch
 
         return run_watch(args)
     if args.command == "demo" and args.headless:
-        from console.headless import run_headless
+        from breakerdeck.console.headless import run_headless
 
         return run_headless(args)
-    from console.demo import run_demo
+    from breakerdeck.console.demo import run_demo
 
     return run_demo(args)
 

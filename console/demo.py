@@ -13,10 +13,10 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING
 
-from console.source import InProcessSource
+from breakerdeck.console.source import InProcessSource
 
 if TYPE_CHECKING:
-    from fixtures.simulation import Simulation
+    from breakerdeck.fixtures.simulation import Simulation
 
 #: A 300 s cooldown takes about a minute at this speed.
 DEFAULT_SPEED = 5.0
@@ -59,9 +59,9 @@ class SimulationControls:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from console.app import BreakerdeckApp
-    from engine.page import command_hook
-    from fixtures.simulation import DEFAULT_SCENARIO, Simulation
+    from breakerdeck.console.app import BreakerdeckApp
+    from breakerdeck.engine.page import command_hook
+    from breakerdeck.fixtures.simulation import DEFAULT_SCENARIO, Simulation
 
     speed = args.speed or DEFAULT_SPEED
     operator = args.operator or getpass.getuser()

@@ -14,11 +14,11 @@ import tempfile
 from pathlib import Path
 from typing import IO
 
-from engine.engine import read_mark
-from engine.events import Event, record
-from engine.page import command_hook
-from fixtures import scenario as scenarios
-from fixtures.simulation import DEFAULT_SCENARIO, FIXED_EPOCH, Simulation
+from breakerdeck.engine.engine import read_mark
+from breakerdeck.engine.events import Event, record
+from breakerdeck.engine.page import command_hook
+from breakerdeck.fixtures import scenario as scenarios
+from breakerdeck.fixtures.simulation import DEFAULT_SCENARIO, FIXED_EPOCH, Simulation
 
 
 def list_scenarios(out: IO[str]) -> int:
@@ -77,8 +77,8 @@ def _open_events(path: str, stack: contextlib.ExitStack) -> IO[str]:
 
 def _start_wall(state_dir: Path) -> float:
     """A run on an existing state directory continues from the newest time it recorded."""
-    from engine.audit import AuditLog
-    from engine.store import VerdictStore
+    from breakerdeck.engine.audit import AuditLog
+    from breakerdeck.engine.store import VerdictStore
 
     newest = [FIXED_EPOCH, read_mark(state_dir).wall or FIXED_EPOCH]
     audit_path, store_path = state_dir / "audit.sqlite3", state_dir / "verdicts.sqlite3"

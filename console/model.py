@@ -15,10 +15,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from operator import itemgetter
 
-from engine import events as ev
-from engine.engine import BreakerView
-from engine.events import Event
-from engine.policy import AgentPolicy, ToolPolicy
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.engine import BreakerView
+from breakerdeck.engine.events import Event
+from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 
 #: Denied calls, failures and trips kept per key for the cards.
 HISTORY = 6

@@ -26,8 +26,8 @@ import uuid
 from pathlib import Path
 from typing import IO
 
-from engine.feed import protocol as p
-from engine.feed.client import (
+from breakerdeck.engine.feed import protocol as p
+from breakerdeck.engine.feed.client import (
     ConnectionLost,
     FeedClient,
     FeedError,
@@ -164,10 +164,10 @@ def _exit_for(error: BaseException) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from engine.feed.server import serve_feed
-    from engine.page import command_hook
-    from fixtures import scenario as scenarios
-    from fixtures.simulation import Simulation
+    from breakerdeck.engine.feed.server import serve_feed
+    from breakerdeck.engine.page import command_hook
+    from breakerdeck.fixtures import scenario as scenarios
+    from breakerdeck.fixtures.simulation import Simulation
 
     state_dir = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
     try:

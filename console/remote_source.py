@@ -35,14 +35,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from console.model import Thresholds, clock_text
-from console.source import Notice, Source
-from engine import events as ev
-from engine.bus import Missed
-from engine.engine import BreakerView
-from engine.events import Event
-from engine.feed import protocol as p
-from engine.feed.client import (
+from breakerdeck.console.model import Thresholds, clock_text
+from breakerdeck.console.source import Notice, Source
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.bus import Missed
+from breakerdeck.engine.engine import BreakerView
+from breakerdeck.engine.events import Event
+from breakerdeck.engine.feed import protocol as p
+from breakerdeck.engine.feed.client import (
     ConnectionLost,
     FeedClient,
     FeedError,
@@ -497,8 +497,8 @@ def _pick(values: Sequence, index: int, total: int):
 
 def run_watch(args: argparse.Namespace) -> int:
     """`breakerdeck watch URL [URL ...] [--token-file PATH ...] [--operator NAME]`."""
-    from console import remote
-    from console.app import BreakerdeckApp
+    from breakerdeck.console import remote
+    from breakerdeck.console.app import BreakerdeckApp
 
     urls: list[str] = list(args.urls)
     files: list[str] = list(args.token_file or [])

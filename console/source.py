@@ -13,12 +13,12 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from console.model import Thresholds
-from engine import events as ev
-from engine.bus import EventBus, Missed
-from engine.engine import BreakerView, Engine
-from engine.events import Event
-from engine.policy import AgentPolicy
+from breakerdeck.console.model import Thresholds
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.bus import EventBus, Missed
+from breakerdeck.engine.engine import BreakerView, Engine
+from breakerdeck.engine.events import Event
+from breakerdeck.engine.policy import AgentPolicy
 
 #: Events fed to a fresh board so cards show recent denials and trips from the audit log.
 SEED_TYPES = (*sorted(ev.TRANSITIONS), ev.CALL_DENIED, ev.CALL_FAILED)

@@ -19,8 +19,8 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Self
 
-from engine.events import Event
-from engine.store import open_sqlite
+from breakerdeck.engine.events import Event
+from breakerdeck.engine.store import open_sqlite
 
 logger = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from engine import events as ev
-from engine.outcomes import Outcome, OutcomeClass
-from engine.policy import AgentPolicy, ToolPolicy
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 
 
 class State(StrEnum):

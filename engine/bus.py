@@ -13,8 +13,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.engine import Engine
-from engine.events import Event
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.events import Event
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from engine.outcomes import SUCCESS, Outcome, OutcomeClass
+from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 
 #: Maps a function tool's return value or exception to an outcome.
 Classifier = Callable[[Any, BaseException | None], Outcome]

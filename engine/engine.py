@@ -18,16 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine import events as ev
-from engine.audit import AuditLog
-from engine.breaker import ADMIT_NORMAL, Admission, Breaker, State, Transition
-from engine.clock import Clock, SystemClock
-from engine.errors import UnknownKey
-from engine.events import Event
-from engine.outcomes import Outcome, OutcomeClass
-from engine.policy import AgentPolicy, ToolPolicy
-from engine.store import VerdictStore
-from engine.verdict import Verdict, is_stale
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.audit import AuditLog
+from breakerdeck.engine.breaker import ADMIT_NORMAL, Admission, Breaker, State, Transition
+from breakerdeck.engine.clock import Clock, SystemClock
+from breakerdeck.engine.errors import UnknownKey
+from breakerdeck.engine.events import Event
+from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
+from breakerdeck.engine.store import VerdictStore
+from breakerdeck.engine.verdict import Verdict, is_stale
 
 log = logging.getLogger(__name__)
 

@@ -15,14 +15,19 @@ from typing import Any, Protocol
 
 import httpx
 
-from engine import results
-from engine.classify import agent_outcome_for_response, describe_error, fault_of, network_fault
-from engine.engine import Call, Engine
-from engine.errors import VaultUnavailable
-from engine.harness import Refusal
-from engine.outcomes import Outcome, OutcomeClass
-from engine.policy import AgentPolicy
-from engine.results import GatewayResponse
+from breakerdeck.engine import results
+from breakerdeck.engine.classify import (
+    agent_outcome_for_response,
+    describe_error,
+    fault_of,
+    network_fault,
+)
+from breakerdeck.engine.engine import Call, Engine
+from breakerdeck.engine.errors import VaultUnavailable
+from breakerdeck.engine.harness import Refusal
+from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.policy import AgentPolicy
+from breakerdeck.engine.results import GatewayResponse
 
 REFRESH_PATH = "/oauth/token"
 

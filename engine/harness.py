@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from engine import results
-from engine.classify import (
+from breakerdeck.engine import results
+from breakerdeck.engine.classify import (
     Attempt,
     Classifier,
     default_classifier,
@@ -25,9 +25,9 @@ from engine.classify import (
     tool_error_attempt,
     tool_response_attempt,
 )
-from engine.engine import Call, Engine
-from engine.outcomes import Outcome, OutcomeClass
-from engine.results import ToolResult
+from breakerdeck.engine.engine import Call, Engine
+from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.results import ToolResult
 
 
 @dataclass(frozen=True, slots=True)

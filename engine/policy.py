@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
-from engine.outcomes import OutcomeClass
+from breakerdeck.engine.outcomes import OutcomeClass
 
 Seconds = Annotated[float, Field(gt=0)]
 

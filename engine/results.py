@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from engine.breaker import Admission, DenyReason
-from engine.outcomes import OutcomeClass
+from breakerdeck.engine.breaker import Admission, DenyReason
+from breakerdeck.engine.outcomes import OutcomeClass
 
 ToolResult = dict[str, Any]
 

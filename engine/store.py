@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
-from engine.verdict import Verdict
+from breakerdeck.engine.verdict import Verdict
 
 logger = logging.getLogger(__name__)
 

@@ -10,11 +10,11 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
-from console.widgets.bars import StatusLine, SummaryBar
-from console.widgets.cards import CardList
+from breakerdeck.console.widgets.bars import StatusLine, SummaryBar
+from breakerdeck.console.widgets.cards import CardList
 
 if TYPE_CHECKING:
-    from console.app import BreakerdeckApp
+    from breakerdeck.console.app import BreakerdeckApp
 
 
 #: The actions whose offer (`check_action`) depends on the selected card or the filter.

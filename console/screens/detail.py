@@ -10,12 +10,12 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from console.model import Card, cause_word, clock_text, hint, mmss
-from engine import events as ev
-from engine.events import Event
+from breakerdeck.console.model import Card, cause_word, clock_text, hint, mmss
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.events import Event
 
 if TYPE_CHECKING:
-    from console.app import BreakerdeckApp
+    from breakerdeck.console.app import BreakerdeckApp
 
 AUDIT_ROWS = 200
 _SHOWN_FIELDS = (

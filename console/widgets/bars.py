@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from console.model import Summary, clock_text
+from breakerdeck.console.model import Summary, clock_text
 
 
 class SummaryBar(Static):

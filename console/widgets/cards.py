@@ -23,7 +23,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from console.model import (
+from breakerdeck.console.model import (
     RANK_CLOSED,
     RANK_PAGED,
     Card,

@@ -27,7 +27,7 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
-from engine.feed import protocol as p
+from breakerdeck.engine.feed import protocol as p
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Embedding in a service that already runs an engine (one per replica)::
 
-    from engine.feed.server import serve_feed
+    from breakerdeck.engine.feed.server import serve_feed
 
     async def main(engine):
         async with serve_feed(
@@ -49,12 +49,12 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from engine.bus import Missed, Subscription
-from engine.engine import BreakerView, Engine
-from engine.errors import UnknownKey
-from engine.events import iso_utc, record
-from engine.feed import protocol as p
-from engine.policy import AgentPolicy
+from breakerdeck.engine.bus import Missed, Subscription
+from breakerdeck.engine.engine import BreakerView, Engine
+from breakerdeck.engine.errors import UnknownKey
+from breakerdeck.engine.events import iso_utc, record
+from breakerdeck.engine.feed import protocol as p
+from breakerdeck.engine.policy import AgentPolicy
 
 log = logging.getLogger(__name__)
 

@@ -8,15 +8,15 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from console.app import BreakerdeckApp
-from console.source import InProcessSource
-from engine.clock import ManualClock
-from engine.engine import Engine
-from engine.gateway import Gateway
-from engine.harness import Harness, Tool
-from engine.policy import AgentPolicy, ToolPolicy
-from fixtures.faults import Fault, FaultKind
-from fixtures.platform import FakePlatform, FakeVault
+from breakerdeck.console.app import BreakerdeckApp
+from breakerdeck.console.source import InProcessSource
+from breakerdeck.engine.clock import ManualClock
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.gateway import Gateway
+from breakerdeck.engine.harness import Harness, Tool
+from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
+from breakerdeck.fixtures.faults import Fault, FaultKind
+from breakerdeck.fixtures.platform import FakePlatform, FakeVault
 
 PLATFORMS = ("payments", "crm", "email", "search")
 OPERATOR = "oncall-ann"

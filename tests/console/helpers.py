@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
-from console.widgets.bars import StatusLine, SummaryBar
-from console.widgets.cards import CardList
+from breakerdeck.console.widgets.bars import StatusLine, SummaryBar
+from breakerdeck.console.widgets.cards import CardList
 
 
 def cards_text(app) -> str:

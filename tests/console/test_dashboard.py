@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-from console.app import BoardChanged
-from console.screens.detail import DetailScreen
-from console.widgets.cards import CardList
-from engine import events as ev
+from breakerdeck.console.app import BoardChanged
+from breakerdeck.console.screens.detail import DetailScreen
+from breakerdeck.console.widgets.cards import CardList
+from breakerdeck.engine import events as ev
 from tests.console.conftest import make_app, settle
 from tests.console.helpers import cards_text, header_text
 
@@ -213,8 +213,8 @@ async def test_only_visible_cards_are_drawn(agent_world):
 
 
 async def test_a_flood_that_overflows_the_buffer_resyncs_from_a_snapshot(agent_world):
-    from console.app import BreakerdeckApp
-    from console.source import InProcessSource
+    from breakerdeck.console.app import BreakerdeckApp
+    from breakerdeck.console.source import InProcessSource
     from tests.console.conftest import OPERATOR
 
     source = InProcessSource(agent_world.engine, buffer=2)

@@ -9,9 +9,9 @@ from collections import defaultdict
 
 import pytest
 
-from console.cli import main
-from fixtures import scenario as scenarios
-from fixtures.simulation import Simulation
+from breakerdeck.console.cli import main
+from breakerdeck.fixtures import scenario as scenarios
+from breakerdeck.fixtures.simulation import Simulation
 
 KEYS = ["seq", "t", "at", "type", "key", "agent"]
 CALL_FIELDS = [
@@ -178,7 +178,15 @@ def test_call_ids_stay_unique_across_runs_on_one_state_dir(tmp_path):
 
 def test_the_trace_goes_to_stdout_and_messages_to_stderr():
     done = subprocess.run(
-        [sys.executable, "-m", "console.cli", "demo", "--headless", "--duration", "120"],
+        [
+            sys.executable,
+            "-m",
+            "breakerdeck.console.cli",
+            "demo",
+            "--headless",
+            "--duration",
+            "120",
+        ],
         capture_output=True,
         text=True,
         check=True,

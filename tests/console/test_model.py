@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.model import (
+from breakerdeck.console.model import (
     Board,
     Card,
     Failure,
@@ -16,7 +16,7 @@ from console.model import (
     mmss,
     sort_cards,
 )
-from engine.engine import BreakerView
+from breakerdeck.engine.engine import BreakerView
 
 
 def view(key: str, state: str = "closed", *, agents=None, count=0, cause=None, **extra):

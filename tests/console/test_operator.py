@@ -6,12 +6,12 @@ import re
 
 from textual.widgets import Button
 
-from console.screens.confirm import ConfirmScreen
-from console.screens.dashboard import DashboardScreen
-from console.screens.detail import DetailScreen
-from console.screens.help import KEYS, HelpScreen
-from console.widgets.cards import CardList
-from engine import events as ev
+from breakerdeck.console.screens.confirm import ConfirmScreen
+from breakerdeck.console.screens.dashboard import DashboardScreen
+from breakerdeck.console.screens.detail import DetailScreen
+from breakerdeck.console.screens.help import KEYS, HelpScreen
+from breakerdeck.console.widgets.cards import CardList
+from breakerdeck.engine import events as ev
 from tests.console.conftest import OPERATOR, make_app, settle
 from tests.console.helpers import cards_text, static_text
 
@@ -146,7 +146,7 @@ async def test_the_detail_screen_shows_the_failures_that_led_to_the_trip(agent_w
 
 
 async def test_a_shared_breaker_is_shown_under_each_agent_marked_shared(tool_world):
-    from fixtures.faults import Fault, FaultKind
+    from breakerdeck.fixtures.faults import Fault, FaultKind
 
     tool_world.platforms["payments"].set_fault(Fault(FaultKind.REFUSED))
     await tool_world.harness.call_tool("ava", "charge")
@@ -162,7 +162,7 @@ async def test_a_shared_breaker_is_shown_under_each_agent_marked_shared(tool_wor
 
 
 async def test_f_then_y_marks_a_paused_credential_fixed(tool_world):
-    from fixtures.faults import Fault, FaultKind
+    from breakerdeck.fixtures.faults import Fault, FaultKind
 
     await tool_world.harness.call_tool("ava", "lookup")  # the credential has worked
     tool_world.platforms["crm"].revoke_credential()

@@ -6,7 +6,7 @@ Review the report before accepting a changed snapshot (`pytest --snapshot-update
 
 from __future__ import annotations
 
-from fixtures.faults import Fault, FaultKind
+from breakerdeck.fixtures.faults import Fault, FaultKind
 from tests.console.conftest import OPERATOR, AgentWorld, make_app, settle
 
 REFUSED = Fault(FaultKind.REFUSED)

@@ -12,18 +12,18 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from console.app import BreakerdeckApp
-from console.remote_source import RemoteSource
-from console.screens.confirm import ConfirmScreen
-from console.screens.dashboard import DashboardScreen
-from console.screens.detail import DetailScreen
-from engine import events as ev
-from engine.clock import ManualClock
-from engine.engine import Engine
-from engine.feed.server import serve_feed
-from engine.gateway import Gateway
-from engine.policy import AgentPolicy
-from fixtures.platform import FakePlatform, FakeVault
+from breakerdeck.console.app import BreakerdeckApp
+from breakerdeck.console.remote_source import RemoteSource
+from breakerdeck.console.screens.confirm import ConfirmScreen
+from breakerdeck.console.screens.dashboard import DashboardScreen
+from breakerdeck.console.screens.detail import DetailScreen
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.clock import ManualClock
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.feed.server import serve_feed
+from breakerdeck.engine.gateway import Gateway
+from breakerdeck.engine.policy import AgentPolicy
+from breakerdeck.fixtures.platform import FakePlatform, FakeVault
 from tests.console.conftest import OPERATOR, AgentWorld
 from tests.console.helpers import cards_text, header_text, static_text
 

@@ -7,12 +7,12 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from engine.clock import LoopClock
-from engine.engine import Engine
-from engine.harness import Harness, Tool
-from engine.policy import ToolPolicy
-from engine.simtime import VirtualTimeLoop
-from fixtures.platform import FakePlatform
+from breakerdeck.engine.clock import LoopClock
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.harness import Harness, Tool
+from breakerdeck.engine.policy import ToolPolicy
+from breakerdeck.engine.simtime import VirtualTimeLoop
+from breakerdeck.fixtures.platform import FakePlatform
 
 EPOCH = 1_767_225_600.0
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from engine import events
-from engine.audit import PRUNE_EVERY, AuditLog
-from engine.clock import ManualClock
-from engine.events import Event
+from breakerdeck.engine import events
+from breakerdeck.engine.audit import PRUNE_EVERY, AuditLog
+from breakerdeck.engine.clock import ManualClock
+from breakerdeck.engine.events import Event
 
 DAY = 86400.0
 START = ManualClock().wall()

@@ -2,10 +2,10 @@
 
 import pytest
 
-from engine import events as ev
-from engine.breaker import Breaker, DenyReason, State
-from engine.outcomes import SUCCESS, Outcome, OutcomeClass
-from engine.policy import AgentPolicy
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.breaker import Breaker, DenyReason, State
+from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
+from breakerdeck.engine.policy import AgentPolicy
 
 AUTH = Outcome(OutcomeClass.AUTH_FAILURE, counted=True)
 UPSTREAM = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True)

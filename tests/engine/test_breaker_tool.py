@@ -1,9 +1,9 @@
 """The `tool` policy's rules: consecutive failures, the cooldown ladder, 429s, probes, pages."""
 
-from engine import events as ev
-from engine.breaker import Breaker, DenyReason, State
-from engine.outcomes import SUCCESS, Outcome, OutcomeClass
-from engine.policy import ToolPolicy
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.breaker import Breaker, DenyReason, State
+from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
+from breakerdeck.engine.policy import ToolPolicy
 
 FAIL = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="timed out after 30 s")
 BAD_400 = Outcome(OutcomeClass.CALLER_ERROR)

@@ -5,12 +5,12 @@ import threading
 
 import pytest
 
-from engine import events as ev
-from engine.bus import EventBus, Missed
-from engine.clock import ManualClock
-from engine.engine import Engine
-from engine.outcomes import Outcome, OutcomeClass
-from engine.policy import ToolPolicy
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.bus import EventBus, Missed
+from breakerdeck.engine.clock import ManualClock
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.policy import ToolPolicy
 
 KEY = "payments@default"
 DENIED = Outcome(OutcomeClass.PERMISSION_DENIED, detail="scope not granted")

@@ -9,15 +9,15 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from engine import events as ev
-from engine.clock import ManualClock
-from engine.engine import Engine
-from engine.errors import UnknownKey
-from engine.harness import Harness, Tool
-from engine.outcomes import SUCCESS, Outcome, OutcomeClass
-from engine.policy import AgentPolicy, ToolPolicy
-from fixtures.faults import Fault, FaultKind
-from fixtures.platform import FakePlatform
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.clock import ManualClock
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.errors import UnknownKey
+from breakerdeck.engine.harness import Harness, Tool
+from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
+from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
+from breakerdeck.fixtures.faults import Fault, FaultKind
+from breakerdeck.fixtures.platform import FakePlatform
 
 KEY = "payments@default"
 LEASE = 61.0  # the tool defaults: 2 x 30 s + 1 s backoff

@@ -3,8 +3,8 @@ map to the design's classes, and the breaker treats them like any HTTP outcome."
 
 from typing import Any
 
-from engine.harness import Harness, Tool
-from engine.outcomes import SUCCESS, Outcome, OutcomeClass
+from breakerdeck.engine.harness import Harness, Tool
+from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 
 
 class SdkConnectionError(Exception):

@@ -5,14 +5,14 @@ import asyncio
 import httpx
 import pytest
 
-from engine import events as ev
-from engine.engine import Engine
-from engine.gateway import Gateway
-from engine.harness import Refusal
-from engine.outcomes import OutcomeClass
-from engine.policy import AgentPolicy
-from fixtures.faults import Fault, FaultKind
-from fixtures.platform import FakePlatform, FakeVault
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.gateway import Gateway
+from breakerdeck.engine.harness import Refusal
+from breakerdeck.engine.outcomes import OutcomeClass
+from breakerdeck.engine.policy import AgentPolicy
+from breakerdeck.fixtures.faults import Fault, FaultKind
+from breakerdeck.fixtures.platform import FakePlatform, FakeVault
 
 OK = Fault(FaultKind.OK)
 TIMEOUT = Fault(FaultKind.TIMEOUT)

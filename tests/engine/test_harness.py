@@ -2,10 +2,10 @@
 
 import asyncio
 
-from engine import events as ev
-from engine.harness import Harness, Tool
-from fixtures.faults import Fault, FaultKind
-from fixtures.platform import FakePlatform
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.harness import Harness, Tool
+from breakerdeck.fixtures.faults import Fault, FaultKind
+from breakerdeck.fixtures.platform import FakePlatform
 
 TIMEOUT = Fault(FaultKind.TIMEOUT)
 REFUSED = Fault(FaultKind.REFUSED)

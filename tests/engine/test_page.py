@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from engine.page import command_hook
+from breakerdeck.engine.page import command_hook
 
 
 def wait_for_threads() -> None:

@@ -6,13 +6,13 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from engine import events as ev
-from engine.engine import Engine
-from engine.gateway import Gateway
-from engine.harness import Harness, Tool
-from engine.policy import AgentPolicy, ToolPolicy
-from fixtures.faults import Fault, FaultKind
-from fixtures.platform import FakePlatform, FakeVault
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.gateway import Gateway
+from breakerdeck.engine.harness import Harness, Tool
+from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
+from breakerdeck.fixtures.faults import Fault, FaultKind
+from breakerdeck.fixtures.platform import FakePlatform, FakeVault
 
 OK = Fault(FaultKind.OK)
 REFUSED = Fault(FaultKind.REFUSED)

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.breaker import Breaker, State
-from engine.outcomes import Outcome, OutcomeClass
-from engine.policy import AgentPolicy, ToolPolicy
+from breakerdeck.engine.breaker import Breaker, State
+from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 
 POLICIES = {
     "agent": AgentPolicy(),

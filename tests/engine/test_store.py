@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import engine.store
-from engine.store import VerdictStore
-from engine.verdict import Verdict
+from breakerdeck.engine import store as store_module
+from breakerdeck.engine.store import VerdictStore
+from breakerdeck.engine.verdict import Verdict
 
 WALL = 1_767_225_600.0
 
@@ -142,7 +142,7 @@ def test_damaged_index_is_found_at_open_even_though_rows_still_read(tmp_path: Pa
 def test_file_locked_by_another_process_is_left_in_place(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(engine.store, "BUSY_TIMEOUT", 0.01)
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT", 0.01)
     path = tmp_path / "verdicts.db"
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("CREATE TABLE other (x)")

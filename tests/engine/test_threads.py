@@ -5,12 +5,12 @@ import threading
 
 import pytest
 
-from engine import events as ev
-from engine.clock import ManualClock
-from engine.engine import Engine
-from engine.harness import Harness, Tool
-from engine.outcomes import SUCCESS, Outcome, OutcomeClass
-from engine.policy import AgentPolicy, ToolPolicy
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.clock import ManualClock
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.harness import Harness, Tool
+from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
+from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 
 THREADS = 50
 UPSTREAM = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="refused")

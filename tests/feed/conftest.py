@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.clock import ManualClock
-from engine.engine import Engine
-from engine.feed.server import serve_feed
-from engine.policy import AgentPolicy
+from breakerdeck.engine.clock import ManualClock
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.feed.server import serve_feed
+from breakerdeck.engine.policy import AgentPolicy
 from tests.feed.feedkit import OPERATOR, VIEWER
 
 

@@ -7,9 +7,9 @@ import json
 
 from websockets.asyncio.client import connect
 
-from engine.engine import Engine
-from engine.feed import protocol as p
-from engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.feed import protocol as p
+from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 
 VIEWER = "viewer-token-123"
 OPERATOR = "operator-token-456"

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from console import remote
-from console.cli import build_parser
-from engine.clock import ManualClock
-from engine.engine import Engine
-from engine.events import RESET
-from engine.feed.client import fetch_snapshot
-from engine.feed.server import serve_feed
-from engine.outcomes import Outcome, OutcomeClass
-from engine.policy import ToolPolicy
+from breakerdeck.console import remote
+from breakerdeck.console.cli import build_parser
+from breakerdeck.engine.clock import ManualClock
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.events import RESET
+from breakerdeck.engine.feed.client import fetch_snapshot
+from breakerdeck.engine.feed.server import serve_feed
+from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.policy import ToolPolicy
 from tests.feed.feedkit import AUTH, OPERATOR, VIEWER, call, trip
 
 
@@ -164,7 +164,7 @@ async def test_serve_runs_a_simulation_behind_the_feed(tmp_path: Path) -> None:
     port_probe.close()
     state = tmp_path / "state"
     code = (
-        "import sys; from console.cli import main; "
+        "import sys; from breakerdeck.console.cli import main; "
         f"sys.exit(main(['serve', '--port', '{port}', '--speed', '20', "
         f"'--state-dir', {str(state)!r}, '--source', 'sim']))"
     )

@@ -8,12 +8,12 @@ import contextlib
 import socket
 import time
 
-from engine.clock import ManualClock
-from engine.engine import Engine
-from engine.feed import protocol as p
-from engine.feed.client import ConnectionLost, FeedClient, FeedRefused
-from engine.feed.server import serve_feed
-from engine.policy import AgentPolicy
+from breakerdeck.engine.clock import ManualClock
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.feed import protocol as p
+from breakerdeck.engine.feed.client import ConnectionLost, FeedClient, FeedRefused
+from breakerdeck.engine.feed.server import serve_feed
+from breakerdeck.engine.policy import AgentPolicy
 from tests.feed.feedkit import OPERATOR, VIEWER, call, client, receive, trip
 
 
@@ -194,7 +194,7 @@ async def test_the_client_stops_on_a_refused_token(feed) -> None:
 
 
 async def test_the_client_refuses_another_protocol_version() -> None:
-    from engine.feed.client import FeedProtocolError
+    from breakerdeck.engine.feed.client import FeedProtocolError
 
     feed_client = FeedClient("ws://127.0.0.1:1", "t")
     bad = '{"type": "snapshot", "version": 2, "seq": 1}'

@@ -8,10 +8,10 @@ import json
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from engine.engine import Engine
-from engine.events import RESET, record
-from engine.feed import protocol as p
-from engine.feed.server import serve_feed
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.events import RESET, record
+from breakerdeck.engine.feed import protocol as p
+from breakerdeck.engine.feed.server import serve_feed
 from tests.feed.feedkit import (
     OPERATOR,
     VIEWER,
