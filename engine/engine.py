@@ -12,6 +12,7 @@ import itertools
 import json
 import logging
 import os
+import secrets
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -110,8 +111,12 @@ class Engine:
         state_dir: str | Path | None = None,
         page_hook: PageHook | None = None,
         scheduler: Scheduler | None = None,
+        instance: str | None = None,
     ) -> None:
         self.policy = policy
+        #: 64 random bits per process: prefixed to each call id in the Idempotency-Key a call
+        #: sends upstream, so keys never repeat across crashes, replicas or deployments.
+        self.instance = instance or secrets.token_hex(8)
         self._agent_policy = isinstance(policy, AgentPolicy)
         self.clock = clock or SystemClock()
         self.epoch = self.clock.wall()
@@ -234,6 +239,10 @@ class Engine:
         if slot is None or agent not in slot.agents:
             self._slot(key, agent)
         return Call(call_id, key, agent, platform, tool, deadline_seconds)
+
+    def idempotency_key(self, call_id: str) -> str:
+        """What every attempt of a call sends upstream as its `Idempotency-Key`."""
+        return f"{self.instance}.{call_id}"
 
     def admit(self, call: Call, lease: float) -> Admission:
         """Let the call in, as normal or as the one probe, or refuse it (`call.denied`)."""

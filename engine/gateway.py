@@ -149,7 +149,10 @@ class Gateway:
             method,
             path,
             json=json,
-            headers={"Idempotency-Key": call.call_id, "Authorization": f"Bearer {token}"},
+            headers={
+                "Idempotency-Key": self.engine.idempotency_key(call.call_id),
+                "Authorization": f"Bearer {token}",
+            },
             timeout=self.policy.deadline_seconds,
         )
         call.attempts += 1

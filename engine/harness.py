@@ -174,7 +174,10 @@ class Harness:
             tool.method,
             tool.path,
             json=args,
-            headers={"Idempotency-Key": call.call_id, "Authorization": f"Bearer {credential}"},
+            headers={
+                "Idempotency-Key": self.engine.idempotency_key(call.call_id),
+                "Authorization": f"Bearer {credential}",
+            },
             timeout=tool.deadline_seconds,
         )
         try:

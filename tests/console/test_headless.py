@@ -153,7 +153,8 @@ def test_attempts_equal_the_requests_the_fixture_counted():
     assert calls
     for event in calls:
         fake = simulation.fakes[event.fields["platform"]]
-        assert event.fields["attempts"] == fake.requests_for(event.fields["call_id"])
+        key = simulation.engine.idempotency_key(event.fields["call_id"])
+        assert event.fields["attempts"] == fake.requests_for(key)
 
 
 def test_a_run_on_an_existing_state_dir_restores_and_continues_the_clock(tmp_path):

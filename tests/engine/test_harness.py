@@ -3,7 +3,9 @@
 import asyncio
 
 from breakerdeck.engine import events as ev
+from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.harness import Harness, Tool
+from breakerdeck.engine.policy import ToolPolicy
 from breakerdeck.fixtures.faults import Fault, FaultKind
 from breakerdeck.fixtures.platform import FakePlatform
 
@@ -199,7 +201,8 @@ async def test_each_call_line_counts_the_requests_the_fixture_saw(harness, platf
     for _ in range(3):
         await harness.call_tool("ava", "charge")
     for line in lines:
-        assert line.fields["attempts"] == platform.requests_for(line.fields["call_id"]) == 2
+        key = harness.engine.idempotency_key(line.fields["call_id"])
+        assert line.fields["attempts"] == platform.requests_for(key) == 2
         assert line.fields["fault"] == "refused"
 
 
@@ -219,3 +222,17 @@ async def test_a_retry_refused_while_another_call_probes_says_when_to_come_back(
 
     assert result["status"] == "circuit_open" and result["retry_after_ms"] == 5000
     assert (await probe)["status"] == "ok"
+
+
+async def test_idempotency_keys_carry_the_process_instance(harness, platform: FakePlatform):
+    """A restarted process numbers its calls from 1 again; its keys still never repeat."""
+    await harness.call_tool("ava", "charge")
+    (key,) = platform.keys_seen()
+    instance, call_id = key.split(".")
+    assert instance == harness.engine.instance
+    assert len(instance) == 16
+    assert call_id.startswith("call-")
+
+
+def test_each_engine_has_its_own_instance():
+    assert Engine(ToolPolicy()).instance != Engine(ToolPolicy()).instance
