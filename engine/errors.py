@@ -12,3 +12,8 @@ class UnknownKey(BreakerdeckError, KeyError):
 
 class VaultUnavailable(BreakerdeckError):
     """The gateway could not read the agent's credential: an upstream failure."""
+
+
+class StateDirError(BreakerdeckError):
+    """A state dir or a file in it cannot be trusted or used: the message says why and what
+    to do. Raised at start, never from the call path."""

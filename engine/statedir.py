@@ -1,0 +1,77 @@
+"""The state dir and the private files in it, opened as if another user were hostile.
+
+A state dir in a shared place (/tmp, a world-writable volume) lets another user plant a
+symlink where we write (a root `serve` would overwrite the file it points to) or a token file
+we would trust. So the dir must be ours and not writable by others, and every file in it is
+opened without following symlinks.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from breakerdeck.engine.errors import StateDirError
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def prepare(directory: str | Path) -> Path:
+    """Create the state dir (mode 0700) or check the one there: a real dir, ours, private."""
+    path = Path(directory)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = path.lstat()
+    except OSError as error:
+        raise StateDirError(f"state dir {path}: {error.strerror or error}") from error
+    if not stat.S_ISDIR(info.st_mode):
+        raise StateDirError(f"state dir {path} is not a directory (a symlink or a file is there)")
+    _check_owner(path, info, "state dir")
+    return path
+
+
+def _check_owner(path: Path, info: os.stat_result, what: str) -> None:
+    if info.st_uid != os.geteuid():
+        raise StateDirError(
+            f"{what} {path} belongs to uid {info.st_uid}, not to this user ({os.geteuid()}): "
+            "use a dir of your own"
+        )
+    if info.st_mode & 0o022:
+        raise StateDirError(
+            f"{what} {path} is writable by others (mode {stat.S_IMODE(info.st_mode):o}): "
+            f"chmod go-w {path}"
+        )
+
+
+def read_private(path: str | Path) -> str:
+    """A file only this user could have written (a token, a mark), not followed if a link."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    except OSError as error:
+        raise StateDirError(f"{path}: {error.strerror or error}") from error
+    with os.fdopen(fd, "rb") as handle:
+        _check_owner(path, os.fstat(handle.fileno()), "file")
+        data = handle.read(65_536)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise StateDirError(f"{path} is not UTF-8 text") from error
+
+
+def write_private(path: str | Path, text: str) -> None:
+    """Replace `path` atomically with a 0600 file: a fresh name, never an existing link."""
+    path = Path(path)
+    spare = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(spare, path)
+    except BaseException:
+        spare.unlink(missing_ok=True)
+        raise
