@@ -32,11 +32,11 @@ def prepare(directory: str | Path) -> Path:
     return path
 
 
-def _check_owner(path: Path, info: os.stat_result, what: str) -> None:
-    if info.st_uid != os.geteuid():
+def _check_owner(path: Path, info: os.stat_result, what: str, *, root_ok: bool = False) -> None:
+    if info.st_uid != os.geteuid() and not (root_ok and info.st_uid == 0):
         raise StateDirError(
-            f"{what} {path} belongs to uid {info.st_uid}, not to this user ({os.geteuid()}): "
-            "use a dir of your own"
+            f"{what} {path} belongs to uid {info.st_uid}, not to this user ({os.geteuid()})"
+            " or root: use one of your own"
         )
     if info.st_mode & 0o022:
         raise StateDirError(
@@ -46,14 +46,18 @@ def _check_owner(path: Path, info: os.stat_result, what: str) -> None:
 
 
 def read_private(path: str | Path) -> str:
-    """A file only this user could have written (a token, a mark), not followed if a link."""
+    """A file only this user or root could have written (a token, a credential).
+
+    A link is followed, as mounted secrets are links, and the file it reaches is checked: who
+    owns the file is what matters, not who made the link.
+    """
     path = Path(path)
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY)
     except OSError as error:
         raise StateDirError(f"{path}: {error.strerror or error}") from error
     with os.fdopen(fd, "rb") as handle:
-        _check_owner(path, os.fstat(handle.fileno()), "file")
+        _check_owner(path, os.fstat(handle.fileno()), "file", root_ok=True)
         data = handle.read(65_536)
     try:
         return data.decode("utf-8")

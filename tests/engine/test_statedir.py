@@ -51,11 +51,19 @@ def test_writing_never_follows_a_planted_link(tmp_path):
     assert (state / "mark.json").stat().st_mode & 0o777 == 0o600
 
 
-def test_a_planted_link_is_not_read(tmp_path):
+def test_a_link_to_a_file_of_ours_is_read_as_mounted_secrets_are(tmp_path):
     secret = tmp_path / "secret"
     secret.write_text("s3cret")
     (tmp_path / "operator.token").symlink_to(secret)
-    with pytest.raises(StateDirError):
+    assert read_private(tmp_path / "operator.token") == "s3cret"
+
+
+def test_a_link_to_a_file_of_another_user_is_not_read(tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.write_text("token")
+    os.chown(theirs, NOBODY, NOBODY)
+    (tmp_path / "operator.token").symlink_to(theirs)
+    with pytest.raises(StateDirError, match="belongs to uid 65534"):
         read_private(tmp_path / "operator.token")
 
 
