@@ -8,6 +8,7 @@ are not plain HTTP bring their own `Classifier` with the same contract.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import email.utils
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,9 @@ Classifier = Callable[[Any, BaseException | None], Outcome]
 
 FAULT_EXTENSION = "breakerdeck.fault"
 
+#: The longest Retry-After read as given; a longer one (or an unreadably large one) is this.
+RETRY_AFTER_LIMIT_SECONDS = 86_400.0
+
 
 @dataclass(frozen=True, slots=True)
 class Attempt:
@@ -37,19 +41,37 @@ class Attempt:
 
 
 def parse_retry_after(value: str | None, now_wall: float) -> float | None:
-    """Seconds to wait from a Retry-After header; None when absent or unreadable."""
+    """Seconds to wait from a Retry-After header; None when absent or unreadable.
+
+    The number comes from outside, so it is read with bounds: a date in the past is 0, and
+    anything beyond a day (hundreds of digits, a date in the year 9999) is a day, longer than
+    any deadline, so it is still a counted `rate_limited` whose cooldown the policy caps.
+    """
     if value is None:
         return None
     text = value.strip()
     if text.isascii() and text.isdigit():
-        return float(text)
+        return _bounded(float(text))  # hundreds of digits read as inf, never an OverflowError
+    when = _http_date(text)
+    if when is None:
+        return None
+    return _bounded(when.timestamp() - now_wall)
+
+
+def _http_date(text: str) -> datetime.datetime | None:
+    """Any of HTTP's three date forms (RFC 9110 section 5.6.7): IMF-fixdate, RFC 850, asctime.
+
+    HTTP dates are always UTC, so a form that names no zone (asctime) is read as UTC.
+    """
     try:
         when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if when is None or when.tzinfo is None:
-        return None
-    return max(0.0, when.timestamp() - now_wall)
+    return when if when.tzinfo is not None else when.replace(tzinfo=datetime.UTC)
+
+
+def _bounded(seconds: float) -> float:
+    return min(max(seconds, 0.0), RETRY_AFTER_LIMIT_SECONDS)
 
 
 def fault_of(request: httpx.Request | None, fallback: str) -> str:

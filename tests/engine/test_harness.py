@@ -1,6 +1,9 @@
 """The harness under the `tool` policy, counted at the fake platform's wire."""
 
 import asyncio
+from datetime import UTC, datetime
+
+import pytest
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.engine import Engine
@@ -236,3 +239,57 @@ async def test_idempotency_keys_carry_the_process_instance(harness, platform: Fa
 
 def test_each_engine_has_its_own_instance():
     assert Engine(ToolPolicy()).instance != Engine(ToolPolicy()).instance
+
+
+def completed_lines(engine: Engine) -> list:
+    lines: list = []
+    engine.subscribe(lambda e: lines.append(e) if e.type == ev.CALL_COMPLETED else None)
+    return lines
+
+
+async def test_a_retry_after_of_hundreds_of_digits_is_counted_as_a_day(harness, platform):
+    """Read as given it overflowed a float and raised out of call_tool before the line."""
+    lines = completed_lines(harness.engine)
+    platform.set_fault(Fault.http(429, retry_after="9" * 310))
+    result = await harness.call_tool("ava", "charge")
+    assert result["status"] == "tool_error" and result["retry_after_ms"] == 86_400_000
+    (line,) = lines
+    assert line.fields["counted"] and line.fields["retry_after_seconds"] == 86_400
+
+
+async def test_a_forty_digit_retry_after_reaches_the_model_as_a_day(harness, platform):
+    platform.set_fault(Fault.http(429, retry_after="1" + "0" * 39))
+    result = await harness.call_tool("ava", "charge")
+    assert result["retry_after_ms"] == 86_400_000
+
+
+async def test_three_day_long_retry_afters_open_for_the_policy_cap(harness, platform):
+    platform.set_fault(Fault.http(429, retry_after="9" * 400))
+    for _ in range(3):
+        await harness.call_tool("ava", "charge")
+    view = harness.engine.view("payments@default")
+    assert view.state == "open" and view.cooldown == 900
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        "%a, %d %b %Y %H:%M:%S GMT",  # IMF-fixdate (RFC 1123)
+        "%A, %d-%b-%y %H:%M:%S GMT",  # RFC 850
+        "%a %b %e %H:%M:%S %Y",  # asctime: no zone, and HTTP dates are UTC
+    ],
+    ids=["imf_fixdate", "rfc850", "asctime"],
+)
+async def test_each_http_date_form_is_read_as_seconds_from_now(harness, platform, form):
+    in_two_minutes = datetime.fromtimestamp(harness.engine.clock.wall() + 120, UTC)
+    platform.set_fault(Fault.http(429, retry_after=in_two_minutes.strftime(form)))
+    result = await harness.call_tool("ava", "charge")
+    assert result["status"] == "tool_error" and result["retry_after_ms"] == 120_000
+
+
+async def test_a_retry_after_date_in_the_past_is_retried_at_once_uncounted(harness, platform):
+    platform.set_fault(Fault.http(429, retry_after="Sun Nov  6 08:49:37 1994"))
+    start = asyncio.get_running_loop().time()
+    result = await harness.call_tool("ava", "charge")
+    assert result == {"status": "rate_limited", "tool": "charge", "retry_after_ms": 0}
+    assert platform.requests == 2 and asyncio.get_running_loop().time() == start
