@@ -24,7 +24,7 @@ from breakerdeck.engine.classify import (
 )
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.errors import VaultUnavailable
-from breakerdeck.engine.harness import Refusal
+from breakerdeck.engine.harness import Body, Refusal, json_body, json_headers
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.results import GatewayResponse
@@ -94,7 +94,8 @@ class Gateway:
             tool=tool or platform,
             deadline_seconds=self.policy.deadline_seconds,
         )
-        refusal = self.authorize(agent, platform, json) if self.authorize else None
+        body = json_body(json)
+        refusal = self._precheck(agent, platform, json, body)
         if refusal is not None:
             response = _refusal_response(refusal)
             outcome = Outcome(refusal.cls, detail=refusal.reason)
@@ -103,8 +104,9 @@ class Gateway:
         admission = self.engine.admit(call, self.policy.probe_lease())
         if not admission.allowed:
             return results.agent_halted(admission)
+        assert not isinstance(body, Refusal)
         exchange = _Exchange()
-        outcome, response = await self._exchange(call, exchange, method, path, json)
+        outcome, response = await self._exchange(call, exchange, method, path, body)
         self.engine.complete(
             call,
             outcome,
@@ -115,8 +117,15 @@ class Gateway:
         )
         return response
 
+    def _precheck(self, agent: str, platform: str, json: Any, body: Body) -> Refusal | None:
+        """The hook's verdict, then the body: both before the breaker, so neither takes a slot."""
+        refusal = self.authorize(agent, platform, json) if self.authorize else None
+        if refusal is None and isinstance(body, Refusal):
+            return body
+        return refusal
+
     async def _exchange(
-        self, call: Call, exchange: _Exchange, method: str, path: str, json: Any
+        self, call: Call, exchange: _Exchange, method: str, path: str, content: bytes | None
     ) -> tuple[Outcome, GatewayResponse]:
         platform = call.platform
         try:
@@ -124,7 +133,7 @@ class Gateway:
         except VaultUnavailable as error:
             exchange.fault = "vault_down"
             return _upstream(platform, f"the credential vault is unreachable: {error}")
-        sent = await self._send(call, exchange, method, path, json, token)
+        sent = await self._send(call, exchange, method, path, content, token)
         if isinstance(sent, BaseException):
             return _upstream(platform, describe_error(sent, self.policy.deadline_seconds))
         if sent.status_code not in _AUTH_REJECTED:
@@ -134,7 +143,7 @@ class Gateway:
             exchange.refresh = "failed"
             return _auth_failure(platform, "failed")
         exchange.refresh = "ok"
-        retried = await self._send(call, exchange, method, path, json, refreshed)
+        retried = await self._send(call, exchange, method, path, content, refreshed)
         if isinstance(retried, BaseException):
             return _upstream(platform, describe_error(retried, self.policy.deadline_seconds))
         if retried.status_code in _AUTH_REJECTED:
@@ -142,14 +151,21 @@ class Gateway:
         return _relayed(retried)
 
     async def _send(
-        self, call: Call, exchange: _Exchange, method: str, path: str, json: Any, token: str
+        self,
+        call: Call,
+        exchange: _Exchange,
+        method: str,
+        path: str,
+        content: bytes | None,
+        token: str,
     ) -> httpx.Response | BaseException:
         client = self.clients[call.platform]
         request = client.build_request(
             method,
             path,
-            json=json,
+            content=content,
             headers={
+                **json_headers(content),
                 "Idempotency-Key": self.engine.idempotency_key(call.call_id),
                 "Authorization": f"Bearer {token}",
             },

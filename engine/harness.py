@@ -8,6 +8,7 @@ act on (`engine.results`).
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +41,9 @@ class Refusal:
 
 #: Decides, before anything is sent, whether this agent may make this call at all.
 Authorizer = Callable[[str, "Tool", Any], Refusal | None]
+
+#: A call's JSON body: encoded once, before admission; a `Refusal` when it cannot be.
+Body = bytes | Refusal | None
 
 
 @dataclass(frozen=True)
@@ -101,12 +105,16 @@ class Harness:
         if tool is None:
             known = ", ".join(sorted(self._tools)) or "none"
             return results.invalid_request(name, f"no tool named {name!r}; known tools: {known}")
-        entered = self._enter(agent, tool, args, credential)
+        body = json_body(args) if tool.function is None else None
+        entered = self._enter(agent, tool, args, credential, body)
         if not isinstance(entered, Call):
             return entered
-        return await self._run_budget(tool, entered, args, credential)
+        assert not isinstance(body, Refusal)
+        return await self._run_budget(tool, entered, args, body, credential)
 
-    def _enter(self, agent: str, tool: Tool, args: Any, credential: str) -> Call | ToolResult:
+    def _enter(
+        self, agent: str, tool: Tool, args: Any, credential: str, body: Body = None
+    ) -> Call | ToolResult:
         """The checks before any request: refusals, then the breaker's admission."""
         key = self.engine.key_for(agent, tool.backend, credential)
         call = self.engine.new_call(
@@ -116,7 +124,7 @@ class Harness:
             tool=tool.name,
             deadline_seconds=tool.deadline_seconds,
         )
-        refusal = self._precheck(agent, tool, args, key)
+        refusal = self._precheck(agent, tool, args, key, body)
         if refusal is not None:
             outcome = Outcome(refusal.cls, detail=refusal.reason)
             result = _result_for(tool, outcome, None, 0, credential)
@@ -127,7 +135,7 @@ class Harness:
             return results.denied(tool.name, admission, self._open_reason(key), tool.alternatives)
         return call
 
-    def _precheck(self, agent: str, tool: Tool, args: Any, key: str) -> Refusal | None:
+    def _precheck(self, agent: str, tool: Tool, args: Any, key: str, body: Body) -> Refusal | None:
         if tool.args_schema is not None:
             try:
                 tool.args_schema.model_validate(args)
@@ -137,6 +145,8 @@ class Harness:
                     for e in error.errors()
                 )
                 return Refusal(OutcomeClass.CALLER_ERROR, f"arguments rejected: {fix}")
+        if isinstance(body, Refusal):
+            return body
         if self.authorize is not None:
             refusal = self.authorize(agent, tool, args)
             if refusal is not None:
@@ -145,7 +155,9 @@ class Harness:
             return Refusal(OutcomeClass.CREDENTIAL_REVOKED, "credential revoked")
         return None
 
-    async def _run_budget(self, tool: Tool, call: Call, args: Any, credential: str) -> ToolResult:
+    async def _run_budget(
+        self, tool: Tool, call: Call, args: Any, content: bytes | None, credential: str
+    ) -> ToolResult:
         attempt: Attempt | None = None
         for number in range(tool.attempts):
             if number:
@@ -153,7 +165,7 @@ class Harness:
                 if not self.engine.may_retry(call):
                     return self._stopped_by_recheck(tool, call, attempt)
             call.attempts += 1
-            attempt = await self._attempt(tool, call, args, credential)
+            attempt = await self._attempt(tool, call, args, content, credential)
             if not attempt.retry:
                 break
         assert attempt is not None
@@ -166,15 +178,18 @@ class Harness:
             return attempt.wait
         return tool.backoff_seconds
 
-    async def _attempt(self, tool: Tool, call: Call, args: Any, credential: str) -> Attempt:
+    async def _attempt(
+        self, tool: Tool, call: Call, args: Any, content: bytes | None, credential: str
+    ) -> Attempt:
         if tool.function is not None:
             return await self._function_attempt(tool, args)
         client = self.clients[tool.backend]
         request = client.build_request(
             tool.method,
             tool.path,
-            json=args,
+            content=content,
             headers={
+                **json_headers(content),
                 "Idempotency-Key": self.engine.idempotency_key(call.call_id),
                 "Authorization": f"Bearer {credential}",
             },
@@ -271,6 +286,27 @@ class Harness:
             return guarded
 
         return decorate
+
+
+def json_body(args: Any) -> Body:
+    """The arguments as every attempt will send them, encoded before the breaker is asked.
+
+    Encoding is where a datetime, a NaN, a cycle or absurd nesting fails; found after admission
+    it raised out of the call holding the probe slot, which then expired as a counted failure
+    against a healthy backend. Found here it is the caller's to fix, like an argument schema.
+    The form is httpx's own `json=` encoding: compact UTF-8, no NaN.
+    """
+    if args is None:
+        return None
+    try:
+        text = json.dumps(args, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as error:
+        return Refusal(OutcomeClass.CALLER_ERROR, f"arguments cannot be sent as JSON: {error}")
+    return text.encode()
+
+
+def json_headers(content: bytes | None) -> dict[str, str]:
+    return {} if content is None else {"Content-Type": "application/json"}
 
 
 def _sync_attempt(tool: Tool, function: Callable[..., Any], args: Any, kwargs: Any) -> Attempt:

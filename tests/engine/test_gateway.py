@@ -1,6 +1,7 @@
 """The `agent` policy through the gateway: statuses, bodies and counting, at the fake wire."""
 
 import asyncio
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -634,4 +635,33 @@ async def test_fifty_concurrent_calls_in_half_open_admit_exactly_one(gateway, pl
     assert statuses == [200] + [403] * 49
     assert {r.body["reason"] for r in responses if r.status == 403} == {"probe_in_flight"}
     assert platform.requests == 6
+    assert engine.view(AGENT).state == "closed"
+
+
+# -- bodies that cannot be sent, vaults that never answer -----------------------------------
+
+WHEN = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+async def test_a_body_that_cannot_be_sent_as_json_is_a_400_before_the_breaker(
+    gateway, platform, vault, engine, lines
+):
+    response = await gateway.call(AGENT, "payments", path="/charges", json={"when": WHEN})
+    assert response.status == 400
+    assert response.body["error"] == "invalid_request"
+    assert "cannot be sent as JSON" in response.body["message"]
+    assert (platform.requests, vault.fetches) == (0, 0)
+    (line,) = of_type(lines, ev.CALL_COMPLETED)
+    assert (line.fields["attempts"], line.fields["fault"]) == (0, "none")
+    assert line.fields["admitted_as"] is None and not line.fields["counted"]
+    assert line.fields["agent_status"] == 400
+
+
+async def test_a_body_that_cannot_be_sent_never_takes_the_probe_slot(gateway, platform, engine):
+    await trip_upstream(gateway, platform)
+    await asyncio.sleep(300)
+    platform.set_fault(OK)
+    response = await gateway.call(AGENT, "payments", json={"amount": float("nan")})
+    assert response.status == 400
+    assert (await call(gateway)).status == 200
     assert engine.view(AGENT).state == "closed"

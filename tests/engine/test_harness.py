@@ -293,3 +293,36 @@ async def test_a_retry_after_date_in_the_past_is_retried_at_once_uncounted(harne
     result = await harness.call_tool("ava", "charge")
     assert result == {"status": "rate_limited", "tool": "charge", "retry_after_ms": 0}
     assert platform.requests == 2 and asyncio.get_running_loop().time() == start
+
+
+UNENCODABLE = {
+    "datetime": {"when": datetime(2026, 1, 1, tzinfo=UTC)},
+    "nan": {"amount": float("nan")},
+    "bytes": {"receipt": b"\x00"},
+}
+
+
+@pytest.mark.parametrize("args", UNENCODABLE.values(), ids=UNENCODABLE.keys())
+async def test_arguments_that_cannot_be_sent_as_json_are_an_invalid_request(
+    harness, platform, args
+):
+    lines = completed_lines(harness.engine)
+    result = await harness.call_tool("ava", "charge", args)
+    assert result["status"] == "invalid_request"
+    assert "cannot be sent as JSON" in result["error"]
+    assert platform.requests == 0
+    (line,) = lines
+    assert (line.fields["attempts"], line.fields["fault"]) == (0, "none")
+    assert line.fields["admitted_as"] is None and not line.fields["counted"]
+
+
+async def test_arguments_that_cannot_be_sent_never_take_the_probe_slot(harness, platform):
+    platform.set_fault(REFUSED)
+    for _ in range(3):
+        await harness.call_tool("ava", "charge")
+    platform.set_fault(Fault(FaultKind.OK))
+    await asyncio.sleep(30)
+    refused = await harness.call_tool("ava", "charge", UNENCODABLE["datetime"])
+    assert refused["status"] == "invalid_request"
+    assert (await harness.call_tool("ava", "charge", {"amount": 5}))["status"] == "ok"
+    assert harness.engine.view("payments@default").state == "closed"
