@@ -68,6 +68,11 @@ class Gateway:
         self.vault = vault
         self.authorize = authorize
 
+    @property
+    def probe_lease(self) -> float:
+        """The vault's deadline, then the policy's lease: the attempt, the refresh, the retry."""
+        return self.policy.deadline_seconds + self.policy.probe_lease()
+
     async def call(
         self,
         agent: str,
@@ -101,7 +106,7 @@ class Gateway:
             outcome = Outcome(refusal.cls, detail=refusal.reason)
             self.engine.refuse(call, outcome, agent_status=response.status)
             return response
-        admission = self.engine.admit(call, self.policy.probe_lease())
+        admission = self.engine.admit(call, self.probe_lease)
         if not admission.allowed:
             return results.agent_halted(admission)
         assert not isinstance(body, Refusal)
@@ -129,7 +134,7 @@ class Gateway:
     ) -> tuple[Outcome, GatewayResponse]:
         platform = call.platform
         try:
-            token = await self.vault.fetch(call.agent, platform)
+            token = await self._credential(call)
         except VaultUnavailable as error:
             exchange.fault = "vault_down"
             return _upstream(platform, f"the credential vault is unreachable: {error}")
@@ -149,6 +154,16 @@ class Gateway:
         if retried.status_code in _AUTH_REJECTED:
             return _auth_failure(platform, "succeeded but the new token was rejected too")
         return _relayed(retried)
+
+    async def _credential(self, call: Call) -> str:
+        """The stored credential, under the policy's deadline: a vault that hangs is
+        unavailable (an upstream failure), never a call that holds the probe slot forever."""
+        deadline = self.policy.deadline_seconds
+        try:
+            async with asyncio.timeout(deadline):
+                return await self.vault.fetch(call.agent, call.platform)
+        except TimeoutError:
+            raise VaultUnavailable(f"no answer within {deadline:g} s") from None
 
     async def _send(
         self,

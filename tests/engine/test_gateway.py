@@ -665,3 +665,62 @@ async def test_a_body_that_cannot_be_sent_never_takes_the_probe_slot(gateway, pl
     assert response.status == 400
     assert (await call(gateway)).status == 200
     assert engine.view(AGENT).state == "closed"
+
+
+class SlowVault(FakeVault):
+    """A vault that answers after `delay` simulated seconds (a hung one: far beyond any
+    deadline)."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+
+    async def fetch(self, agent: str, platform: str) -> str:
+        await asyncio.sleep(self.delay)
+        return await super().fetch(agent, platform)
+
+
+class SlowExpiredToken(ExpiredToken):
+    """Every request, the refresh too, takes `delay` simulated seconds."""
+
+    def __init__(self, name: str, delay: float) -> None:
+        super().__init__(name)
+        self.delay = delay
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(self.delay)
+        return await super().handle_async_request(request)
+
+
+async def test_a_vault_that_never_answers_is_a_counted_upstream_failure_at_the_deadline(
+    engine, platform, lines
+):
+    gateway = Gateway(engine, {"payments": client(platform)}, SlowVault(10**6))
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    response = await call(gateway)
+    assert response.status == 502 and "vault" in response.body["message"]
+    assert loop.time() - start == 30
+    assert platform.requests == 0
+    (line,) = of_type(lines, ev.CALL_COMPLETED)
+    assert line.fields["fault"] == "vault_down" and line.fields["counted"] is True
+
+
+async def test_a_probe_lease_covers_the_vault_both_attempts_and_the_refresh(engine, lines):
+    """Each of the four steps takes 29 s: 116 s in all, well within what the probe may use."""
+    payments = SlowExpiredToken("payments", delay=0)
+    vault = SlowVault(0)
+    gateway = Gateway(engine, {"payments": client(payments)}, vault)
+    await trip_upstream(gateway, payments)
+    await asyncio.sleep(300)
+    payments.set_fault(OK)
+    payments.credential_valid = False
+    payments.delay = vault.delay = 29
+
+    response = await call(gateway)
+
+    assert response.status == 200
+    probe = of_type(lines, ev.CALL_COMPLETED)[-1]
+    assert probe.fields["probe"] is True and probe.fields["refresh"] == "ok"
+    assert "expired" not in [e.fields["fault"] for e in of_type(lines, ev.CALL_COMPLETED)]
+    assert engine.view(AGENT).state == "closed"
