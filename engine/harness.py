@@ -257,35 +257,45 @@ class Harness:
         )
 
     def guard(
-        self, name: str, *, sleep: Callable[[float], None] = time.sleep
+        self, tool: str | Tool, *, sleep: Callable[[float], None] = time.sleep
     ) -> Callable[[Callable[..., Any]], Callable[..., ToolResult]]:
-        """Wrap a plain synchronous function in the tool's breaker and retry budget."""
-        tool = self._tools[name]
+        """Wrap a plain synchronous function in a tool's breaker and retry budget.
+
+        The function is the tool's work, so it needs no registration of its own: `tool` is a
+        registered tool's name (its backend, budget and classifier apply), a `Tool` giving the
+        settings, or any other name, which guards with the defaults and the name as backend.
+        """
+        settings = self._guarded_tool(tool)
 
         def decorate(function: Callable[..., Any]) -> Callable[..., ToolResult]:
             def guarded(
                 *args: Any, agent: str = "local", credential: str = "default", **kwargs: Any
             ) -> ToolResult:
-                entered = self._enter(agent, tool, kwargs, credential)
+                entered = self._enter(agent, settings, kwargs, credential)
                 if not isinstance(entered, Call):
                     return entered
                 call = entered
                 attempt: Attempt | None = None
-                for number in range(tool.attempts):
+                for number in range(settings.attempts):
                     if number:
-                        sleep(self._wait_before_retry(tool, call, attempt))
+                        sleep(self._wait_before_retry(settings, call, attempt))
                         if not self.engine.may_retry(call):
-                            return self._stopped_by_recheck(tool, call, attempt)
+                            return self._stopped_by_recheck(settings, call, attempt)
                     call.attempts += 1
-                    attempt = _sync_attempt(tool, function, args, kwargs)
+                    attempt = _sync_attempt(settings, function, args, kwargs)
                     if not attempt.retry:
                         break
                 assert attempt is not None
-                return self._finish(tool, call, attempt, credential)
+                return self._finish(settings, call, attempt, credential)
 
             return guarded
 
         return decorate
+
+    def _guarded_tool(self, tool: str | Tool) -> Tool:
+        if isinstance(tool, Tool):
+            return tool
+        return self._tools.get(tool) or Tool(tool, backend=tool)
 
 
 def json_body(args: Any) -> Body:

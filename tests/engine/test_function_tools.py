@@ -105,3 +105,36 @@ def test_the_sync_guard_uses_the_same_classifier(tool_engine):
         assert guarded("ada")["status"] == "tool_error"
     assert guarded("ada")["status"] == "circuit_open"
     assert len(invocations) == 6
+
+
+def test_the_guard_wraps_a_function_no_tool_was_registered_for(tool_engine):
+    harness = Harness(tool_engine)
+    invocations = []
+
+    def lookup(name: str) -> dict:
+        invocations.append(name)
+        raise SdkConnectionError("crm unreachable")
+
+    guarded = harness.guard("lookup", sleep=lambda seconds: None)(lookup)
+    for _ in range(3):
+        assert guarded("ada")["status"] == "tool_error"
+    assert guarded("ada")["status"] == "circuit_open"
+    assert len(invocations) == 6
+    assert tool_engine.view("lookup@default").state == "open"
+
+
+def test_the_guard_takes_its_backend_budget_and_classifier_from_a_tool(tool_engine):
+    harness = Harness(tool_engine)
+    sdk_error: list[Exception] = [SdkBadRequest("name is required")]
+
+    def lookup() -> dict:
+        raise sdk_error[0]
+
+    tool = Tool("lookup", backend="crm-sdk", attempts=1, classifier=crm_classifier)
+    guarded = harness.guard(tool, sleep=lambda seconds: None)(lookup)
+    assert guarded()["status"] == "invalid_request"
+    sdk_error[0] = SdkConnectionError("crm unreachable")
+    for _ in range(3):
+        assert guarded()["attempts"] == 1
+    assert tool_engine.view("crm-sdk@default").state == "open"
+    assert "lookup" not in harness.tools
