@@ -27,7 +27,10 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
+from breakerdeck.engine import statedir
+from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.feed import protocol as p
+from breakerdeck.engine.text import printable
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +79,20 @@ class ConnectionLost:
 
 
 def read_token(path: str | Path) -> str:
-    """A token file's content, surrounding whitespace stripped; empty files are refused."""
-    token = Path(path).expanduser().read_text(encoding="utf-8").strip()
+    """A token file's content, surrounding whitespace stripped.
+
+    The file is read as the state dir's private files are (engine.statedir.read_private): a
+    symlink is not followed, and a file owned by another user or writable by others is
+    refused, since whoever could plant or change it would choose the token we present. Every
+    refusal is a `FeedError` naming the file, as an empty file is.
+    """
+    where = Path(path).expanduser()
+    try:
+        token = statedir.read_private(where).strip()
+    except StateDirError as error:
+        raise FeedError(f"cannot use token file: {error}") from None
     if not token:
-        raise FeedError(f"token file {path} is empty")
+        raise FeedError(f"token file {where} is empty")
     return token
 
 
@@ -102,7 +115,10 @@ def _translate(error: BaseException, url: str) -> FeedError:
         status = error.response.status_code
         if status in (401, 403):
             return FeedRefused(f"{url} refused the token (HTTP {status})")
-        return FeedUnreachable(f"{url} answered HTTP {status}, not a websocket")
+        said = _body(error.response.body)
+        if status == 503:
+            return FeedUnreachable(f"{url} is busy (HTTP 503){said}")
+        return FeedUnreachable(f"{url} answered HTTP {status}, not a websocket{said}")
     if isinstance(error, InvalidURI):
         return FeedError(f"not a websocket URL: {url} (expected ws://host:port)")
     if isinstance(error, TimeoutError | asyncio.TimeoutError):
@@ -112,6 +128,12 @@ def _translate(error: BaseException, url: str) -> FeedError:
     if isinstance(error, OSError | InvalidHandshake | EOFError):
         return FeedUnreachable(f"cannot reach {url}: {error}")
     return FeedUnreachable(f"{url}: {error}")
+
+
+def _body(body: bytes | bytearray | None) -> str:
+    """What a refusing server said, short and escaped (it is shown on a terminal)."""
+    text = (body or b"").decode("utf-8", "replace").strip()
+    return f": {printable(text[:200])}" if text else ""
 
 
 class FeedClient:

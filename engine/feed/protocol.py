@@ -44,6 +44,12 @@ INTERNAL = "internal"  # the engine failed; nothing was changed by the feed
 
 RequestId = StrictStr | StrictInt
 
+#: Bounds on what an operator's request may carry (characters). Every console shows the actor
+#: and reason, and the audit log keeps them: long enough for a name and a sentence or two.
+MAX_KEY_CHARS = 1024
+MAX_ACTOR_CHARS = 200
+MAX_REASON_CHARS = 500
+
 
 class ProtocolError(Exception):
     """A message that cannot be accepted; `code` and `message` go into an `error` frame."""
@@ -178,12 +184,12 @@ _SERVER_TYPES = frozenset({"snapshot", "event", "events", "ack", "error"})
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    key: StrictStr = Field(min_length=1, max_length=1024)
+    key: StrictStr = Field(min_length=1, max_length=MAX_KEY_CHARS)
     request_id: RequestId
-    reason: StrictStr = Field(default="", max_length=2000)
+    reason: StrictStr = Field(default="", max_length=MAX_REASON_CHARS)
     version: Literal[1] = PROTOCOL_VERSION
     #: Who is asking, as the operator typed it (unverified: the token is what is checked).
-    actor: StrictStr | None = Field(default=None, min_length=1, max_length=100)
+    actor: StrictStr | None = Field(default=None, min_length=1, max_length=MAX_ACTOR_CHARS)
 
 
 class ResetRequest(_Request):
@@ -207,6 +213,11 @@ def _load_object(raw: str | bytes) -> dict[str, Any]:
         value = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ProtocolError(BAD_JSON, f"not valid JSON: {error}") from None
+    except RecursionError:
+        # The stdlib parser recurses once per level; no message of this protocol nests deeply.
+        raise ProtocolError(
+            BAD_JSON, "JSON nested too deeply to read; this protocol's messages are flat objects"
+        ) from None
     if not isinstance(value, dict):
         raise ProtocolError(BAD_JSON, f"expected a JSON object, got {type(value).__name__}")
     return value

@@ -29,6 +29,19 @@ How it moves data (docs/feed.md has the protocol):
   queued before it are trimmed to events after its `seq`, so nothing is sent twice.
 - Requests (`reset`, `mark_fixed`) need the operator token. Answers go ahead of queued event
   frames and are never dropped.
+
+How it holds up against clients that misbehave (`FeedLimits` has the numbers):
+
+- At most `max_connections` connections at once; the next is refused at the handshake with
+  HTTP 503, so idle clients cannot use up the process's file descriptors.
+- A peer that takes none of the bytes waiting for it for `send_timeout` seconds is not reading:
+  its connection is aborted. The websocket keepalive cannot see such a peer (websockets queues
+  its ping behind the unsent frames), and it ends the quiet ones that stop answering pings.
+- Repeats of the same log line or traceback are logged once per `repeat_log_seconds` with a
+  count (engine.feed.repeats), on this module's logger, websockets' and asyncio's (whose
+  accept loop logs a traceback per attempt once the process is out of file descriptors).
+- Text from clients (keys, actors, reasons, error details) reaches the log only through
+  `printable`, so it cannot forge a line or drive the terminal that shows it.
 """
 
 from __future__ import annotations
@@ -48,13 +61,16 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
+from websockets.protocol import State
 
 from breakerdeck.engine.bus import Missed, Subscription
 from breakerdeck.engine.engine import BreakerView, Engine
 from breakerdeck.engine.errors import UnknownKey
 from breakerdeck.engine.events import iso_utc, record
 from breakerdeck.engine.feed import protocol as p
+from breakerdeck.engine.feed.repeats import RepeatFilter
 from breakerdeck.engine.policy import AgentPolicy
+from breakerdeck.engine.text import printable
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +89,40 @@ PUMP_BUFFER_EVENTS = 100_000
 PUMP_LINGER_SECONDS = 0.002
 #: Answers a connection may have waiting before the server stops reading its requests.
 MAX_PENDING_ANSWERS = 64
+#: Seconds a client refused at the connection cap is asked to wait (the Retry-After header).
+BUSY_RETRY_AFTER_SECONDS = 5
+#: The loggers whose repeats the feed collapses while it serves (see the module docstring).
+_QUIETED_LOGGERS = (__name__, "websockets.server", "asyncio")
+
+
+@dataclass(frozen=True, slots=True)
+class FeedLimits:
+    """What one feed allows its clients; the defaults suit a handful of consoles per engine.
+
+    Keep `max_connections` well under the process's file descriptor limit (`ulimit -n`,
+    often 1024): the engine's state dir and the service need descriptors too.
+    """
+
+    #: Open connections at once; one more is refused at the handshake with HTTP 503.
+    max_connections: int = 256
+    #: Seconds between keepalive pings, and to wait for each pong (None: no keepalive).
+    ping_interval: float | None = 20.0
+    ping_timeout: float | None = 20.0
+    #: Seconds a peer may take none of the bytes queued for it before it is disconnected.
+    send_timeout: float = 20.0
+    #: Bytes queued in a connection's socket buffer before sending waits (websockets').
+    write_limit: int = 32 * 1024
+    #: Seconds to complete the opening handshake, and the closing one (websockets').
+    open_timeout: float = 10.0
+    close_timeout: float = 10.0
+    #: The same log line is written at most once per this many seconds (with a count).
+    repeat_log_seconds: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+        if not self.send_timeout > 0:
+            raise ValueError("send_timeout must be a positive number of seconds")
 
 
 @dataclass(eq=False)
@@ -87,6 +137,8 @@ class _Client:
     after_seq: int = -1
     snapshots: int = 0
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    #: The timer that checks a blocked send is making progress (see FeedServer._send).
+    watchdog: asyncio.TimerHandle | None = None
     #: Set while the answer queue has room; reading requests waits for it.
     room: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -128,6 +180,7 @@ class FeedServer:
         max_message_bytes: int,
         client_buffer_bytes: int,
         max_batch: int,
+        limits: FeedLimits,
     ) -> None:
         for name, token in (("viewer_token", viewer_token), ("operator_token", operator_token)):
             if not isinstance(token, str) or not token.strip():
@@ -141,6 +194,7 @@ class FeedServer:
         self.max_message_bytes = max_message_bytes
         self.client_buffer_bytes = client_buffer_bytes
         self.max_batch = max(1, max_batch)
+        self.limits = limits
         self._tokens = ((viewer_token.encode(), VIEWER), (operator_token.encode(), OPERATOR))
         self._roles: WeakKeyDictionary[ServerConnection, str] = WeakKeyDictionary()
         self._clients: set[_Client] = set()
@@ -149,6 +203,10 @@ class FeedServer:
         self._subscription: Subscription | None = None
         self.frames_sent = 0
         self.snapshots_sent = 0
+        #: Connections refused at the cap, and aborted for not reading.
+        self.refused_busy = 0
+        self.dropped_stalled = 0
+        self._repeats = RepeatFilter(limits.repeat_log_seconds)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -158,6 +216,9 @@ class FeedServer:
         self._subscription = Subscription(loop, PUMP_BUFFER_EVENTS, lambda: unsubscribe[0]())
         unsubscribe.append(self.engine.subscribe(self._subscription.offer))
         self._pump = asyncio.create_task(self._run_pump(), name="feed-pump")
+        for name in _QUIETED_LOGGERS:
+            logging.getLogger(name).addFilter(self._repeats)
+        limits = self.limits
         self._server = await serve(
             self._handle,
             self.host,
@@ -168,9 +229,21 @@ class FeedServer:
             # cost a deflate per client per frame.
             compression=None,
             server_header=None,
+            ping_interval=limits.ping_interval,
+            ping_timeout=limits.ping_timeout,
+            write_limit=limits.write_limit,
+            open_timeout=limits.open_timeout,
+            close_timeout=limits.close_timeout,
         )
 
     async def stop(self) -> None:
+        try:
+            await self._stop()
+        finally:
+            for name in _QUIETED_LOGGERS:
+                logging.getLogger(name).removeFilter(self._repeats)
+
+    async def _stop(self) -> None:
         if self._subscription is not None:
             self._subscription.close()
         if self._server is not None:
@@ -199,6 +272,12 @@ class FeedServer:
     # -- the handshake ---------------------------------------------------------------------
 
     def _authenticate(self, connection: ServerConnection, request: Request) -> Response | None:
+        if len(request.headers.get_all("Authorization")) > 1:
+            return connection.respond(
+                HTTPStatus.BAD_REQUEST,
+                "More than one Authorization header: send exactly one, "
+                "'Authorization: Bearer <viewer or operator token>'.\n",
+            )
         role = self._role_for(request.headers)
         if role is None:
             response = connection.respond(
@@ -208,8 +287,28 @@ class FeedServer:
             )
             response.headers["WWW-Authenticate"] = 'Bearer realm="breakerdeck"'
             return response
+        if self._connections() >= self.limits.max_connections:
+            return self._busy(connection)
         self._roles[connection] = role
         return None
+
+    def _connections(self) -> int:
+        """Open connections plus those admitted whose handshake is still finishing (a
+        handshake that failed leaves a closed connection here until it is collected)."""
+        admitted = sum(1 for conn in self._roles if conn.state is not State.CLOSED)
+        return len(self._clients) + admitted
+
+    def _busy(self, connection: ServerConnection) -> Response:
+        self.refused_busy += 1
+        cap = self.limits.max_connections
+        log.warning("feed: at its cap of %d connections; refusing new ones", cap)
+        response = connection.respond(
+            HTTPStatus.SERVICE_UNAVAILABLE,
+            f"This feed serves at most {cap} connections at once and has that many: "
+            f"try again later.\n",
+        )
+        response.headers["Retry-After"] = str(BUSY_RETRY_AFTER_SECONDS)
+        return response
 
     def _role_for(self, headers: Headers) -> str | None:
         value = headers.get("Authorization", "")
@@ -250,11 +349,10 @@ class FeedServer:
             log.info("feed: %s disconnected (%s)", peer, ws.close_code)
 
     async def _send_loop(self, client: _Client) -> None:
-        ws = client.ws
         try:
             while True:
                 if client.answers and client.snapshots:
-                    await ws.send(client.answers.popleft(), text=True)
+                    await self._send(client, client.answers.popleft())
                     if len(client.answers) < MAX_PENDING_ANSWERS:
                         client.room.set()
                 elif client.needs_snapshot:
@@ -262,7 +360,7 @@ class FeedServer:
                     client.needs_snapshot = False
                     client.after_seq = seq
                     # Whatever got queued while this was pending is trimmed below.
-                    await ws.send(frame, text=True)
+                    await self._send(client, frame)
                     client.snapshots += 1
                     self.snapshots_sent += 1
                 elif client.frames:
@@ -274,13 +372,53 @@ class FeedServer:
                         later = [r for r in records if r["seq"] > client.after_seq]
                         frame = p.encode_events(later)
                     client.after_seq = last
-                    await ws.send(frame, text=True)
+                    await self._send(client, frame)
                     self.frames_sent += 1
                 else:
                     client.wake.clear()
                     await client.wake.wait()
         except ConnectionClosed:
             pass
+        finally:
+            if client.watchdog is not None:
+                client.watchdog.cancel()
+
+    async def _send(self, client: _Client, frame: bytes) -> None:
+        """Hand `frame` to the connection, under a watchdog.
+
+        websockets waits here while more than `write_limit` bytes are queued for the peer, and
+        would wait forever for one that never reads (even its close handshake and keepalive
+        ping queue behind those bytes). So a timer checks that the queue shrinks; when it has
+        not for `send_timeout` seconds the connection is aborted, which ends this wait.
+        """
+        transport = client.ws.transport
+        backlog = transport.get_write_buffer_size() + len(frame)
+        loop = asyncio.get_running_loop()
+        client.watchdog = loop.call_later(
+            self.limits.send_timeout, self._check_progress, client, backlog
+        )
+        try:
+            await client.ws.send(frame, text=True)
+        finally:
+            client.watchdog.cancel()
+            client.watchdog = None
+
+    def _check_progress(self, client: _Client, backlog: int) -> None:
+        transport = client.ws.transport
+        queued = transport.get_write_buffer_size()
+        if queued < backlog:  # slow, but reading: look again later
+            client.watchdog = asyncio.get_running_loop().call_later(
+                self.limits.send_timeout, self._check_progress, client, queued
+            )
+            return
+        self.dropped_stalled += 1
+        log.warning(
+            "feed: %s read nothing for %gs with %d bytes waiting; disconnected",
+            _peer(client.ws),
+            self.limits.send_timeout,
+            queued,
+        )
+        transport.abort()
 
     # -- requests --------------------------------------------------------------------------
 
@@ -288,7 +426,7 @@ class FeedServer:
         try:
             request = p.parse_client_message(raw)
         except p.ProtocolError as error:
-            log.info("feed: %s sent a bad message: %s", peer, error.message)
+            log.info("feed: %s sent a bad message: %s", peer, printable(error.message))
             return p.error_frame(error.code, error.message, error.request_id)
         rid = request.request_id
         if client.role != OPERATOR:
@@ -311,15 +449,24 @@ class FeedServer:
                 rid,
             )
         except Exception as error:  # the engine's failure must not end the connection
-            log.exception("feed: %s from %s failed", request.type, peer)
+            # The summary is escaped (an engine error may quote the key); the traceback, which
+            # would quote it raw, is for debugging only.
+            log.error(
+                "feed: %s on %s from %s failed: %s",
+                request.type,
+                printable(request.key),
+                peer,
+                printable(repr(error)),
+            )
+            log.debug("feed: %s failed", request.type, exc_info=error)
             return p.error_frame(p.INTERNAL, f"{request.type} failed: {error}", rid)
         log.warning(
-            "feed: %s on %r by %s from %s (reason: %s)",
+            "feed: %s on %s by %s from %s (reason: %s)",
             request.type,
-            request.key,
-            actor,
+            printable(request.key),
+            printable(actor),
             peer,
-            request.reason or "-",
+            printable(request.reason) or "-",
         )
         return p.encode(p.AckMessage(request_id=rid, seq=event.seq))
 
@@ -437,12 +584,14 @@ async def serve_feed(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     client_buffer_bytes: int = DEFAULT_CLIENT_BUFFER_BYTES,
     max_batch: int = DEFAULT_MAX_BATCH,
+    limits: FeedLimits | None = None,
 ) -> AsyncIterator[FeedServer]:
     """Serve `engine`'s feed on `host:port` (port 0 picks a free one) until the block exits.
 
     `source_name` labels this engine's breakers in every console (default `host:port`).
     `max_message_bytes` bounds what a client may send; a bigger message closes that
-    connection with code 1009. The engine may run on this loop or on another thread.
+    connection with code 1009. `limits` bounds connections, timeouts and repeated log lines
+    (`FeedLimits`' defaults when omitted). The engine may run on this loop or another thread.
     """
     feed = FeedServer(
         engine,
@@ -454,6 +603,7 @@ async def serve_feed(
         max_message_bytes=max_message_bytes,
         client_buffer_bytes=client_buffer_bytes,
         max_batch=max_batch,
+        limits=limits or FeedLimits(),
     )
     await feed.start()
     if not feed.source:
@@ -464,4 +614,4 @@ async def serve_feed(
         await feed.stop()
 
 
-__all__ = ["FeedServer", "serve_feed", "snapshot"]
+__all__ = ["FeedLimits", "FeedServer", "serve_feed", "snapshot"]
