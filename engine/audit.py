@@ -1,8 +1,10 @@
 """The append-only audit log: what happened, per agent and per key, across restarts.
 
-Appending sits on the call path, so it only queues; one writer thread owns the disk and commits
-whatever has piled up in a single transaction, which keeps a burst of failures from turning into
-a burst of fsyncs. Reads flush first, so a caller always sees its own writes.
+Appending sits on the call path, so it only queues the event as it is; one writer thread owns
+the disk, encodes the JSON and commits whatever has piled up in a single transaction, which
+keeps a burst of failures from turning into a burst of fsyncs. The queue is bounded: when it is
+full, or the disk fails, events are dropped and counted in `problems`, and the caller never
+waits. Reads flush first, so a caller always sees its own writes.
 """
 
 from __future__ import annotations
@@ -17,18 +19,23 @@ import threading
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from breakerdeck.engine.events import Event
-from breakerdeck.engine.store import open_sqlite
+from breakerdeck.engine.store import Problems, check_integrity, is_damage, open_sqlite
 
 logger = logging.getLogger(__name__)
 
 PRUNE_EVERY = 60.0
 """Wall-clock seconds between retention sweeps: often enough, without a DELETE per batch."""
 
+QUEUE_LIMIT = 50_000
+"""Events waiting for the writer at most (about 15 MB): a refusal flood faster than the disk
+drops the excess instead of growing the process."""
+
 _BATCH = 500
 _STOP = object()
+_Item = tuple[int, str, str, str | None, float, dict[str, Any]]
 _Row = tuple[int, str, str, str | None, float, str]
 
 _SCHEMA = """
@@ -51,10 +58,16 @@ CREATE INDEX IF NOT EXISTS events_wall ON events (wall);
 
 _COLUMNS = "seq, type, key, agent, wall, fields"
 
+_DROPPED_FULL = "The audit log {path} write queue was full: {{n}} event(s) dropped."
+_DROPPED_DISK = "The audit log {path} could not record {{n}} event(s); they are lost."
+_DROPPED_JSON = "The audit log {path} could not encode {{n}} event(s) as JSON; they are lost."
+
 
 def _prepare(conn: sqlite3.Connection, cutoff: float) -> None:
     conn.executescript(_SCHEMA)
-    # A database of some other shape at this path fails here, so it is set aside, not mixed in.
+    # A damaged page anywhere would otherwise stop a later lookup or write; a database of some
+    # other shape fails the SELECT. Either way the file is set aside, not mixed in.
+    check_integrity(conn)
     conn.execute(f"SELECT {_COLUMNS} FROM events LIMIT 1").fetchall()
     with conn:
         conn.execute("DELETE FROM events WHERE wall < ?", (cutoff,))
@@ -69,6 +82,7 @@ class AuditLog:
         *,
         retention_seconds: float = 30 * 86400,
         wall: Callable[[], float] = time.time,
+        queue_limit: int = QUEUE_LIMIT,
     ) -> None:
         if not retention_seconds > 0:
             raise ValueError(f"retention must be positive, not {retention_seconds} s")
@@ -76,10 +90,10 @@ class AuditLog:
         self._retention = retention_seconds
         self._wall = wall
         self._pruned_at = wall()
-        cutoff = self._pruned_at - retention_seconds
-        self._conn, self.problems = open_sqlite(
-            self.path, lambda conn: _prepare(conn, cutoff), "audit log"
-        )
+        self._limit = queue_limit
+        self._dropped_full = _DROPPED_FULL.format(path=self.path)
+        self._conn, found = self._open()
+        self._problems = Problems(found)
         self._db_lock = threading.Lock()
         # Guards `_closed` together with the queue, so nothing can be queued behind the stop.
         self._state_lock = threading.Lock()
@@ -93,24 +107,38 @@ class AuditLog:
         # queue on a normal exit.
         atexit.register(self.close)
 
+    @property
+    def problems(self) -> list[str]:
+        return self._problems.lines()
+
+    @property
+    def queued(self) -> int:
+        """Events (and flush marks) waiting for the writer: never much above the limit."""
+        return self._queue.qsize()
+
     def append(self, event: Event) -> None:
-        """Queue one event. The fields are encoded now, so later changes to the caller's dict do
-        not rewrite history, and a field JSON cannot hold raises here, at the line that added it.
-        """
-        row = (event.seq, event.type, event.key, event.agent, event.wall, json.dumps(event.fields))
+        """Queue one event, or count it dropped when the queue is full; never blocks.
+
+        The fields are copied now, so later changes to the caller's dict do not rewrite
+        history; encoding waits for the writer thread."""
+        if self._queue.qsize() >= self._limit:
+            self._problems.tally(self._dropped_full, 1)
+            return
+        item = (event.seq, event.type, event.key, event.agent, event.wall, dict(event.fields))
         with self._state_lock:
             if self._closed:
                 raise RuntimeError(f"the audit log {self.path} is closed")
-            self._queue.put(row)
+            self._queue.put(item)
 
-    def flush(self) -> None:
-        """Return once everything appended before this call is committed (or reported lost)."""
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything appended before this call is committed (or reported lost):
+        those rows are then acknowledged. False if `timeout` seconds passed first."""
         done = threading.Event()
         with self._state_lock:
             if self._closed:
-                return
+                return True
             self._queue.put(done)
-        done.wait()
+        return done.wait(timeout)
 
     def query(
         self,
@@ -122,7 +150,8 @@ class AuditLog:
         limit: int = 200,
     ) -> list[Event]:
         """Newest first. `before_seq` pages backwards: pass the last seq of the previous page.
-        A bare string for `types` means that one type, not its letters."""
+        A bare string for `types` means that one type, not its letters. A log that cannot be
+        read answers nothing, and says why in `problems`."""
         if limit < 0:
             raise ValueError(f"limit must not be negative, not {limit}")
         clauses: list[str] = []
@@ -142,9 +171,7 @@ class AuditLog:
             params.append(before_seq)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         sql = f"SELECT {_COLUMNS} FROM events {where} ORDER BY seq DESC, rowid DESC LIMIT ?"
-        self.flush()
-        with self._db_lock:
-            rows = self._conn.execute(sql, (*params, limit)).fetchall()
+        rows = self._read(sql, (*params, limit))
         return [
             Event(seq, type_, key_, agent_, wall, json.loads(fields))
             for seq, type_, key_, agent_, wall, fields in rows
@@ -152,16 +179,12 @@ class AuditLog:
 
     def max_seq(self) -> int:
         """The highest seq on record (0 when empty), for a restarted engine to count on from."""
-        self.flush()
-        with self._db_lock:
-            (highest,) = self._conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()
-        return highest
+        rows = self._read("SELECT COALESCE(MAX(seq), 0) FROM events", ())
+        return int(rows[0][0]) if rows else 0
 
     def newest_wall(self) -> float | None:
-        self.flush()
-        with self._db_lock:
-            (newest,) = self._conn.execute("SELECT MAX(wall) FROM events").fetchone()
-        return newest
+        rows = self._read("SELECT MAX(wall) FROM events", ())
+        return rows[0][0] if rows else None
 
     def close(self) -> None:
         """Commit what is queued, stop the writer and close the file; later calls do nothing."""
@@ -181,6 +204,19 @@ class AuditLog:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def _open(self) -> tuple[sqlite3.Connection, list[str]]:
+        cutoff = self._wall() - self._retention
+        return open_sqlite(self.path, lambda conn: _prepare(conn, cutoff), "audit log")
+
+    def _read(self, sql: str, params: tuple[object, ...]) -> list[Any]:
+        self.flush()
+        try:
+            with self._db_lock:
+                return self._conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            self._report(f"The audit log {self.path} could not be read ({exc}).")
+            return []
+
     def _run(self) -> None:
         while True:
             items = [self._queue.get()]
@@ -196,9 +232,20 @@ class AuditLog:
             if items[-1] is _STOP:  # nothing is ever queued after the stop
                 return
 
-    def _write(self, rows: list[_Row]) -> None:
+    def _encode(self, items: list[_Item]) -> list[_Row]:
+        rows = []
+        for seq, type_, key, agent, wall, fields in items:
+            try:
+                rows.append((seq, type_, key, agent, wall, json.dumps(fields, allow_nan=False)))
+            except (TypeError, ValueError) as exc:
+                self._report(f"The audit log {self.path} skipped a {type_} event ({exc}).")
+                self._problems.tally(_DROPPED_JSON.format(path=self.path), 1)
+        return rows
+
+    def _write(self, items: list[_Item]) -> None:
         """Commit one batch, and sweep old rows when a minute of wall clock has passed; the
         sweep rides on writes because the log has no timers of its own."""
+        rows = self._encode(items)
         with self._db_lock:
             try:
                 with self._conn:
@@ -212,9 +259,18 @@ class AuditLog:
                         )
                         self._pruned_at = now
             except sqlite3.Error as exc:
-                problem = (
-                    f"The audit log {self.path} could not record {len(rows)} event(s) ({exc}); "
-                    "they are lost."
-                )
-                logger.error(problem)
-                self.problems.append(problem)
+                self._report(f"The audit log {self.path} could not be written ({exc}).")
+                self._problems.tally(_DROPPED_DISK.format(path=self.path), len(rows))
+                if is_damage(exc):
+                    self._start_afresh()
+
+    def _start_afresh(self) -> None:
+        """A file damaged mid-run is moved aside (by the check at open) for a fresh one."""
+        self._conn.close()
+        self._conn, found = self._open()
+        for problem in found:
+            self._problems.add(problem)
+
+    def _report(self, problem: str) -> None:
+        logger.error(problem)
+        self._problems.add(problem)

@@ -4,31 +4,38 @@ The breaker core decides; this shell stamps decisions with sequence numbers and 
 them in the design's order (a call's line, then the transitions it caused), persists verdicts,
 and hands events to the audit log and to subscribers. One lock orders all of that; the closed
 path takes no lock.
+
+Storage never sits on the call path: verdicts and events are queued for writer threads. The one
+exception the design asks for is a transition, reset or credential flag, whose caller waits
+(after the lock is released, at most `COMMIT_WAIT` seconds) until it is on disk.
 """
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import logging
 import os
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from breakerdeck.engine import events as ev
+from breakerdeck.engine import statedir
 from breakerdeck.engine.audit import AuditLog
 from breakerdeck.engine.breaker import ADMIT_NORMAL, Admission, Breaker, State, Transition
 from breakerdeck.engine.clock import Clock, SystemClock
-from breakerdeck.engine.errors import UnknownKey
+from breakerdeck.engine.errors import StateDirError, UnknownKey
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
-from breakerdeck.engine.store import VerdictStore
-from breakerdeck.engine.verdict import Verdict, is_stale
+from breakerdeck.engine.store import Problems, VerdictStore
+from breakerdeck.engine.verdict import Verdict, bounded, is_stale
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +51,14 @@ LEASE_GRACE_SECONDS = 1.0
 _TIME_OR_OPERATOR = frozenset({ev.HALF_OPEN, ev.RESET})
 
 MARK_FILE = "mark.json"
+LOCK_FILE = "lock"
+
+#: Seqs and call numbers are reserved this many ahead in the mark file, so a process killed
+#: without closing never hands out a number again: the next one starts past the reservation.
+NUMBER_BLOCK = 10_000
+
+#: The longest a call waits for the transition it caused to reach the disk (real seconds).
+COMMIT_WAIT = 1.0
 
 #: A probe expires strictly after its deadline, so its poll is scheduled a moment later.
 _JUST_AFTER = 1e-3
@@ -122,7 +137,7 @@ class Engine:
         self.epoch = self.clock.wall()
         self.page_hook = page_hook
         self.scheduler = scheduler
-        self.problems: list[str] = []
+        self._problems = Problems()
         self._slots: dict[str, _Slot] = {}
         self._unsettled: set[str] = set()
         self._probes: dict[str, Call] = {}
@@ -132,17 +147,48 @@ class Engine:
         self.audit: AuditLog | None = None
         self.store: VerdictStore | None = None
         self._mark_file: Path | None = None
+        self._lock_fd: int | None = None
+        self._closed = False
         self._seq = 0
+        # Numbers below these are reserved on disk (or need no reservation: no state dir).
+        self._seq_refill = self._calls_refill = float("inf")
+        self._seq_ceiling = self._calls_ceiling = 0
+        self._seq_saved = 0
+        self._owed = 0  # the store ticket the current caller must see committed
+        self._owed_what: list[str] = []
         if state_dir is not None:
-            directory = Path(state_dir)
-            directory.mkdir(parents=True, exist_ok=True)
-            self.audit = AuditLog(directory / "audit.sqlite3", wall=self.clock.wall)
-            self.store = VerdictStore(directory / "verdicts.sqlite3")
-            self.problems += self.audit.problems + self.store.problems
-            self._mark_file = directory / MARK_FILE
-            mark = read_mark(directory, self.problems)
-            self._seq = max(self.audit.max_seq(), mark.seq)
-            self._call_ids = itertools.count(mark.calls + 1)
+            self._open_state(statedir.prepare(state_dir))
+
+    def _open_state(self, directory: Path) -> None:
+        """Take the dir's lock, open its log and store, and reserve numbers past the last run's."""
+        self._lock_fd = _lock_state_dir(directory)
+        self.audit = AuditLog(directory / "audit.sqlite3", wall=self.clock.wall)
+        self.store = VerdictStore(directory / "verdicts.sqlite3")
+        self._mark_file = directory / MARK_FILE
+        mark = read_mark(directory, self._problems)
+        self._seq = max(self.audit.max_seq(), mark.seq)
+        self._call_ids = itertools.count(mark.calls + 1)
+        self._seq_ceiling = self._seq + NUMBER_BLOCK
+        self._calls_ceiling = mark.calls + NUMBER_BLOCK
+        self._set_refills()
+        self._save_mark(self._seq_ceiling, self._calls_ceiling)
+
+    @property
+    def problems(self) -> list[str]:
+        """What went wrong so far, as sentences: the engine's, the audit log's and the store's,
+        read now (a write lost a minute ago shows here, not only what start-up found)."""
+        found = self._problems.lines()
+        if self.audit is not None:
+            found += self.audit.problems
+        if self.store is not None:
+            found += self.store.problems
+        return found
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -156,7 +202,7 @@ class Engine:
         """A listener that raises is cut off: a broken subscriber never breaks the call path."""
         problem = f"an event listener failed and was detached: {error!r}"
         log.error(problem)
-        self.problems.append(problem)
+        self._problems.add(problem)
         self._unsubscribe(listener)
 
     def _unsubscribe(self, listener: Listener) -> None:
@@ -170,7 +216,7 @@ class Engine:
             return []
         restored = []
         with self._lock:
-            for verdict in self.store.load():
+            for verdict in self._bounded(self.store.load()):
                 if is_stale(
                     verdict,
                     longest_cooldown=self.policy.longest_cooldown(),
@@ -183,10 +229,29 @@ class Engine:
                         slot = self._slot(verdict.key, verdict.agent)
                         slot.credential_worked_at = verdict.credential_ok_at
                         slot.credential_revoked = verdict.credential_revoked
-                        self._persist(verdict.key)
+                        self._persist(verdict.key, urgent=False)
                     continue
                 restored.append(self._restore_one(verdict))
         return restored
+
+    def _bounded(self, verdicts: list[Verdict]) -> list[Verdict]:
+        """Stored numbers read within bounds (a damaged or hostile store, a stepped clock)."""
+        now = self.clock.wall()
+        kept = []
+        for verdict in verdicts:
+            fixed, notes = bounded(
+                verdict,
+                now=now,
+                trip_cooldown=self.policy.trip_cooldown(),
+                longest_cooldown=self.policy.longest_cooldown(),
+            )
+            if notes:
+                self._problems.add(
+                    f"The stored verdict for {verdict.key!r} had values out of range "
+                    f"({', '.join(notes)}); they were read as safe defaults."
+                )
+            kept.append(fixed)
+        return kept
 
     def _restore_one(self, verdict: Verdict) -> Event:
         slot = self._slot(verdict.key, verdict.agent)
@@ -234,7 +299,10 @@ class Engine:
     def new_call(
         self, *, key: str, agent: str, platform: str, tool: str, deadline_seconds: float
     ) -> Call:
-        call_id = f"call-{next(self._call_ids):06d}"
+        number = next(self._call_ids)
+        if number >= self._calls_refill:
+            self._reserve_more(calls=number)
+        call_id = f"call-{number:06d}"
         slot = self._slots.get(key)
         if slot is None or agent not in slot.agents:
             self._slot(key, agent)
@@ -254,24 +322,31 @@ class Engine:
             self._mark_admitted(call, "normal", seq)
             return ADMIT_NORMAL
         with self._lock:
-            now = self.clock.monotonic()
-            self._expire(call.key, now)
-            admission, transitions = breaker.admit(call.call_id, now, lease + LEASE_GRACE_SECONDS)
-            self._apply(call.key, transitions, call.agent, cause_seq=None)
-            if admission.allowed:
-                self._mark_admitted(call, "probe" if admission.as_probe else "normal", self._seq)
-                if admission.as_probe:
-                    self._probes[call.key] = call
-                    self._schedule_poll(breaker.probe_deadline + _JUST_AFTER)
-            else:
-                fields = {
-                    "call_id": call.call_id,
-                    "platform": call.platform,
-                    "reason": admission.reason.value if admission.reason else None,
-                    "retry_after_seconds": round(admission.retry_after, 3),
-                }
-                self._emit(ev.CALL_DENIED, call.key, self._call_agent(call), fields)
-            return admission
+            admission = self._admit_locked(call, breaker, lease)
+            owed = self._take_owed()
+        self._settle(owed)
+        return admission
+
+    def _admit_locked(self, call: Call, breaker: Breaker, lease: float) -> Admission:
+        """Under the lock: expire a lost probe, admit or refuse, write what that caused."""
+        now = self.clock.monotonic()
+        self._expire(call.key, now)
+        admission, transitions = breaker.admit(call.call_id, now, lease + LEASE_GRACE_SECONDS)
+        self._apply(call.key, transitions, call.agent, cause_seq=None)
+        if admission.allowed:
+            self._mark_admitted(call, "probe" if admission.as_probe else "normal", self._seq)
+            if admission.as_probe:
+                self._probes[call.key] = call
+                self._schedule_poll(breaker.probe_deadline + _JUST_AFTER)
+        else:
+            fields = {
+                "call_id": call.call_id,
+                "platform": call.platform,
+                "reason": admission.reason.value if admission.reason else None,
+                "retry_after_seconds": round(admission.retry_after, 3),
+            }
+            self._emit(ev.CALL_DENIED, call.key, self._call_agent(call), fields)
+        return admission
 
     def may_retry(self, call: Call) -> bool:
         """The re-check before a retry: a closed breaker or this call's own probe slot."""
@@ -323,8 +398,10 @@ class Engine:
             self._apply(call.key, transitions, call.agent, cause_seq=line.seq)
             self._note_credential(slot, call, outcome, line.seq)
             if breaker.count != count_before and not transitions:
-                self._persist(call.key)
-            return line
+                self._persist(call.key, urgent=False)
+            owed = self._take_owed()
+        self._settle(owed)
+        return line
 
     def refuse(self, call: Call, outcome: Outcome, *, agent_status: int | str) -> Event:
         """A refusal before the breaker: a line, attempts 0, never counted, no probe slot."""
@@ -381,12 +458,12 @@ class Engine:
             return
         if outcome.is_success and slot.credential_worked_at is None:
             slot.credential_worked_at = self.clock.wall()
-            self._persist(call.key)
+            self._persist(call.key, urgent=True, what=f"{call.key}: the credential worked")
         elif outcome.cls is OutcomeClass.CREDENTIAL_REVOKED and not slot.credential_revoked:
             slot.credential_revoked = True
             fields = {"cause_seq": cause}
-            self._emit(ev.CREDENTIAL_REVOKED, call.key, call.agent, fields)
-            self._persist(call.key)
+            event = self._emit(ev.CREDENTIAL_REVOKED, call.key, call.agent, fields)
+            self._persist(call.key, urgent=True, what=_written(event))
 
     def restore_credential(self, key: str, actor: str) -> Event:
         """Mark-credential-fixed: calls on this key go out again."""
@@ -394,8 +471,10 @@ class Engine:
             slot = self._known(key)
             slot.credential_revoked = False
             event = self._emit(ev.CREDENTIAL_RESTORED, key, self._key_agent(slot), {"actor": actor})
-            self._persist(key)
-            return event
+            self._persist(key, urgent=True, what=_written(event))
+            owed = self._take_owed()
+        self._settle(owed)
+        return event
 
     # -- operator and time ------------------------------------------------------------------
 
@@ -405,8 +484,10 @@ class Engine:
             self._probes.pop(key, None)
             transitions = slot.breaker.reset(actor, reason)
             events = self._apply(key, transitions, None, cause_seq=None)
-            self._persist(key)
-            return events[-1]
+            self._persist(key, urgent=True, what=_written(events[-1]))
+            owed = self._take_owed()
+        self._settle(owed)
+        return events[-1]
 
     def poll(self) -> list[Event]:
         """Write what time alone causes: half-opens and expired probes, at their moment."""
@@ -416,6 +497,7 @@ class Engine:
             for key in sorted(self._unsettled):
                 written += self._expire(key, now)
                 written += self._apply(key, self._slots[key].breaker.poll(now), None, None)
+            self._take_owed()  # time caused these: no caller waits for them
             return written
 
     def _expire(self, key: str, now: float) -> list[Event]:
@@ -472,17 +554,23 @@ class Engine:
             return self._seq, [self.view(key) for key in self._slots]
 
     def close(self) -> None:
-        if self._mark_file is not None:
-            # Successes are not audited, so the log alone would hand their numbers out again.
-            spare = self._mark_file.with_suffix(".tmp")
+        """Commit what is queued, give back the unused reservation, release the state dir.
+        Closing twice is harmless."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
             calls = next(self._call_ids) - 1
-            mark = {"seq": self._seq, "wall": self.clock.wall(), "calls": calls}
-            spare.write_text(json.dumps(mark))
-            os.replace(spare, self._mark_file)
         if self.audit is not None:
             self.audit.close()
         if self.store is not None:
             self.store.close()
+        if self._mark_file is not None:
+            # Every number used is on disk now, so the next run may continue without a gap.
+            self._save_mark(self._seq, calls)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
 
     # -- internals --------------------------------------------------------------------------
 
@@ -528,7 +616,7 @@ class Engine:
                 due = slot.breaker.reopens_at
                 if due is not None:
                     self._schedule_poll(due)
-            self._persist(key)
+            self._persist(key, urgent=True, what=_written(written[-1]))
         return written
 
     def _schedule_poll(self, when: float) -> None:
@@ -537,6 +625,8 @@ class Engine:
 
     def _emit(self, type_: str, key: str, agent: str | None, fields: dict[str, Any]) -> Event:
         self._seq += 1
+        if self._seq >= self._seq_refill:
+            self._reserve_more()
         event = Event(self._seq, type_, key, agent, self.clock.wall(), fields)
         for listener in self._listeners:
             try:
@@ -561,31 +651,91 @@ class Engine:
     def _t(self, wall: float | None) -> float | None:
         return None if wall is None else round(wall - self.epoch, 3)
 
-    def _persist(self, key: str) -> None:
+    def _persist(self, key: str, *, urgent: bool, what: str | None = None) -> None:
+        """Queue the key's verdict; an urgent one is owed to the caller before it returns."""
         if self.store is None:
             return
+        ticket = self.store.submit(self._verdict(key), urgent=urgent)
+        if urgent:
+            self._owed = ticket
+            self._owed_what.append(what or key)
+
+    def _take_owed(self) -> tuple[int, list[str]] | None:
+        """Under the lock: what the caller now leaving must see on disk, if anything."""
+        if not self._owed_what:
+            return None
+        owed = (self._owed, self._owed_what)
+        self._owed_what = []
+        return owed
+
+    def _settle(self, owed: tuple[int, list[str]] | None) -> None:
+        """Outside the lock: wait (at most `COMMIT_WAIT`) for the verdict and its lines to be
+        committed; past that, the call returns and the write is listed in `problems`."""
+        if owed is None or self.store is None or self.audit is None:
+            return
+        ticket, what = owed
+        deadline = time.monotonic() + COMMIT_WAIT
+        stored = self.store.wait(ticket, COMMIT_WAIT)
+        logged = self.audit.flush(max(deadline - time.monotonic(), 0.0))
+        if not (stored and logged):
+            self._problems.add(
+                f"{'; '.join(what)}: not on disk within {COMMIT_WAIT:g} s; kept in memory and "
+                "written when the disk allows."
+            )
+
+    def _reserve_more(self, calls: int = 0) -> None:
+        """Move the reservations a block ahead and save them off the call path."""
+        with self._lock:
+            if self._seq < self._seq_refill and calls < self._calls_refill:
+                return  # another thread got here first
+            self._seq_ceiling = max(self._seq_ceiling, self._seq + NUMBER_BLOCK)
+            self._calls_ceiling = max(self._calls_ceiling, calls + NUMBER_BLOCK)
+            self._set_refills()
+            if self._seq > self._seq_saved:
+                self._problems.add(
+                    f"Seqs past {self._seq_saved} were handed out before their reservation "
+                    "reached the disk: a crash now could repeat them."
+                )
+            seq_ceiling, calls_ceiling = self._seq_ceiling, self._calls_ceiling
+        if self.store is not None:
+            self.store.run_on_writer(lambda: self._save_mark(seq_ceiling, calls_ceiling))
+
+    def _set_refills(self) -> None:
+        """Halfway through a block the next one is reserved, so the save has time to land."""
+        self._seq_refill = self._seq_ceiling - NUMBER_BLOCK // 2
+        self._calls_refill = self._calls_ceiling - NUMBER_BLOCK // 2
+
+    def _save_mark(self, seq: int, calls: int) -> None:
+        assert self._mark_file is not None
+        mark = {"seq": seq, "wall": self.clock.wall(), "calls": calls}
+        try:
+            statedir.write_private(self._mark_file, json.dumps(mark))
+        except OSError as error:
+            self._problems.add(f"{self._mark_file}: could not be written ({error}).")
+            return
+        self._seq_saved = max(self._seq_saved, seq)
+
+    def _verdict(self, key: str) -> Verdict:
         slot = self._slots[key]
         b = slot.breaker
         to_wall = self.clock.wall() - self.clock.monotonic()
-        self.store.save(
-            Verdict(
-                key=key,
-                agent=slot.agents[0] if slot.agents else None,
-                state=b.state.value,
-                count=b.count,
-                last_failure_at=_shift(b.last_failure_at, to_wall),
-                opened_at=_shift(b.opened_at, to_wall),
-                cooldown=b.cooldown,
-                failed_probes=b.failed_probes,
-                paged=b.paged,
-                rate_limited_streak=b.rate_limited_streak,
-                last_retry_after=b.last_retry_after,
-                trip_cause=b.trip_cause.value if b.trip_cause else None,
-                credential_ok_at=slot.credential_worked_at,
-                credential_revoked=slot.credential_revoked,
-                saved_at=self.clock.wall(),
-                last_failure_detail=b.last_failure_detail,
-            )
+        return Verdict(
+            key=key,
+            agent=slot.agents[0] if slot.agents else None,
+            state=b.state.value,
+            count=b.count,
+            last_failure_at=_shift(b.last_failure_at, to_wall),
+            opened_at=_shift(b.opened_at, to_wall),
+            cooldown=b.cooldown,
+            failed_probes=b.failed_probes,
+            paged=b.paged,
+            rate_limited_streak=b.rate_limited_streak,
+            last_retry_after=b.last_retry_after,
+            trip_cause=b.trip_cause.value if b.trip_cause else None,
+            credential_ok_at=slot.credential_worked_at,
+            credential_revoked=slot.credential_revoked,
+            saved_at=self.clock.wall(),
+            last_failure_detail=b.last_failure_detail,
         )
 
 
@@ -598,17 +748,48 @@ class Mark:
     calls: int = 0
 
 
-def read_mark(directory: Path, problems: list[str] | None = None) -> Mark:
+def read_mark(directory: Path, problems: Problems | None = None) -> Mark:
+    """The numbers a previous run reserved (or, after a clean close, used), and when."""
     path = directory / MARK_FILE
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(statedir.read_private(path))
         return Mark(int(data["seq"]), float(data["wall"]), int(data.get("calls", 0)))
-    except FileNotFoundError:
-        return Mark()
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        if problems is not None:
-            problems.append(f"{path}: unreadable mark ({error}); continuing from the audit log")
-        return Mark()
+    except StateDirError as error:
+        if isinstance(error.__cause__, FileNotFoundError):
+            return Mark()
+        problem = f"{path}: not used ({error}); continuing from the audit log"
+    except (ValueError, KeyError, TypeError) as error:
+        problem = f"{path}: unreadable mark ({error}); continuing from the audit log"
+    if problems is not None:
+        problems.add(problem)
+    return Mark()
+
+
+def _lock_state_dir(directory: Path) -> int:
+    """An exclusive lock for this process's life: two engines on one dir would interleave."""
+    path = directory / LOCK_FILE
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as error:
+        raise StateDirError(f"state dir {directory}: cannot open {path} ({error})") from error
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(fd)
+        by = f" (pid {holder})" if holder.isdigit() else ""
+        raise StateDirError(
+            f"state dir {directory} is in use by another breakerdeck process{by}: "
+            "each process needs a state dir of its own"
+        ) from error
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _written(event: Event) -> str:
+    return f"{event.key}: {event.type} (seq {event.seq})"
 
 
 def _shift(value: float | None, offset: float) -> float | None:

@@ -7,6 +7,7 @@ costs only that key's verdict. Every such finding goes to `problems` and to the 
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import logging
@@ -27,6 +28,74 @@ BUSY_TIMEOUT = 5.0
 """Seconds to wait for another connection's lock before calling the file in use."""
 
 _IN_USE = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+_DAMAGED = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+
+COUNTER_DELAY = 0.25
+"""Seconds a counter-only change may wait for company before it is committed: a burst of
+failures becomes a few commits a second, well inside the design's one second."""
+
+RETRY_SECONDS = 1.0
+"""After a failed write, the writer waits this long before trying the disk again."""
+
+_MAX_PROBLEMS = 100
+
+
+class Problems:
+    """What went wrong with storage, as sentences for `problems`: each distinct sentence once,
+    with how often it happened, so a disk that stays full reports one line, not millions."""
+
+    def __init__(self, initial: list[str] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = dict.fromkeys(initial or [], 1)
+        self._tallies: dict[str, int] = {}
+        self._left_out = 0
+
+    def add(self, problem: str) -> None:
+        with self._lock:
+            if problem in self._counts:
+                self._counts[problem] += 1
+            elif len(self._counts) < _MAX_PROBLEMS:
+                self._counts[problem] = 1
+            else:
+                self._left_out += 1
+
+    def tally(self, what: str, n: int) -> None:
+        """Add `n` to a running count named by a sentence with `{n}` in it (events dropped)."""
+        with self._lock:
+            self._tallies[what] = self._tallies.get(what, 0) + n
+
+    def lines(self) -> list[str]:
+        with self._lock:
+            lines = [text if n == 1 else f"{text} ({n} times)" for text, n in self._counts.items()]
+            lines += [what.format(n=n) for what, n in self._tallies.items()]
+            if self._left_out:
+                lines.append(f"{self._left_out} further storage problem(s) not listed")
+            return lines
+
+    def __bool__(self) -> bool:
+        with self._lock:
+            return bool(self._counts or self._tallies or self._left_out)
+
+
+def is_damage(error: sqlite3.Error) -> bool:
+    """The file itself is bad (not a full disk or a lock): only moving it aside helps."""
+    return (getattr(error, "sqlite_errorcode", 0) & 0xFF) in _DAMAGED
+
+
+def check_integrity(conn: sqlite3.Connection) -> None:
+    """Raise `DatabaseError` naming what SQLite's quick check found, if anything.
+
+    A damaged page far from the pages a start-up reads would otherwise surface later, at a
+    lookup or a write in the middle of a run."""
+    result = conn.execute("PRAGMA quick_check").fetchall()
+    if result != [("ok",)]:
+        findings = [
+            line
+            for (text,) in result
+            for line in str(text).splitlines()
+            if not line.startswith("***")  # the "*** in database main ***" heading
+        ]
+        raise sqlite3.DatabaseError(f"failed its integrity check: {'; '.join(findings)}")
 
 
 def open_sqlite(
@@ -63,7 +132,7 @@ def open_sqlite(
         if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _IN_USE:
             return in_memory(f"The {what} {path} is locked by another process ({exc})")
         try:
-            aside = _set_aside(path)
+            aside = set_aside(path)
         except OSError as move_exc:
             return in_memory(
                 f"The {what} {path} could not be read ({exc}) nor moved aside ({move_exc})"
@@ -89,7 +158,7 @@ def _connect(path: Path | str, prepare: Callable[[sqlite3.Connection], None]) ->
     return conn
 
 
-def _set_aside(path: Path) -> Path:
+def set_aside(path: Path) -> Path:
     """Rename the file (and its WAL companions, so the copy stays openable) to a free name."""
     n = 1
     while (aside := path.with_name(f"{path.name}.corrupt-{n}")).exists():
@@ -115,15 +184,7 @@ def _prepare(conn: sqlite3.Connection) -> None:
     conn.execute(_SCHEMA)
     # The store is one row per key, so a full structural check at open is cheap and catches
     # damage that the header alone would not show.
-    result = conn.execute("PRAGMA quick_check").fetchall()
-    if result != [("ok",)]:
-        findings = [
-            line
-            for (text,) in result
-            for line in str(text).splitlines()
-            if not line.startswith("***")  # the "*** in database main ***" heading
-        ]
-        raise sqlite3.DatabaseError(f"failed its integrity check: {'; '.join(findings)}")
+    check_integrity(conn)
     # A database of some other shape at this path fails here, so it is set aside, not used.
     conn.execute("SELECT key, data, saved_at FROM verdicts LIMIT 1").fetchall()
 
@@ -172,20 +233,82 @@ def _fits(value: Any, allowed: tuple[type, ...]) -> bool:
 
 
 class VerdictStore:
-    """One row per key; each save is its own committed transaction, so a crash loses at most
-    the save in flight and never leaves a half-written verdict."""
+    """One row per key, written by a thread of its own so no caller ever waits on the disk.
+
+    `submit` queues a verdict (the newest per key wins) and returns a ticket; `wait` blocks the
+    one caller that needs its write on disk, for as long as it chooses. Urgent verdicts
+    (transitions, resets, credential flags) are committed at once; counter changes within
+    `COUNTER_DELAY`. A failed write is reported, kept and tried again: each commit is one
+    transaction, so a crash never leaves a half-written verdict.
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._lock = threading.Lock()
-        self._conn, self.problems = open_sqlite(self.path, _prepare, "verdict store")
+        self._db_lock = threading.Lock()
+        conn, found = open_sqlite(self.path, _prepare, "verdict store")
+        self._conn = conn
+        self._problems = Problems(found)
+        self._cond = threading.Condition()
+        self._pending: dict[str, Verdict | None] = {}  # None: delete the key's row
+        self._tasks: list[Callable[[], None]] = []
+        self._submitted = 0
+        self._committed = 0
+        self._urgent = False
+        self._stopping = False
+        self._closed = False
+        self._writer = threading.Thread(
+            target=self._run, name=f"verdict-writer:{self.path.name}", daemon=True
+        )
+        self._writer.start()
+        atexit.register(self.close)
+
+    @property
+    def problems(self) -> list[str]:
+        return self._problems.lines()
+
+    def submit(self, verdict: Verdict, *, urgent: bool) -> int:
+        """Queue a verdict; the ticket is what `wait` takes. Never blocks, never raises."""
+        return self._enqueue(verdict.key, verdict, urgent)
+
+    def delete(self, key: str) -> int:
+        return self._enqueue(key, None, urgent=False)
+
+    def run_on_writer(self, task: Callable[[], None]) -> None:
+        """Run `task` on the writer thread before its next commit (a file the store does not
+        own, written off the call path); what it raises is reported, never propagated."""
+        with self._cond:
+            self._tasks.append(task)
+            self._cond.notify_all()
+
+    def wait(self, ticket: int, timeout: float | None) -> bool:
+        """True once everything submitted up to `ticket` is committed; False at the timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._committed >= ticket, timeout)
+
+    def flush(self, timeout: float | None = 5.0) -> bool:
+        """Wait for everything submitted so far, counter changes included, to be committed."""
+        with self._cond:
+            ticket = self._submitted
+            if self._committed < ticket:
+                self._urgent = True
+                self._cond.notify_all()
+        return self.wait(ticket, timeout)
+
+    def save(self, verdict: Verdict, timeout: float | None = 5.0) -> bool:
+        """Write one verdict and wait for it: True when it is on disk within `timeout`."""
+        return self.wait(self.submit(verdict, urgent=True), timeout)
 
     def load(self) -> list[Verdict]:
         """Every readable verdict; a bad row is reported and skipped, and stays on disk until
         the next save for its key replaces it. Damage to the file itself was already dealt with
         at open, where the whole file is checked."""
-        with self._lock:
-            rows = self._conn.execute("SELECT key, data FROM verdicts ORDER BY key").fetchall()
+        self.flush()
+        try:
+            with self._db_lock:
+                rows = self._conn.execute("SELECT key, data FROM verdicts ORDER BY key").fetchall()
+        except sqlite3.Error as exc:
+            self._report(f"The verdict store {self.path} could not be read ({exc}).")
+            return []
         verdicts = []
         for key, data in rows:
             try:
@@ -197,29 +320,28 @@ class VerdictStore:
                 )
         return verdicts
 
-    def save(self, verdict: Verdict) -> None:
-        data = json.dumps(dataclasses.asdict(verdict))
-        with self._lock, self._conn:
-            self._conn.execute(
-                "INSERT INTO verdicts (key, data, saved_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (key) DO UPDATE "
-                "SET data = excluded.data, saved_at = excluded.saved_at",
-                (verdict.key, data, verdict.saved_at),
-            )
-
-    def delete(self, key: str) -> None:
-        with self._lock, self._conn:
-            self._conn.execute("DELETE FROM verdicts WHERE key = ?", (key,))
-
     def newest_wall(self) -> float | None:
         """The latest save time, so a replay on this state can start its clock after it."""
-        with self._lock:
-            (newest,) = self._conn.execute("SELECT MAX(saved_at) FROM verdicts").fetchone()
+        self.flush()
+        try:
+            with self._db_lock:
+                (newest,) = self._conn.execute("SELECT MAX(saved_at) FROM verdicts").fetchone()
+        except sqlite3.Error as exc:
+            self._report(f"The verdict store {self.path} could not be read ({exc}).")
+            return None
         return newest
 
     def close(self) -> None:
-        with self._lock:
+        """Commit what is queued (one last try if the disk is failing), then close the file."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = self._stopping = True
+            self._cond.notify_all()
+        self._writer.join()
+        with self._db_lock:
             self._conn.close()
+        atexit.unregister(self.close)
 
     def __enter__(self) -> Self:
         return self
@@ -227,6 +349,85 @@ class VerdictStore:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    # -- the writer thread ---------------------------------------------------------------
+
+    def _enqueue(self, key: str, verdict: Verdict | None, urgent: bool) -> int:
+        with self._cond:
+            self._pending[key] = verdict
+            self._submitted += 1
+            if urgent and not self._urgent:
+                self._urgent = True
+                self._cond.notify_all()
+            elif len(self._pending) == 1:
+                self._cond.notify_all()
+            return self._submitted
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._pending or self._tasks or self._stopping)
+                if not (self._urgent or self._tasks or self._stopping):
+                    self._cond.wait_for(lambda: self._urgent or self._stopping, COUNTER_DELAY)
+                batch, self._pending = self._pending, {}
+                tasks, self._tasks = self._tasks, []
+                ticket, self._urgent = self._submitted, False
+                stopping = self._stopping
+            for task in tasks:
+                self._run_task(task)
+            written = self._commit(batch)
+            with self._cond:
+                if written:
+                    self._committed = ticket
+                else:  # kept for the next try, unless a newer verdict replaced it meanwhile
+                    self._pending = batch | self._pending
+                self._cond.notify_all()
+                if stopping:
+                    return
+                if not written:
+                    self._cond.wait_for(lambda: self._stopping, RETRY_SECONDS)
+
+    def _run_task(self, task: Callable[[], None]) -> None:
+        try:
+            task()
+        except Exception as exc:  # a task's failure is a problem to show, never a dead writer
+            self._report(f"A state-dir write failed ({exc!r}).")
+
+    def _commit(self, batch: dict[str, Verdict | None]) -> bool:
+        if not batch:
+            return True
+        saves = [
+            (key, json.dumps(dataclasses.asdict(v)), v.saved_at)
+            for key, v in batch.items()
+            if v is not None
+        ]
+        deletes = [(key,) for key, v in batch.items() if v is None]
+        try:
+            with self._db_lock, self._conn:
+                self._conn.executemany(
+                    "INSERT INTO verdicts (key, data, saved_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT (key) DO UPDATE "
+                    "SET data = excluded.data, saved_at = excluded.saved_at",
+                    saves,
+                )
+                self._conn.executemany("DELETE FROM verdicts WHERE key = ?", deletes)
+        except sqlite3.Error as exc:
+            self._report(
+                f"The verdict store {self.path} could not be written ({exc}); verdicts are kept "
+                "in memory and written when the disk allows."
+            )
+            if is_damage(exc):
+                self._start_afresh()
+            return False
+        return True
+
+    def _start_afresh(self) -> None:
+        """Open the file again: the check at open moves a damaged one aside for a fresh one."""
+        with self._db_lock:
+            self._conn.close()
+            self._conn, found = open_sqlite(self.path, _prepare, "verdict store")
+        for problem in found:
+            self._problems.add(problem)
+
     def _report(self, problem: str) -> None:
         logger.warning(problem)
-        self.problems.append(problem)
+        self._problems.add(problem)
