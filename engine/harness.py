@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -66,8 +67,11 @@ class Tool:
     def __post_init__(self) -> None:
         if self.attempts < 1:
             raise ValueError(f"tool {self.name!r}: attempts must be at least 1")
-        if self.deadline_seconds <= 0:
-            raise ValueError(f"tool {self.name!r}: deadline_seconds must be positive")
+        # NaN passes every comparison, and an infinite deadline makes an infinite lease.
+        if not (math.isfinite(self.deadline_seconds) and self.deadline_seconds > 0):
+            raise ValueError(f"tool {self.name!r}: deadline_seconds must be positive and finite")
+        if not (math.isfinite(self.backoff_seconds) and self.backoff_seconds >= 0):
+            raise ValueError(f"tool {self.name!r}: backoff_seconds must be 0 or more and finite")
 
     @property
     def lease(self) -> float:

@@ -326,3 +326,18 @@ async def test_arguments_that_cannot_be_sent_never_take_the_probe_slot(harness, 
     assert refused["status"] == "invalid_request"
     assert (await harness.call_tool("ava", "charge", {"amount": 5}))["status"] == "ok"
     assert harness.engine.view("payments@default").state == "closed"
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"deadline_seconds": float("nan")},
+        {"deadline_seconds": float("inf")},
+        {"backoff_seconds": float("nan")},
+        {"backoff_seconds": -1.0},
+    ],
+    ids=["nan_deadline", "infinite_deadline", "nan_backoff", "negative_backoff"],
+)
+def test_a_tool_refuses_a_deadline_or_backoff_that_is_not_a_finite_time(setting):
+    with pytest.raises(ValueError, match="finite"):
+        Tool("charge", backend="payments", **setting)
