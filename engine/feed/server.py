@@ -605,10 +605,12 @@ async def serve_feed(
         max_batch=max_batch,
         limits=limits or FeedLimits(),
     )
-    await feed.start()
-    if not feed.source:
-        feed.source = f"{host}:{feed.port}"
     try:
+        # A start that fails (the port is taken) still undoes what it did: the pump, the
+        # subscription and the log filters.
+        await feed.start()
+        if not feed.source:
+            feed.source = f"{host}:{feed.port}"
         yield feed
     finally:
         await feed.stop()

@@ -89,7 +89,7 @@ async def test_a_client_that_never_reads_is_disconnected_while_a_good_client_kee
     engine: Engine,
 ) -> None:
     async with (
-        feed_with(engine, send_timeout=0.5) as feed,
+        feed_with(engine, send_timeout=1.0) as feed,
         client(feed.url) as good,
     ):
         await receive(good)
@@ -314,3 +314,14 @@ def test_a_token_file_owned_by_another_user_is_refused(tmp_path: Path) -> None:
     link.symlink_to(path)
     with pytest.raises(FeedError, match="belongs to uid 65534"):
         read_token(link)
+
+
+async def test_a_feed_that_cannot_start_leaves_no_log_filter_behind(engine: Engine) -> None:
+    async with feed_with(engine) as feed:
+        with pytest.raises(OSError):
+            async with serve_feed(
+                engine, port=feed.port, viewer_token=VIEWER, operator_token=OPERATOR
+            ):
+                pass
+    assert logging.getLogger("asyncio").filters == []
+    assert logging.getLogger(SERVER_LOG).filters == []
