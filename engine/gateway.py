@@ -9,6 +9,7 @@ platform's own answer relayed, 401 `reauth_failed`, 502 when the call could not 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -24,7 +25,7 @@ from breakerdeck.engine.classify import (
 )
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.errors import VaultUnavailable
-from breakerdeck.engine.harness import Body, Refusal, json_body, json_headers
+from breakerdeck.engine.harness import Refusal, json_body, json_headers
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.results import GatewayResponse
@@ -99,8 +100,8 @@ class Gateway:
             tool=tool or platform,
             deadline_seconds=self.policy.deadline_seconds,
         )
-        body = json_body(json)
-        refusal = self._precheck(agent, platform, json, body)
+        request = _prepare(self.clients[platform].base_url, method, path, json)
+        refusal = self._precheck(agent, platform, json, request)
         if refusal is not None:
             response = _refusal_response(refusal)
             outcome = Outcome(refusal.cls, detail=refusal.reason)
@@ -109,9 +110,9 @@ class Gateway:
         admission = self.engine.admit(call, self.probe_lease)
         if not admission.allowed:
             return results.agent_halted(admission)
-        assert not isinstance(body, Refusal)
+        assert not isinstance(request, Refusal)
         exchange = _Exchange()
-        outcome, response = await self._exchange(call, exchange, method, path, body)
+        outcome, response = await self._exchange(call, exchange, request)
         self.engine.complete(
             call,
             outcome,
@@ -122,15 +123,18 @@ class Gateway:
         )
         return response
 
-    def _precheck(self, agent: str, platform: str, json: Any, body: Body) -> Refusal | None:
-        """The hook's verdict, then the body: both before the breaker, so neither takes a slot."""
+    def _precheck(
+        self, agent: str, platform: str, json: Any, request: _Request | Refusal
+    ) -> Refusal | None:
+        """The hook's verdict, then the request itself: both before the breaker, so neither
+        takes a slot."""
         refusal = self.authorize(agent, platform, json) if self.authorize else None
-        if refusal is None and isinstance(body, Refusal):
-            return body
+        if refusal is None and isinstance(request, Refusal):
+            return request
         return refusal
 
     async def _exchange(
-        self, call: Call, exchange: _Exchange, method: str, path: str, content: bytes | None
+        self, call: Call, exchange: _Exchange, request: _Request
     ) -> tuple[Outcome, GatewayResponse]:
         platform = call.platform
         try:
@@ -138,7 +142,7 @@ class Gateway:
         except VaultUnavailable as error:
             exchange.fault = "vault_down"
             return _upstream(platform, f"the credential vault is unreachable: {error}")
-        sent = await self._send(call, exchange, method, path, content, token)
+        sent = await self._send(call, exchange, request, token)
         if isinstance(sent, BaseException):
             return _upstream(platform, describe_error(sent, self.policy.deadline_seconds))
         if sent.status_code not in _AUTH_REJECTED:
@@ -148,7 +152,7 @@ class Gateway:
             exchange.refresh = "failed"
             return _auth_failure(platform, "failed")
         exchange.refresh = "ok"
-        retried = await self._send(call, exchange, method, path, content, refreshed)
+        retried = await self._send(call, exchange, request, refreshed)
         if isinstance(retried, BaseException):
             return _upstream(platform, describe_error(retried, self.policy.deadline_seconds))
         if retried.status_code in _AUTH_REJECTED:
@@ -166,21 +170,15 @@ class Gateway:
             raise VaultUnavailable(f"no answer within {deadline:g} s") from None
 
     async def _send(
-        self,
-        call: Call,
-        exchange: _Exchange,
-        method: str,
-        path: str,
-        content: bytes | None,
-        token: str,
+        self, call: Call, exchange: _Exchange, prepared: _Request, token: str
     ) -> httpx.Response | BaseException:
         client = self.clients[call.platform]
         request = client.build_request(
-            method,
-            path,
-            content=content,
+            prepared.method,
+            prepared.url,
+            content=prepared.content,
             headers={
-                **json_headers(content),
+                **json_headers(prepared.content),
                 "Idempotency-Key": self.engine.idempotency_key(call.call_id),
                 "Authorization": f"Bearer {token}",
             },
@@ -212,6 +210,43 @@ class Gateway:
         except (ValueError, KeyError, TypeError):
             return None
         return new_token if isinstance(new_token, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """What every attempt sends, checked and encoded before the breaker is asked."""
+
+    method: str
+    url: httpx.URL
+    content: bytes | None
+
+
+#: An HTTP method is a token (RFC 9110 section 9.1); anything else would fail on the wire as a
+#: protocol error, counted against a healthy platform.
+_METHOD = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+#: Only the path and query of the caller's target are read from this: never its authority.
+_ANY_ORIGIN = "http://target.invalid/"
+
+
+def _prepare(base: httpx.URL, method: str, path: str, json: Any) -> _Request | Refusal:
+    """The request the caller asked for, or why it cannot be sent (the caller's to fix).
+
+    `path` (with its query) is appended to the platform's `base_url` path and can never
+    change its scheme, host or port: `//evil`, `@evil` and `http://evil/` are path text, and
+    dot segments resolve inside the caller's part, so `..` cannot climb out of `base_url`.
+    """
+    if not _METHOD.fullmatch(method):
+        return Refusal(OutcomeClass.CALLER_ERROR, f"{method!r} is not an HTTP method")
+    try:
+        relative = httpx.URL(_ANY_ORIGIN + path.lstrip("/"))
+    except httpx.InvalidURL as error:
+        return Refusal(OutcomeClass.CALLER_ERROR, f"the path cannot be sent: {error}")
+    content = json_body(json)
+    if isinstance(content, Refusal):
+        return content
+    url = base.copy_with(raw_path=base.raw_path + relative.raw_path.removeprefix(b"/"))
+    return _Request(method, url, content)
 
 
 def _relayed(response: httpx.Response) -> tuple[Outcome, GatewayResponse]:

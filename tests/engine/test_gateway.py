@@ -724,3 +724,63 @@ async def test_a_probe_lease_covers_the_vault_both_attempts_and_the_refresh(engi
     assert probe.fields["probe"] is True and probe.fields["refresh"] == "ok"
     assert "expired" not in [e.fields["fault"] for e in of_type(lines, ev.CALL_COMPLETED)]
     assert engine.view(AGENT).state == "closed"
+
+
+# -- the caller's path and method -------------------------------------------------------------
+
+
+class Recorder:
+    """A platform at `https://payments.test/api` that notes where each request went."""
+
+    def __init__(self) -> None:
+        self.urls: list[str] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.urls.append(str(request.url))
+        return httpx.Response(200, json={"ok": True})
+
+    def gateway(self, engine) -> Gateway:
+        transport = httpx.MockTransport(self)
+        payments = httpx.AsyncClient(transport=transport, base_url="https://payments.test/api")
+        return Gateway(engine, {"payments": payments}, FakeVault())
+
+
+@pytest.mark.parametrize(
+    ("path", "url"),
+    [
+        ("/v1/charges?x=1", "https://payments.test/api/v1/charges?x=1"),
+        ("//evil.test/x", "https://payments.test/api/evil.test/x"),
+        ("@evil.test/x", "https://payments.test/api/@evil.test/x"),
+        ("http://evil.test/x", "https://payments.test/api/http://evil.test/x"),
+        ("https://evil.test:444/x", "https://payments.test/api/https://evil.test:444/x"),
+        ("%2F%2Fevil.test/x", "https://payments.test/api/%2F%2Fevil.test/x"),
+        ("/v1/../../../x", "https://payments.test/api/x"),
+    ],
+)
+async def test_the_path_is_appended_to_base_url_and_never_changes_its_origin(engine, path, url):
+    """An absolute target would have sent the agent's credential to another host."""
+    recorder = Recorder()
+    response = await recorder.gateway(engine).call(AGENT, "payments", method="GET", path=path)
+    assert response.status == 200
+    assert recorder.urls == [url]
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/x\x00"),
+        ("GET", "/x\r\nHost: evil.test"),
+        ("GET", "/" + "x" * 70_000),
+        ("GE T", "/"),
+    ],
+    ids=["nul", "crlf", "too_long", "bad_method"],
+)
+async def test_a_target_that_cannot_be_sent_is_a_400_before_the_breaker(
+    engine, lines, method, path
+):
+    recorder = Recorder()
+    response = await recorder.gateway(engine).call(AGENT, "payments", method=method, path=path)
+    assert response.status == 400 and response.body["error"] == "invalid_request"
+    assert recorder.urls == []
+    (line,) = of_type(lines, ev.CALL_COMPLETED)
+    assert (line.fields["attempts"], line.fields["fault"]) == (0, "none")
