@@ -90,7 +90,7 @@ class AuditLog:
         self._retention = retention_seconds
         self._wall = wall
         self._pruned_at = wall()
-        self._limit = queue_limit
+        self.queue_limit = queue_limit
         self._dropped_full = _DROPPED_FULL.format(path=self.path)
         self._conn, found = self._open()
         self._problems = Problems(found)
@@ -121,7 +121,7 @@ class AuditLog:
 
         The fields are copied now, so later changes to the caller's dict do not rewrite
         history; encoding waits for the writer thread."""
-        if self._queue.qsize() >= self._limit:
+        if self._queue.qsize() >= self.queue_limit:
             self._problems.tally(self._dropped_full, 1)
             return
         item = (event.seq, event.type, event.key, event.agent, event.wall, dict(event.fields))
