@@ -238,3 +238,60 @@ def test_failed_write_is_reported_and_flush_still_returns(tmp_path: Path) -> Non
         log.flush()
         assert any("no such table" in problem for problem in log.problems)
         assert any("could not record 1 event(s)" in problem for problem in log.problems)
+
+
+def damage_index(path: Path, index: str) -> None:
+    """Overwrite 8 KB from an index's root page, as a failing disk or a stray write would."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # so the damage lands on real pages
+    (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+    (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (index,)).fetchone()
+    conn.close()
+    with path.open("r+b") as db:
+        db.seek((root - 1) * page_size)
+        db.write(b"\xff" * 8192)
+
+
+def test_damaged_pages_under_the_seq_lookup_are_moved_aside_at_open(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    with open_log(path) as log:
+        for seq in range(1, 3001):
+            log.append(event(seq, note="x" * 40))
+    damage_index(path, "events_seq")
+
+    with open_log(path) as log:
+        assert log.max_seq() == 0
+        [problem] = log.problems
+        assert "moved to" in problem
+        log.append(event(1))
+        assert seqs(log.query()) == [1]
+    assert (tmp_path / "audit.db.corrupt-1").exists()
+
+
+def test_a_field_json_cannot_hold_costs_its_event_only_and_is_reported(tmp_path: Path) -> None:
+    with open_log(tmp_path / "audit.db") as log:
+        log.append(event(1))
+        log.append(event(2, when=object()))  # the call path does not encode, so this returns
+        log.append(event(3, ratio=float("nan")))
+        log.append(event(4))
+        assert seqs(log.query()) == [4, 1]
+        assert any("could not encode 2 event(s)" in problem for problem in log.problems)
+
+
+def test_a_full_queue_drops_and_counts_instead_of_growing(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    with open_log(path, queue_limit=100) as log:
+        log.append(event(1))
+        log.flush()
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")  # the writer stalls, as on a slow disk
+        try:
+            for seq in range(2, 1002):
+                log.append(event(seq))
+                assert log.queued <= 100
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        kept = len(log.query(limit=2000))
+    dropped = next(p for p in log.problems if "queue was full" in p)
+    assert kept + int(dropped.split(": ")[1].split()[0]) == 1001
