@@ -350,3 +350,62 @@ def _boom(arg: Any = None) -> Any:
 
 
 SUBJECTS = (Core, EngineSubject, HarnessSubject)
+
+
+class Durability:
+    """The Engine with and without a state dir under the loads a state dir makes costly:
+    counted failures (a counter to persist, an audit row each), trips (committed before the
+    call returns, then a reset, also committed) and a refusal flood (an audit row each)."""
+
+    FAILURES = 20_000
+    TRIPS = 200
+    DENIALS = 100_000
+
+    def __init__(self, state_dir: str | None) -> None:
+        self.engine = Engine(ToolPolicy(), clock=SystemClock(), state_dir=state_dir)
+        self.engine.subscribe(make_sink().append)
+        self._keys = itertools.count()
+
+    def _call(self, key: str, outcome: Outcome) -> bool:
+        call = self.engine.new_call(
+            key=key, agent=AGENT, platform=BACKEND, tool=TOOL, deadline_seconds=LEASE
+        )
+        if not self.engine.admit(call, LEASE).allowed:
+            return False
+        call.attempts = 1
+        self.engine.complete(call, outcome, fault="error", agent_status="tool_error")
+        return True
+
+    def counted_failure(self) -> float:
+        """Seconds per counted failure that does not trip (failure, success, failure, ...)."""
+        failure = _failed(Boom("backend down"))
+        start = time.perf_counter()
+        for i in range(self.FAILURES):
+            self._call(KEY, failure if i % 2 else SUCCESS)
+        return (time.perf_counter() - start) / self.FAILURES
+
+    def trip_and_reset(self) -> float:
+        """Seconds per trip (three counted failures) and the operator's reset after it."""
+        failure = _failed(Boom("backend down"))
+        start = time.perf_counter()
+        for _ in range(self.TRIPS):
+            key = f"trips-{next(self._keys) % 20}@default"
+            for _ in range(3):
+                self._call(key, failure)
+            self.engine.reset(key, actor="bench", reason="again")
+        return (time.perf_counter() - start) / self.TRIPS
+
+    def denial(self) -> float:
+        """Seconds per refusal on an open breaker (a `call.denied` line each)."""
+        failure = _failed(Boom("backend down"))
+        for _ in range(3):
+            self._call("flood@default", failure)
+        start = time.perf_counter()
+        for _ in range(self.DENIALS):
+            self._call("flood@default", failure)
+        return (time.perf_counter() - start) / self.DENIALS
+
+    def close(self) -> list[str]:
+        problems = self.engine.problems
+        self.engine.close()
+        return problems

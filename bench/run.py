@@ -178,6 +178,37 @@ def run() -> tuple[list[Metric], dict[str, float]]:
     return metrics, baseline
 
 
+def run_durability() -> str:
+    """The Engine without and with a state dir, side by side, so durability's cost shows."""
+    import tempfile
+
+    _progress("state dir cost ...")
+    rows: dict[str, list[float]] = {"counted": [], "trip": [], "denial": []}
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="bench-state-") as tmp:
+        for state_dir in (None, f"{tmp}/state"):
+            subject = ours.Durability(state_dir)
+            rows["counted"].append(subject.counted_failure() * US)
+            rows["trip"].append(subject.trip_and_reset() * US)
+            rows["denial"].append(subject.denial() * US)
+            problems += subject.close()
+    titles = {
+        "counted": "one counted failure or success, no trip",
+        "trip": "one trip (3 counted failures) and its reset",
+        "denial": "one refusal in a flood (call.denied)",
+    }
+    lines = [
+        "state dir cost: ours (b) Engine without / with a state dir (µs per operation)",
+        f"  {'operation':44}  {'without':>9}  {'with':>9}  {'ratio':>7}",
+    ]
+    for name, (without, with_dir) in rows.items():
+        lines.append(
+            f"  {titles[name]:44}  {without:9.2f}  {with_dir:9.2f}  {with_dir / without:6.2f}x"
+        )
+    lines += [f"  problems: {problem}" for problem in problems] or ["  problems: none"]
+    return "\n".join(lines)
+
+
 def render(metrics: list[Metric], baseline: dict[str, float], seconds: float) -> str:
     head = ("implementation", "value", "vs best peer", "target", "met")
     widths = (32, 10, 12, 8, 4)
@@ -217,12 +248,16 @@ def render(metrics: list[Metric], baseline: dict[str, float], seconds: float) ->
 def main() -> None:
     warnings.simplefilter("ignore", DeprecationWarning)  # aiobreaker's datetime.utcnow()
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
-    if only not in (None, "peers", "feed", "console"):
-        sys.exit("usage: bench/run.py [--only peers|feed|console]")
+    if only not in (None, "peers", "durability", "feed", "console"):
+        sys.exit("usage: bench/run.py [--only peers|durability|feed|console]")
+    if only == "durability":
+        print(run_durability())
     if only in (None, "peers"):
         start = time.perf_counter()
         metrics, baseline = run()
         print(render(metrics, baseline, time.perf_counter() - start))
+        print()
+        print(run_durability(), flush=True)
     if only in (None, "feed"):
         from bench import feed  # the live feed under load (docs/bench.md, "The live feed")
 
