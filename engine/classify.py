@@ -148,9 +148,18 @@ def tool_response_attempt(
     return Attempt(Outcome(OutcomeClass.CALLER_ERROR, detail=_error_text(response)), fault, status)
 
 
+def response_json(response: httpx.Response) -> Any:
+    """The body as JSON, or ValueError: also for nesting too deep to decode, which raised
+    RecursionError out of the call after admission, holding a probe slot it never returned."""
+    try:
+        return response.json()
+    except RecursionError:
+        raise ValueError("the body is JSON nested too deeply to read") from None
+
+
 def _success(response: httpx.Response, schema: type[BaseModel] | None, fault: str) -> Attempt:
     try:
-        body = response.json()
+        body = response_json(response)
     except ValueError:
         if schema is None:
             return Attempt(SUCCESS, fault, response.status_code, data=response.text)
@@ -175,7 +184,7 @@ def _malformed(response: httpx.Response, detail: str) -> Attempt:
 
 def _error_text(response: httpx.Response) -> str:
     try:
-        body = response.json()
+        body = response_json(response)
     except ValueError:
         body = response.text[:200]
     return f"HTTP {response.status_code}: {body}"

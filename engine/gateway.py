@@ -22,6 +22,7 @@ from breakerdeck.engine.classify import (
     describe_error,
     fault_of,
     network_fault,
+    response_json,
 )
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.errors import VaultUnavailable
@@ -206,7 +207,7 @@ class Gateway:
         if response.status_code != 200:
             return None
         try:
-            new_token = response.json()["access_token"]
+            new_token = response_json(response)["access_token"]
         except (ValueError, KeyError, TypeError):
             return None
         return new_token if isinstance(new_token, str) else None
@@ -251,7 +252,7 @@ def _prepare(base: httpx.URL, method: str, path: str, json: Any) -> _Request | R
 
 def _relayed(response: httpx.Response) -> tuple[Outcome, GatewayResponse]:
     try:
-        body = response.json()
+        body = response_json(response)
     except ValueError:
         body = {"body": response.text}
     if not isinstance(body, dict):

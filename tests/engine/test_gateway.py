@@ -784,3 +784,14 @@ async def test_a_target_that_cannot_be_sent_is_a_400_before_the_breaker(
     assert recorder.urls == []
     (line,) = of_type(lines, ev.CALL_COMPLETED)
     assert (line.fields["attempts"], line.fields["fault"]) == (0, "none")
+
+
+async def test_a_platform_answer_nested_too_deep_to_read_is_relayed_as_text(engine):
+    """Decoding it raised RecursionError out of the call, after admission."""
+    deep = "[" * 100_000 + "]" * 100_000
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, text=deep))
+    payments = httpx.AsyncClient(transport=transport, base_url="https://payments.test")
+    gateway = Gateway(engine, {"payments": payments}, FakeVault())
+    response = await call(gateway)
+    assert response.status == 200 and response.body == {"body": deep}
+    assert engine.view(AGENT).count == 0

@@ -3,7 +3,9 @@
 import asyncio
 from datetime import UTC, datetime
 
+import httpx
 import pytest
+from pydantic import BaseModel
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.engine import Engine
@@ -341,3 +343,34 @@ async def test_arguments_that_cannot_be_sent_never_take_the_probe_slot(harness, 
 def test_a_tool_refuses_a_deadline_or_backoff_that_is_not_a_finite_time(setting):
     with pytest.raises(ValueError, match="finite"):
         Tool("charge", backend="payments", **setting)
+
+
+DEEP_JSON = b"[" * 100_000 + b"]" * 100_000
+
+
+class Charge(BaseModel):
+    id: str
+
+
+def answering(tool_engine: Engine, status: int, content: bytes) -> Harness:
+    """A harness whose backend gives every request the same answer."""
+    transport = httpx.MockTransport(lambda request: httpx.Response(status, content=content))
+    client = httpx.AsyncClient(transport=transport, base_url="https://payments.test")
+    harness = Harness(tool_engine, {"payments": client})
+    harness.register(Tool("charge", backend="payments", response_schema=Charge))
+    return harness
+
+
+async def test_a_2xx_nested_too_deep_to_read_is_malformed_output(tool_engine):
+    """Decoding it raised RecursionError out of the call, after admission."""
+    lines = completed_lines(tool_engine)
+    result = await answering(tool_engine, 200, DEEP_JSON).call_tool("ava", "charge")
+    assert result["status"] == "tool_error" and result["attempts"] == 2
+    (line,) = lines
+    assert line.fields["outcome"] == "malformed_output" and line.fields["counted"]
+
+
+async def test_a_4xx_nested_too_deep_to_read_is_still_an_invalid_request(tool_engine):
+    result = await answering(tool_engine, 422, DEEP_JSON).call_tool("ava", "charge")
+    assert result["status"] == "invalid_request"
+    assert tool_engine.view("payments@default").count == 0
