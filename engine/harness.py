@@ -305,18 +305,19 @@ class Harness:
 def json_body(args: Any) -> Body:
     """The arguments as every attempt will send them, encoded before the breaker is asked.
 
-    Encoding is where a datetime, a NaN, a cycle or absurd nesting fails; found after admission
-    it raised out of the call holding the probe slot, which then expired as a counted failure
-    against a healthy backend. Found here it is the caller's to fix, like an argument schema.
+    Encoding is where a datetime, a NaN, a cycle, a lone surrogate or absurd nesting fails;
+    found after admission it raised out of the call holding the probe slot, which then expired
+    as a counted failure against a healthy backend. Found here it is the caller's to fix, like
+    an argument schema.
     The form is httpx's own `json=` encoding: compact UTF-8, no NaN.
     """
     if args is None:
         return None
     try:
         text = json.dumps(args, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return text.encode()  # a lone surrogate fails here, as UnicodeEncodeError
     except (TypeError, ValueError, RecursionError) as error:
         return Refusal(OutcomeClass.CALLER_ERROR, f"arguments cannot be sent as JSON: {error}")
-    return text.encode()
 
 
 def json_headers(content: bytes | None) -> dict[str, str]:

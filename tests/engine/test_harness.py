@@ -297,10 +297,19 @@ async def test_a_retry_after_date_in_the_past_is_retried_at_once_uncounted(harne
     assert platform.requests == 2 and asyncio.get_running_loop().time() == start
 
 
+def nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 UNENCODABLE = {
     "datetime": {"when": datetime(2026, 1, 1, tzinfo=UTC)},
     "nan": {"amount": float("nan")},
     "bytes": {"receipt": b"\x00"},
+    "lone_surrogate": {"name": "\ud800"},
+    "too_deep": {"items": nested(100_000)},
 }
 
 
