@@ -70,11 +70,6 @@ class Gateway:
         self.vault = vault
         self.authorize = authorize
 
-    @property
-    def probe_lease(self) -> float:
-        """The vault's deadline, then the policy's lease: the attempt, the refresh, the retry."""
-        return self.policy.deadline_seconds + self.policy.probe_lease()
-
     async def call(
         self,
         agent: str,
@@ -108,7 +103,7 @@ class Gateway:
             outcome = Outcome(refusal.cls, detail=refusal.reason)
             self.engine.refuse(call, outcome, agent_status=response.status)
             return response
-        admission = self.engine.admit(call, self.probe_lease)
+        admission = self.engine.admit(call, self.policy.probe_lease())
         if not admission.allowed:
             return results.agent_halted(admission)
         assert not isinstance(request, Refusal)

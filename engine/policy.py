@@ -85,8 +85,9 @@ class AgentPolicy(_Policy):
         return self.min_retry_after_seconds
 
     def probe_lease(self) -> float:
-        """One attempt, the token refresh, and one retry, each bounded by the deadline."""
-        return 3 * self.deadline_seconds
+        """The vault fetch, one attempt, the token refresh and one retry, each bounded by the
+        deadline: a probe that is still within them has not expired."""
+        return 4 * self.deadline_seconds
 
 
 class ToolPolicy(_Policy):
