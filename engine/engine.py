@@ -20,7 +20,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 Listener = Callable[[Event], None]
 PageHook = Callable[[dict[str, Any]], None]
-Scheduler = Callable[[float, Callable[[], None]], None]
+Scheduler = Callable[[float, Callable[[], object]], None]
 
 #: A probe that reports back this long after its lease still counts as on time: the harness's
 #: own bookkeeping must not turn a probe that used its whole budget into an expired one.
@@ -593,10 +593,14 @@ class Engine:
         return slot
 
     def _apply(
-        self, key: str, transitions: list[Transition], agent: str | None, cause_seq: int | None
+        self,
+        key: str,
+        transitions: Sequence[Transition],
+        agent: str | None,
+        cause_seq: int | None,
     ) -> list[Event]:
         slot = self._slots[key]
-        written = []
+        written: list[Event] = []
         for transition in transitions:
             fields = dict(transition.fields)
             if transition.type == ev.PAGE and written:
