@@ -95,7 +95,8 @@ def check_integrity(conn: sqlite3.Connection) -> None:
             for line in str(text).splitlines()
             if not line.startswith("***")  # the "*** in database main ***" heading
         ]
-        raise sqlite3.DatabaseError(f"failed its integrity check: {'; '.join(findings)}")
+        more = f"; and {len(findings) - 3} more" if len(findings) > 3 else ""
+        raise sqlite3.DatabaseError(f"failed its integrity check: {'; '.join(findings[:3])}{more}")
 
 
 def open_sqlite(

@@ -295,3 +295,23 @@ def test_a_full_queue_drops_and_counts_instead_of_growing(tmp_path: Path) -> Non
         kept = len(log.query(limit=2000))
     dropped = next(p for p in log.problems if "queue was full" in p)
     assert kept + int(dropped.split(": ")[1].split()[0]) == 1001
+
+
+def test_damage_found_by_a_write_mid_run_sets_the_file_aside_for_a_fresh_one(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "audit.db"
+    with open_log(path) as log:
+        for seq in range(1, 3001):
+            log.append(event(seq, note="x" * 40))
+        log.flush()
+        damage_index(path, "events_seq")
+        log.append(event(3001))  # this batch meets the damage and is lost
+        log.flush()
+
+        log.append(event(3002))
+
+        assert seqs(log.query()) == [3002]
+        assert any("moved to" in problem for problem in log.problems)
+        assert any("could not record 1 event(s)" in problem for problem in log.problems)
+    assert (tmp_path / "audit.db.corrupt-1").exists()

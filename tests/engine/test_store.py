@@ -222,3 +222,28 @@ def test_next_save_replaces_a_malformed_row(tmp_path: Path) -> None:
         store.save(verdict("k"))
         assert store.load() == [verdict("k")]
         assert store.problems == []
+
+
+def test_damage_found_by_a_write_mid_run_moves_the_file_aside_and_the_verdict_still_lands(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "verdicts.db"
+    with VerdictStore(path) as store:
+        for i in range(50):
+            store.save(verdict(f"key-{i}"))
+        conn = sqlite3.connect(path)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+        (index_page,) = conn.execute(
+            "SELECT rootpage FROM sqlite_master WHERE type = 'index'"
+        ).fetchone()
+        conn.close()
+        with path.open("r+b") as db:
+            db.seek((index_page - 1) * page_size)
+            db.write(b"\xff" * page_size)
+
+        assert store.save(verdict("key-7", count=9))  # kept and written to the fresh file
+
+        assert store.load() == [verdict("key-7", count=9)]
+        assert any("moved to" in problem for problem in store.problems)
+    assert (tmp_path / "verdicts.db.corrupt-1").exists()
