@@ -21,6 +21,7 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
+from textual.notifications import SeverityLevel
 
 from breakerdeck.console.model import Board, Card, mmss
 from breakerdeck.console.screens.confirm import ConfirmScreen
@@ -30,6 +31,7 @@ from breakerdeck.console.screens.help import HelpScreen
 from breakerdeck.console.source import FaultControls, Notice, Source
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.bus import Missed
+from breakerdeck.engine.text import printable
 
 #: Audit rows read at start so cards show recent denials and trips at once.
 SEED_EVENTS = 2000
@@ -171,6 +173,25 @@ class BreakerdeckApp(App[None]):
             screen = self._dashboard()  # a dialog is up: keep the dashboard beneath it honest
         if screen is not None:
             screen.tick()
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Every toast here carries text from outside (keys, sources, a feed's error): shown
+        escaped and never read as markup, whatever the caller asked for."""
+        super().notify(
+            printable(message),
+            title=printable(title),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
 
     # -- operator actions ------------------------------------------------------------------
 

@@ -1,22 +1,107 @@
-"""The `breakerdeck` command line: one sub-command per way of using the engine."""
+"""The `breakerdeck` command line: one sub-command per way of using the engine.
+
+A mistake on the command line is one line on standard error and exit 64 (`EXIT_USAGE`), for
+every command: never a traceback, and never a number that `status` uses for a verdict. Numbers
+are read with bounds (a NaN speed or a 1e-300 one would wedge the simulation), names with the
+lengths the feed accepts. docs/console.md lists every exit status.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
+import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+from urllib.parse import urlsplit
+
+from breakerdeck.console.output import EXIT_IO, discard
+from breakerdeck.engine.feed.protocol import MAX_ACTOR_CHARS, MAX_KEY_CHARS, MAX_REASON_CHARS
+
+#: A command-line usage error (sysexits' EX_USAGE): DESIGN's number for `status`, kept for all.
+EXIT_USAGE = 64
+#: Interrupted (Ctrl-C) before the command finished: 128 + SIGINT, as a shell reports it.
+EXIT_INTERRUPTED = 130
+
+#: `--speed`: slower than this a demo looks frozen; faster, a cooldown passes between repaints.
+SPEED_RANGE = (0.1, 1000.0)
+#: `--duration`: a headless run covers at most a simulated year.
+MAX_DURATION = 366 * 86400.0
+#: `--timeout`: connecting to a feed never waits longer than an hour.
+MAX_TIMEOUT = 3600.0
 
 
-def _positive(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+class _Parser(argparse.ArgumentParser):
+    """argparse with its usage errors on one line and exit 64 (argparse's own 2 would read as
+    `status`'s "paged")."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _number(low: float, high: float, *, above_low: bool = False) -> Callable[[str], float]:
+    """A finite float in [low, high] (or (low, high] with `above_low`)."""
+    shown = f"{'more than' if above_low else 'at least'} {low:g} and at most {high:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        too_low = value <= low if above_low else value < low
+        if not math.isfinite(value) or too_low or value > high:
+            raise argparse.ArgumentTypeError(f"must be {shown}, got {text}")
+        return value
+
+    return parse
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
     return value
 
 
+def _feed_url(text: str) -> str:
+    """A ws:// or wss:// URL with a host (and a valid port if one is given)."""
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError on a port out of range
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"not a feed URL: {text!r} ({error})") from None
+    if parts.scheme not in ("ws", "wss") or not parts.hostname:
+        raise argparse.ArgumentTypeError(
+            f"not a feed URL: {text!r}; expected ws://host:port (or wss://)"
+        )
+    return text
+
+
+def _text(limit: int, what: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if len(text) > limit:
+            raise argparse.ArgumentTypeError(
+                f"{what} is {len(text)} characters long; at most {limit}"
+            )
+        return text
+
+    return parse
+
+
+_speed = _number(*SPEED_RANGE)
+_duration = _number(0.0, MAX_DURATION, above_low=True)
+_timeout = _number(0.0, MAX_TIMEOUT, above_low=True)
+# The same bounds as the live feed's: a reset the feed would refuse is refused here first.
+_actor = _text(MAX_ACTOR_CHARS, "the operator name")
+_reason = _text(MAX_REASON_CHARS, "the reason")
+_key = _text(MAX_KEY_CHARS, "the key")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="breakerdeck",
         description="Circuit breakers for AI agents' tool calls, and the console to watch them.",
     )
@@ -32,15 +117,18 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=7)
     demo.add_argument(
         "--speed",
-        type=_positive,
+        type=_speed,
         default=None,
-        help="simulated seconds per real second (console default: 5; headless: as fast as it can)",
+        help="simulated seconds per real second, 0.1 to 1000 (console default: 5; headless: as "
+        "fast as it can)",
     )
     demo.add_argument("--state-dir", default=None, help="keep verdicts and audit log here")
-    demo.add_argument("--operator", default=None, help="name written on resets (default: login)")
+    demo.add_argument(
+        "--operator", type=_actor, default=None, help="name written on resets (default: login)"
+    )
     demo.add_argument("--headless", action="store_true", help="no screen: write the event trace")
     demo.add_argument(
-        "--duration", type=_positive, default=3600.0, help="simulated seconds to run (headless)"
+        "--duration", type=_duration, default=3600.0, help="simulated seconds to run (headless)"
     )
     demo.add_argument("--events", default="-", help="trace output path, or - for stdout (headless)")
     demo.add_argument("--on-page", default=None, help="command run with each page event as JSON")
@@ -51,15 +139,15 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="simulated agents on an engine, served over the live feed"
     )
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--port", type=_port, default=8765)
     serve.add_argument(
         "--scenario", default=None, help="scenario name (see `breakerdeck scenarios`)"
     )
     serve.add_argument(
         "--speed",
-        type=_positive,
+        type=_speed,
         default=1.0,
-        help="simulated seconds per real second (default: real time)",
+        help="simulated seconds per real second, 0.1 to 1000 (default: real time)",
     )
     serve.add_argument("--seed", type=int, default=7)
     serve.add_argument("--policy", choices=["agent", "tool"], default="agent")
@@ -78,15 +166,17 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser(
         "status", help="one-shot table or JSON of a remote engine's breakers"
     )
-    status.add_argument("url")
+    status.add_argument("url", type=_feed_url)
     status.add_argument("--json", action="store_true")
     status.add_argument("--token-file", default=None)
-    status.add_argument("--timeout", type=_positive, default=10.0)
+    status.add_argument("--timeout", type=_timeout, default=10.0)
 
     watch = commands.add_parser(
         "watch", help="the console on one or more remote engines (replicas of a service)"
     )
-    watch.add_argument("urls", nargs="+", metavar="URL", help="ws://host:port of each engine")
+    watch.add_argument(
+        "urls", nargs="+", type=_feed_url, metavar="URL", help="ws://host:port of each engine"
+    )
     watch.add_argument(
         "--token-file",
         action="append",
@@ -94,19 +184,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="token for every URL, or repeat once per URL (default: $BREAKERDECK_TOKEN, then "
         "operator.token / viewer.token in the default state dir)",
     )
-    watch.add_argument("--operator", default=None, help="name written on resets (default: login)")
-    watch.add_argument("--timeout", type=_positive, default=10.0, help="seconds to connect")
+    watch.add_argument(
+        "--operator", type=_actor, default=None, help="name written on resets (default: login)"
+    )
+    watch.add_argument("--timeout", type=_timeout, default=10.0, help="seconds to connect")
 
     reset = commands.add_parser("reset", help="reset one breaker on a remote engine")
-    reset.add_argument("url")
-    reset.add_argument("key")
+    reset.add_argument("url", type=_feed_url)
+    reset.add_argument("key", type=_key)
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    reset.add_argument("--reason", default=None)
+    reset.add_argument("--reason", type=_reason, default=None)
     reset.add_argument("--token-file", default=None)
     reset.add_argument(
-        "--operator", default=None, help="name written on the reset (default: login)"
+        "--operator", type=_actor, default=None, help="name written on the reset (default: login)"
     )
-    reset.add_argument("--timeout", type=_positive, default=10.0)
+    reset.add_argument("--timeout", type=_timeout, default=10.0)
     return parser
 
 
@@ -115,9 +207,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(args)
     except BrokenPipeError:
-        # The reader left (`status --json | head`): end quietly, with nothing more to flush.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        # Standard output goes through `console.output`; this is standard error gone too.
+        discard(sys.stdout)
+        discard(sys.stderr)
+        return EXIT_IO
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
 
 
 def _run(args: argparse.Namespace) -> int:

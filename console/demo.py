@@ -9,11 +9,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import getpass
-import sys
 import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from breakerdeck.console.output import say
 from breakerdeck.console.source import InProcessSource
+from breakerdeck.engine import statedir
+from breakerdeck.engine.errors import StateDirError
 
 if TYPE_CHECKING:
     from breakerdeck.fixtures.simulation import Simulation
@@ -24,6 +27,9 @@ DEFAULT_SPEED = 5.0
 #: What `d` does to a platform: the connection is refused, a counted upstream failure under
 #: both policies, and instant, so trips come quickly.
 DOWN_FAULT = "refused"
+
+#: The demo could not start (the scenario, the state dir): the message says why.
+EXIT_START = 2
 
 
 class SimulationControls:
@@ -67,11 +73,13 @@ def run_demo(args: argparse.Namespace) -> int:
     operator = args.operator or getpass.getuser()
     scenario = args.scenario or DEFAULT_SCENARIO
     with contextlib.ExitStack() as stack:
-        # The detail screen reads the audit log, so the demo always has one.
-        state_dir = args.state_dir or stack.enter_context(
-            tempfile.TemporaryDirectory(prefix="breakerdeck-demo-")
-        )
         try:
+            # The detail screen reads the audit log, so the demo always has one.
+            state_dir = (
+                statedir.prepare(Path(args.state_dir).expanduser())
+                if args.state_dir
+                else stack.enter_context(tempfile.TemporaryDirectory(prefix="breakerdeck-demo-"))
+            )
             sim = Simulation.build(
                 scenario,
                 policy=args.policy,
@@ -80,13 +88,14 @@ def run_demo(args: argparse.Namespace) -> int:
                 state_dir=state_dir,
                 page_hook=command_hook(args.on_page) if args.on_page else None,
             )
-        except (ValueError, OSError) as error:
-            print(f"breakerdeck: {error}", file=sys.stderr)
-            return 2
+        except (ValueError, OSError, StateDirError) as error:  # ScenarioError is a ValueError
+            say(str(error))
+            return EXIT_START
         for problem in sim.engine.problems:
-            print(f"breakerdeck: {problem}", file=sys.stderr)
+            say(problem)
         controls = SimulationControls(sim)
-        source = InProcessSource(sim.engine, label=f"demo {scenario} · {args.policy}", speed=speed)
+        label = f"demo {scenario} · {args.policy}"
+        source = InProcessSource(sim.engine, label=label, speed=speed)
         app = BreakerdeckApp(
             source, operator=operator, controls=controls, platform_of=controls.platform_of
         )

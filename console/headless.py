@@ -9,64 +9,97 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import sqlite3
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from breakerdeck.console.output import EXIT_IO, Output, say
+from breakerdeck.engine import statedir
 from breakerdeck.engine.engine import read_mark
+from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.events import Event, record
 from breakerdeck.engine.page import command_hook
 from breakerdeck.fixtures import scenario as scenarios
 from breakerdeck.fixtures.simulation import DEFAULT_SCENARIO, FIXED_EPOCH, Simulation
 
+#: The run could not start (the scenario, the state dir): the message says why.
+EXIT_START = 2
+
 
 def list_scenarios(out: IO[str]) -> int:
+    output = Output(out)
     for name in scenarios.names():
         loaded = scenarios.load(name)
         policies = ", ".join(loaded.policies) or "none: nothing trips"
-        out.write(f"{name}  [{policies}]\n")
-        out.write(f"    {' '.join(loaded.description.split())}\n")
-    return 0
+        description = " ".join(loaded.description.split())
+        if not output.write(f"{name}  [{policies}]\n    {description}\n"):
+            break
+    output.close()
+    return _finish(output, 0)
 
 
 def run_headless(args: argparse.Namespace) -> int:
-    try:
-        scenario = scenarios.load(args.scenario or DEFAULT_SCENARIO)
-    except scenarios.ScenarioError as error:
-        print(f"breakerdeck: {error}", file=sys.stderr)
-        return 2
     with contextlib.ExitStack() as stack:
-        state_dir = args.state_dir or stack.enter_context(
-            tempfile.TemporaryDirectory(prefix="breakerdeck-")
-        )
-        out = _open_events(args.events, stack)
-        simulation = Simulation(
-            scenario,
-            policy=args.policy,
-            seed=args.seed,
-            speed=args.speed,
-            state_dir=state_dir,
-            page_hook=command_hook(args.on_page) if args.on_page else None,
-            epoch=_start_wall(Path(state_dir)),
-        )
+        try:
+            scenario = scenarios.load(args.scenario or DEFAULT_SCENARIO)
+            state_dir = _state_dir(args.state_dir, stack)
+            simulation = Simulation(
+                scenario,
+                policy=args.policy,
+                seed=args.seed,
+                speed=args.speed,
+                state_dir=state_dir,
+                page_hook=command_hook(args.on_page) if args.on_page else None,
+                epoch=_start_wall(state_dir),
+            )
+        except (scenarios.ScenarioError, StateDirError) as error:
+            say(str(error))
+            return EXIT_START
+        try:
+            out = _open_events(args.events, stack)
+        except OSError as error:
+            simulation.close()
+            say(f"cannot write the trace to {args.events}: {error.strerror or error}")
+            return EXIT_IO
         for problem in simulation.engine.problems:
-            print(f"breakerdeck: {problem}", file=sys.stderr)
-        epoch = simulation.engine.epoch
-        simulation.engine.subscribe(lambda event: _write(out, event, epoch))
-        print(
-            f"breakerdeck: {scenario.name} under the {args.policy} policy, seed {args.seed}, "
-            f"{args.duration:g} simulated seconds",
-            file=sys.stderr,
+            say(problem)
+        output = Output(out)
+        simulation.engine.subscribe(_trace(output, simulation.engine.epoch, simulation.halt))
+        say(
+            f"{scenario.name} under the {args.policy} policy, seed {args.seed}, "
+            f"{args.duration:g} simulated seconds"
         )
         simulation.run_headless(args.duration)
-        out.flush()
-    return 0
+        output.close()
+    return _finish(output, 0)
 
 
-def _write(out: IO[str], event: Event, epoch: float) -> None:
-    out.write(json.dumps(record(event, epoch), separators=(",", ":")))
-    out.write("\n")
+def _finish(output: Output, verdict: int) -> int:
+    problem = output.problem()
+    if problem:
+        say(problem)
+    return output.exit_status(verdict)
+
+
+def _state_dir(given: str | None, stack: contextlib.ExitStack) -> Path:
+    """The state dir asked for, checked (ours, private, a directory), or a temporary one."""
+    if given is None:
+        return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="breakerdeck-")))
+    return statedir.prepare(Path(given).expanduser())
+
+
+def _trace(output: Output, epoch: float, halt: Callable[[], None]) -> Callable[[Event], None]:
+    """The trace's writer: once its output fails (the reader left, the disk is full), the run
+    stops, since nothing more it does can be seen."""
+
+    def write(event: Event) -> None:
+        if not output.write(json.dumps(record(event, epoch), separators=(",", ":")) + "\n"):
+            halt()
+
+    return write
 
 
 def _open_events(path: str, stack: contextlib.ExitStack) -> IO[str]:
@@ -82,10 +115,15 @@ def _start_wall(state_dir: Path) -> float:
 
     newest = [FIXED_EPOCH, read_mark(state_dir).wall or FIXED_EPOCH]
     audit_path, store_path = state_dir / "audit.sqlite3", state_dir / "verdicts.sqlite3"
+    # A damaged file is the engine's to move aside when it opens it; the start time does
+    # without what it held.
     if audit_path.exists():
-        with AuditLog(audit_path, retention_seconds=float("inf")) as audit:
+        with (
+            contextlib.suppress(sqlite3.DatabaseError),
+            AuditLog(audit_path, retention_seconds=float("inf")) as audit,
+        ):
             newest.append(audit.newest_wall() or FIXED_EPOCH)
     if store_path.exists():
-        with VerdictStore(store_path) as store:
+        with contextlib.suppress(sqlite3.DatabaseError), VerdictStore(store_path) as store:
             newest.append(store.newest_wall() or FIXED_EPOCH)
     return max(newest)

@@ -20,12 +20,15 @@ import os
 import secrets
 import signal
 import socket
+import stat
 import sys
 import time
 import uuid
 from pathlib import Path
-from typing import IO
 
+from breakerdeck.console.output import Output, say
+from breakerdeck.engine import statedir
+from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.feed import protocol as p
 from breakerdeck.engine.feed.client import (
     ConnectionLost,
@@ -39,6 +42,7 @@ from breakerdeck.engine.feed.client import (
     read_token,
     send_request,
 )
+from breakerdeck.engine.text import printable
 
 __all__ = [
     "EXIT_ERROR",
@@ -66,6 +70,8 @@ EXIT_UNREACHABLE = 3
 EXIT_REFUSED = 4
 #: The server refused the request (forbidden, unknown key) or spoke another protocol version.
 EXIT_ERROR = 5
+#: `serve`: could not start (state dir, tokens, scenario, address): the message says why.
+EXIT_START = 2
 
 VIEWER_TOKEN_FILE = "viewer.token"
 OPERATOR_TOKEN_FILE = "operator.token"
@@ -78,30 +84,26 @@ def default_state_dir() -> Path:
     return Path(base) / "breakerdeck"
 
 
-def _say(message: str) -> None:
-    print(f"breakerdeck: {message}", file=sys.stderr)
-
-
 # -- tokens -------------------------------------------------------------------------------------
-
-
-def _write_secret(path: Path, token: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(token + "\n")
 
 
 def _generated_token(path: Path) -> str:
     """The token kept in the state dir: reused across restarts (watching consoles keep working),
-    created with mode 0600 when missing. Delete the file to rotate it."""
-    if path.exists():
-        mode = path.stat().st_mode & 0o777
-        if mode & 0o077:
-            path.chmod(0o600)
-            _say(f"{path} was readable by others (mode {mode:o}); set it to 0600")
-        return read_token(path)
-    token = secrets.token_urlsafe(32)
-    _write_secret(path, token)
+    created with mode 0600 when missing. Delete the file to rotate it. Written as `statedir`
+    writes (a fresh file, never through a link) and read as it reads (a file of another user,
+    or one others can write, is refused). A link put there on purpose (a mounted secret) is
+    read and left alone; a plain file others can read is replaced by a 0600 copy."""
+    if not os.path.lexists(path):
+        token = secrets.token_urlsafe(32)
+        statedir.write_private(path, token + "\n")
+        return token
+    token = statedir.read_private(path).strip()
+    if not token:
+        raise FeedError(f"token file {path} is empty; delete it to have a new one made")
+    info = path.lstat()
+    if not stat.S_ISLNK(info.st_mode) and info.st_mode & 0o077:
+        statedir.write_private(path, token + "\n")
+        say(f"{path} was readable by others (mode {info.st_mode & 0o777:o}); now 0600")
     return token
 
 
@@ -115,11 +117,11 @@ def serve_tokens(args: argparse.Namespace, state_dir: Path) -> tuple[str, str]:
         given = vars(args)[option]
         if given:
             tokens[role] = read_token(given)
-            _say(f"{role} token from {given}")
+            say(f"{role} token from {given}")
         else:
             path = state_dir / name
             tokens[role] = _generated_token(path)
-            _say(f"{role} token in {path} (mode 0600)")
+            say(f"{role} token in {path} (mode 0600)")
     if secrets.compare_digest(tokens["viewer"], tokens["operator"]):
         raise FeedError("the viewer and operator tokens must differ")
     return tokens["viewer"], tokens["operator"]
@@ -169,13 +171,16 @@ def run_serve(args: argparse.Namespace) -> int:
     from breakerdeck.fixtures import scenario as scenarios
     from breakerdeck.fixtures.simulation import Simulation
 
-    state_dir = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
+    chosen = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
     try:
-        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        state_dir = statedir.prepare(chosen)
         viewer, operator = serve_tokens(args, state_dir)
+    except StateDirError as error:
+        say(str(error))
+        return EXIT_START
     except (OSError, FeedError) as error:
-        _say(f"cannot set up tokens: {error}")
-        return 2
+        say(f"cannot set up tokens: {error}")
+        return EXIT_START
     try:
         simulation = Simulation.build(
             args.scenario,
@@ -186,13 +191,13 @@ def run_serve(args: argparse.Namespace) -> int:
             page_hook=command_hook(args.on_page) if args.on_page else None,
             epoch=time.time(),
         )
-    except scenarios.ScenarioError as error:
-        _say(str(error))
-        return 2
+    except (scenarios.ScenarioError, StateDirError) as error:
+        say(str(error))
+        return EXIT_START
     for problem in simulation.engine.problems:
-        _say(problem)
+        say(problem)
     if args.host not in ("127.0.0.1", "::1", "localhost"):
-        _say(
+        say(
             f"listening on {args.host}: the feed is plain ws://, tokens travel unencrypted; "
             "prefer an SSH tunnel or a TLS-terminating proxy"
         )
@@ -213,7 +218,7 @@ def run_serve(args: argparse.Namespace) -> int:
             source_name=source,
         ) as feed:
             simulation.start_thread()
-            _say(
+            say(
                 f"serving {simulation.scenario.name} under the {args.policy} policy as "
                 f"{feed.source!r} on {feed.url} (speed {args.speed or 1.0:g}x); Ctrl-C stops"
             )
@@ -222,13 +227,13 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         asyncio.run(main())
     except OSError as error:
-        _say(f"cannot serve on {args.host}:{args.port}: {error}")
-        return 2
+        say(f"cannot serve on {args.host}:{args.port}: {error}")
+        return EXIT_START
     except KeyboardInterrupt:
         pass
     finally:
         simulation.stop()
-    _say("stopped")
+    say("stopped")
     return 0
 
 
@@ -248,31 +253,45 @@ def run_status(args: argparse.Namespace) -> int:
         token = client_token(args, operator=False)
         snapshot = asyncio.run(fetch_snapshot(args.url, token, timeout=_timeout(args)))
     except (FeedError, OSError) as error:
-        _say(str(error))
+        say(str(error))
         return _exit_for(error)
     code = status_exit(snapshot)
     if args.json:
-        out = {"url": args.url, "exit_status": code, **snapshot.model_dump(mode="json")}
-        json.dump(out, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        report = {"url": args.url, "exit_status": code, **snapshot.model_dump(mode="json")}
+        lines = (json.dumps(report, indent=2) + "\n").splitlines(keepends=True)
     else:
-        _say(
+        say(
             f"{snapshot.source} at {args.url}: {len(snapshot.breakers)} breakers, "
             f"{snapshot.policy} policy, seq {snapshot.seq}, as of {snapshot.at}"
         )
-        write_table(snapshot, sys.stdout)
-    return code
+        lines = table_lines(snapshot)
+    return _deliver(lines, code)
+
+
+def _deliver(lines: list[str], verdict: int) -> int:
+    """`lines` on standard output, line by line: `status | head` keeps the verdict, a closed
+    pipe or a full disk is an I/O error (74)."""
+    out = Output(sys.stdout)
+    for line in lines:
+        if not out.write(line):
+            break
+    out.close()
+    problem = out.problem()
+    if problem:
+        say(problem)
+    return out.exit_status(verdict)
 
 
 def _timeout(args: argparse.Namespace) -> float:
     return float(args.timeout)
 
 
-def write_table(snapshot: p.SnapshotMessage, out: IO[str]) -> None:
+def table_lines(snapshot: p.SnapshotMessage) -> list[str]:
+    """The table `status` prints; every cell escaped (keys and agents come from outside)."""
     if not snapshot.breakers:
-        _say("no breakers yet (no calls seen)")
-        return
-    rows = [("KEY", "AGENT", "STATE", "COUNT", "RETRY IN", "CAUSE", "NOTE")]
+        say("no breakers yet (no calls seen)")
+        return []
+    rows: list[tuple[str, ...]] = [("KEY", "AGENT", "STATE", "COUNT", "RETRY IN", "CAUSE", "NOTE")]
     order = {"PAUSED": 0, "OPEN": 1, "HALF-OPEN": 2, "CLOSED": 3}
     for b in sorted(snapshot.breakers, key=lambda b: (not b.paged, order[b.display_state], b.key)):
         notes = []
@@ -282,21 +301,21 @@ def write_table(snapshot: p.SnapshotMessage, out: IO[str]) -> None:
             notes.append(f"shared by {len(b.agents)}")
         retry = "-" if b.retry_after_seconds is None else f"{b.retry_after_seconds:.0f}s"
         agent = ",".join(b.agents) if b.shared else (b.agent or "-")
-        rows.append(
-            (
-                b.key,
-                agent,
-                b.display_state,
-                str(b.count),
-                retry,
-                b.trip_cause or "-",
-                " ".join(notes) or "-",
-            )
+        cells = (
+            b.key,
+            agent,
+            b.display_state,
+            str(b.count),
+            retry,
+            b.trip_cause or "-",
+            " ".join(notes) or "-",
         )
+        rows.append(tuple(printable(cell) for cell in cells))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-        out.write("\n")
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n"
+        for row in rows
+    ]
 
 
 # -- reset ------------------------------------------------------------------------------------
@@ -308,18 +327,18 @@ def run_reset(args: argparse.Namespace) -> int:
         timeout = _timeout(args)
         current = asyncio.run(fetch_snapshot(args.url, token, timeout=timeout))
     except (FeedError, OSError) as error:
-        _say(str(error))
+        say(str(error))
         return _exit_for(error)
     breaker = next((b for b in current.breakers if b.key == args.key), None)
     if breaker is None:
         known = ", ".join(sorted(b.key for b in current.breakers)[:10]) or "none yet"
-        _say(f"{current.source} has no breaker with key {args.key!r} (known: {known})")
+        say(f"{current.source} has no breaker with key {args.key!r} (known: {known})")
         return EXIT_ERROR
     what = f"{breaker.display_state}, count {breaker.count}"
     if breaker.trip_cause and breaker.state != "closed":
         what += f", cause {breaker.trip_cause}"
     if not args.yes and not _confirm(f"Reset {args.key} on {current.source} ({what})? [y/N] "):
-        _say("not reset")
+        say("not reset")
         return EXIT_OPEN
     actor = args.operator or _login()
     request = p.ResetRequest(
@@ -331,23 +350,23 @@ def run_reset(args: argparse.Namespace) -> int:
     try:
         _, ack = asyncio.run(send_request(args.url, token, request, timeout=timeout))
     except FeedRequestError as error:
-        _say(f"{current.source} refused the reset: {error.message} ({error.code})")
+        say(f"{current.source} refused the reset: {error.message} ({error.code})")
         return EXIT_ERROR
     except (FeedError, OSError) as error:
-        _say(str(error))
+        say(str(error))
         return _exit_for(error)
-    _say(f"reset {args.key} on {current.source} as remote:operator:{actor} (seq {ack.seq})")
+    say(f"reset {args.key} on {current.source} as remote:operator:{actor} (seq {ack.seq})")
     return EXIT_OK
 
 
 def _confirm(prompt: str) -> bool:
     """Ask on standard error, read the answer from standard input (a pipe works too)."""
-    sys.stderr.write(prompt)
+    sys.stderr.write(printable(prompt.rstrip(" ")) + " ")  # the key and source are outside text
     sys.stderr.flush()
     answer = sys.stdin.readline() if sys.stdin else ""
     if not answer:
         sys.stderr.write("\n")
-        _say("no answer on standard input; pass --yes to reset without asking")
+        say("no answer on standard input; pass --yes to reset without asking")
     return answer.strip().lower() in ("y", "yes")
 
 

@@ -499,30 +499,32 @@ def run_watch(args: argparse.Namespace) -> int:
     """`breakerdeck watch URL [URL ...] [--token-file PATH ...] [--operator NAME]`."""
     from breakerdeck.console import remote
     from breakerdeck.console.app import BreakerdeckApp
+    from breakerdeck.console.cli import EXIT_USAGE
+    from breakerdeck.console.output import say
 
     urls: list[str] = list(args.urls)
     files: list[str] = list(args.token_file or [])
     if files and len(files) not in (1, len(urls)):
-        remote._say(f"give one --token-file, or one per URL ({len(urls)}); got {len(files)}")
-        return 2
+        say(f"give one --token-file, or one per URL ({len(urls)}); got {len(files)}")
+        return EXIT_USAGE
     try:
         tokens = [] if files else [remote.client_token(args, operator=True)]
         source = RemoteSource(urls, tokens=tokens, token_files=files)
         failed = asyncio.run(source.prime(timeout=float(args.timeout)))
     except (FeedError, OSError) as error:
-        remote._say(str(error))
+        say(str(error))
         return remote._exit_for(error)
     for feed, error in failed:
-        remote._say(f"{feed.url}: {error}")
+        say(f"{feed.url}: {error}")
     fatal = [error for _, error in failed if not isinstance(error, FeedUnreachable)]
     if fatal:
         return remote._exit_for(fatal[0])
     if len(failed) == len(urls):
-        remote._say("no source answered; nothing to watch")
+        say("no source answered; nothing to watch")
         return remote.EXIT_UNREACHABLE
     problem = source.policy_problem()
     if problem:
-        remote._say(problem)
+        say(problem)
         return remote.EXIT_ERROR
     operator = args.operator or _login()
     app = BreakerdeckApp(source, operator=operator)

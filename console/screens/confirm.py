@@ -11,6 +11,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from breakerdeck.engine.text import printable
+
 
 class ConfirmScreen(ModalScreen[bool]):
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -30,11 +32,14 @@ class ConfirmScreen(ModalScreen[bool]):
         self.yes = yes
 
     def compose(self) -> ComposeResult:
+        # Keys, agents, sources and causes come from outside: shown escaped, never as markup.
         with Vertical(id="confirm-box"):
-            yield Static(self.title_text, id="confirm-title")
-            yield Static("\n".join(self.lines), id="confirm-body", markup=False)
+            yield Static(printable(self.title_text), id="confirm-title", markup=False)
+            body = "\n".join(printable(line) for line in self.lines)
+            yield Static(body, id="confirm-body", markup=False)
             if self.warning:
-                yield Static(f"WARNING: {self.warning}", id="confirm-warning", markup=False)
+                warning = f"WARNING: {printable(self.warning)}"
+                yield Static(warning, id="confirm-warning", markup=False)
             with Horizontal(id="confirm-buttons"):
                 yield Button("No (n)", id="no", variant="primary")
                 yield Button(f"{self.yes} (y)", id="yes", variant="error")

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Footer, Static
 from breakerdeck.console.model import Card, cause_word, clock_text, hint, mmss
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import Event
+from breakerdeck.engine.text import printable
 
 if TYPE_CHECKING:
     from breakerdeck.console.app import BreakerdeckApp
@@ -147,7 +148,7 @@ class DetailScreen(Screen[None]):
         note = self.app.source.audit_note(self.card.id)
         shown = self.query_one("#detail-note", Static)
         shown.display = note is not None
-        shown.update(note or "")
+        shown.update(printable(note or ""))
         self._show_card()
         self._show_trips()
         self._show_rows()
@@ -161,21 +162,21 @@ class DetailScreen(Screen[None]):
         if left is not None:
             word = f"OPEN {mmss(left)}"
         title.append(f" {word} ", style="bold reverse")
-        title.append(f"  {card.agent}", style="bold")
+        title.append(f"  {printable(card.agent)}", style="bold")
         if card.key != card.agent:
-            title.append(f" · {card.key}")
+            title.append(f" · {printable(card.key)}")
         if card.source:
-            title.append(f" on {card.source}")
+            title.append(f" on {printable(card.source)}")
         stale = self.app.source.stale_for(card.id)
         if stale is not None:
             title.append(f"  STALE since {clock_text(stale)}", style="bold reverse")
         if card.shared:
-            title.append(f" (shared: {', '.join(card.view.agents)})")
+            title.append(f" (shared: {printable(', '.join(card.view.agents))})")
         if card.rank == 0:
             title.append("  !! PAGED !!", style="bold reverse")
         title.append(f"   count {self.app.board.thresholds.counter(card.view.count)}")
         self.query_one("#detail-title", Static).update(title)
-        self.query_one("#detail-hint", Static).update(f"→ {hint(card)}")
+        self.query_one("#detail-hint", Static).update(f"→ {printable(hint(card))}")
 
     def _show_trips(self) -> None:
         trips = trips_with_failures(self.rows)
@@ -200,7 +201,7 @@ class DetailScreen(Screen[None]):
                 )
                 if failures:
                     lines.append(f"    after: {led_by(failures)}")
-            text = "\n".join(lines)
+            text = "\n".join(printable(line) for line in lines)
         self.query_one("#detail-trips", Static).update(text)
 
     def _show_rows(self) -> None:
@@ -213,7 +214,9 @@ class DetailScreen(Screen[None]):
             if with_agent:
                 cells.append(event.agent or "")
             cells.append(describe(event))
-            table.add_row(*cells, key=str(event.seq))
+            # Text cells: a string cell would be read as Rich markup, and `[/]` in a reason
+            # would crash the screen.
+            table.add_row(*(Text(printable(cell)) for cell in cells), key=str(event.seq))
         if self.rows:
             table.move_cursor(row=min(cursor, len(self.rows) - 1))
 

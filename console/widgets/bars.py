@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from breakerdeck.console.model import Summary, clock_text
+from breakerdeck.engine.text import printable
 
 
 class SummaryBar(Static):
@@ -37,7 +38,7 @@ class SummaryBar(Static):
             counts.append(f"{word} {count}", style=style)
         text = Text(no_wrap=True, overflow="ellipsis")
         if summary.paged:
-            names = ", ".join(summary.paged_keys[:3])
+            names = printable(", ".join(summary.paged_keys[:3]))
             more = f" +{summary.paged - 3}" if summary.paged > 3 else ""
             banner = f" !! PAGED {summary.paged}: {names}{more} !! "
             shortest = self._right(now, speed, stale_since, full=False)
@@ -51,6 +52,7 @@ class SummaryBar(Static):
         right = self._right(now, speed, stale_since, full=True)
         if text.cell_len + right.cell_len > width:
             right = self._right(now, speed, stale_since, full=False)
+        label = printable(label)  # an engine's name, as its feed reported it
         if label and text.cell_len + right.cell_len + len(label) + 5 <= width:  # gap of 2+
             right = Text.assemble((label, "dim"), " · ", right)
         gap = width - text.cell_len - right.cell_len
@@ -82,19 +84,20 @@ class StatusLine(Static):
     def show(self, *, filter_text: str, shown: int, total: int, faults: dict[str, str]) -> None:
         text = Text(no_wrap=True, overflow="ellipsis")
         if filter_text:
-            text.append(f"filter “{filter_text}”: {shown} of {total} ", style="bold reverse")
+            shown_filter = printable(filter_text)
+            text.append(f"filter “{shown_filter}”: {shown} of {total} ", style="bold reverse")
             text.append("  ")
         if faults:
             text.append("demo ", style="bold")
             troubled = [(p, state) for p, state in faults.items() if state != "ok"]
             for platform, state in troubled:
-                text.append(platform)
+                text.append(printable(platform))
                 text.append(" ")
-                text.append(state, style="bold reverse")
+                text.append(printable(state), style="bold reverse")
                 text.append(" · ", style="dim")
             healthy = [p for p, state in faults.items() if state == "ok"]
             if healthy:
-                text.append("ok: " + " ".join(healthy))
+                text.append("ok: " + printable(" ".join(healthy)))
         self.display = bool(filter_text or faults)
         if text != self._shown:  # the same line on most repaints: skip the screen's layout
             self._shown = text

@@ -33,6 +33,7 @@ from breakerdeck.console.model import (
     hint,
     mmss,
 )
+from breakerdeck.engine.text import printable
 
 MIN_CARD_WIDTH = 76
 TROUBLE_LINES = 5
@@ -236,7 +237,7 @@ class CardList(ScrollView, can_focus=True):
         if not self.cards:
             if y == 1:
                 style = self.get_component_rich_style("cards--empty")
-                text = f"  {self.empty_text}"
+                text = f"  {printable(self.empty_text)}"
                 return Strip([Segment(text, style)]).crop_extend(0, width, base)
             return Strip.blank(width, base)
         vy = y + int(self.scroll_offset.y)
@@ -293,7 +294,7 @@ class CardList(ScrollView, can_focus=True):
         segments: list[Segment]
         if card.aggregate:
             if line == 0:
-                segments = [Segment("  "), Segment(card.aggregate, Style(bold=True))]
+                segments = [Segment("  "), Segment(printable(card.aggregate), Style(bold=True))]
                 strip = Strip(segments).crop_extend(0, width - 1, self.rich_style)
                 return Strip.join([strip, Strip.blank(1, self.rich_style)])
             line -= 1
@@ -304,7 +305,9 @@ class CardList(ScrollView, can_focus=True):
         else:
             gutter = "  ┃ " if selected else "  │ "
             room = width - 1 - len(gutter)
-            segments = [Segment(gutter, state_style), *self._body(card, line, dim, room)]
+            # Every word in a body line may come from outside (keys, platforms, actors).
+            body = [Segment(printable(s.text), s.style) for s in self._body(card, line, dim, room)]
+            segments = [Segment(gutter, state_style), *body]
         strip = Strip(segments).crop_extend(0, width - 1, base).apply_style(base)
         return Strip.join([strip, Strip.blank(1, self.rich_style)])
 
@@ -321,6 +324,7 @@ class CardList(ScrollView, can_focus=True):
         if countdown is not None and word == "OPEN":
             word = f"OPEN {countdown}"
         name = card.agent if self.thresholds.kind == "agent" else f"{card.agent} · {card.key}"
+        name = printable(name)
         segments = [
             Segment("▶ " if selected else "  "),
             Segment(f"{word:<{STATE_WIDTH}}", state_style + Style(bold=True)),
@@ -329,7 +333,7 @@ class CardList(ScrollView, can_focus=True):
         ]
         dim = self.get_component_rich_style("cards--dim")
         if card.source is not None:
-            segments.append(Segment(f" on {card.source}", dim))
+            segments.append(Segment(f" on {printable(card.source)}", dim))
         if card.shared:
             segments.append(Segment(" shared", dim))
         if stale is not None:
@@ -366,14 +370,14 @@ class CardList(ScrollView, can_focus=True):
         if line == 3:
             if not card.denied:
                 return [Segment("denied ", dim), Segment("none yet", dim)]
-            shown = _fitting([d.text for d in card.denied[:3]], room - 7)
+            shown = _fitting([printable(d.text) for d in card.denied[:3]], room - 7)
             return [Segment("denied ", dim), Segment(shown)]
         return self._trips(card, dim, room)
 
     def _trips(self, card: Card, dim: Style, room: int) -> list[Segment]:
         if not card.trips:
             return [Segment("trips  ", dim), Segment("none yet", dim)]
-        shown = _fitting([t.short for t in card.trips[:3]], room - 7)
+        shown = _fitting([printable(t.short) for t in card.trips[:3]], room - 7)
         return [Segment("trips  ", dim), Segment(shown)]
 
 

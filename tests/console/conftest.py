@@ -93,6 +93,29 @@ def tool_world(tmp_path) -> ToolWorld:
     engine.close()
 
 
+@pytest.fixture
+def worlds(tmp_path):
+    """A factory of engines (agents over fake platforms), closed at the end."""
+    made: list[AgentWorld] = []
+
+    def make(name: str) -> AgentWorld:
+        clock = ManualClock(now=12 * 3600.0)
+        engine = Engine(AgentPolicy(), clock=clock, state_dir=tmp_path / name)
+        platforms = {n: FakePlatform(n) for n in ("payments", "crm")}
+        clients = {
+            n: httpx.AsyncClient(transport=fake, base_url=f"https://{n}.test")
+            for n, fake in platforms.items()
+        }
+        vault = FakeVault()
+        world = AgentWorld(engine, clock, Gateway(engine, clients, vault), platforms, vault)
+        made.append(world)
+        return world
+
+    yield make
+    for world in made:
+        world.engine.close()
+
+
 def make_app(engine: Engine, **kwargs) -> BreakerdeckApp:
     source = InProcessSource(engine, label="test", speed=kwargs.pop("speed", None))
     return BreakerdeckApp(

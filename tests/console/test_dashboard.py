@@ -180,10 +180,11 @@ async def test_enter_opens_the_detail_screen_with_audit_rows_newest_first(agent_
         rows = agent_world.engine.audit.query(key="ava")
         table = screen.query_one("#audit")
         assert table.row_count == len(rows) == 4
-        seqs = [int(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        cells = [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
+        seqs = [int(row[0]) for row in cells]
         assert seqs == sorted(seqs, reverse=True)
-        assert table.get_row_at(0)[2] == "tripped"
-        assert [table.get_row_at(i)[2] for i in (1, 2, 3)] == [ev.CALL_FAILED] * 3
+        assert cells[0][2] == "tripped"
+        assert [cells[i][2] for i in (1, 2, 3)] == [ev.CALL_FAILED] * 3
 
 
 async def test_only_visible_cards_are_drawn(agent_world):

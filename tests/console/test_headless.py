@@ -204,8 +204,35 @@ def test_scenarios_lists_every_scenario_with_its_policies(capsys):
     assert "[tool]" in out and "[agent, tool]" in out
 
 
-def test_a_reader_that_stops_early_ends_the_command_quietly(monkeypatch):
+def test_a_reader_gone_before_anything_is_written_is_an_io_error(monkeypatch, capsys):
     read_end, write_end = os.pipe()
     os.close(read_end)  # like `breakerdeck scenarios | head -0`
     monkeypatch.setattr(sys, "stdout", os.fdopen(write_end, "w", buffering=1))
-    assert main(["scenarios"]) == 0
+    assert main(["scenarios"]) == 74
+    assert "its reader is gone" in capsys.readouterr().err
+
+
+def test_a_trace_reader_that_takes_some_and_leaves_ends_the_run_early(tmp_path):
+    """`demo --headless | head -n 5`: the run stops (nothing more it does can be seen) and
+    exits 0, since its reader took what it wanted."""
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "breakerdeck.console.cli",
+            "demo",
+            "--headless",
+            "--duration",
+            str(366 * 86400),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        head = subprocess.run(["head", "-n", "5"], stdin=run.stdout, capture_output=True)
+        run.stdout.close()
+        assert run.wait(timeout=60) == 0
+    finally:
+        run.kill()
+    assert len(head.stdout.splitlines()) == 5
+    assert b"Traceback" not in run.stderr.read()

@@ -123,8 +123,9 @@ async def test_reset_from_the_detail_screen(agent_world):
         assert isinstance(app.screen, DetailScreen)
         assert agent_world.engine.view("ava").state == "closed"
         table = app.screen.query_one("#audit")
-        assert table.get_row_at(0)[2] == ev.RESET
-        assert OPERATOR in table.get_row_at(0)[-1]
+        row = [str(cell) for cell in table.get_row_at(0)]
+        assert row[2] == ev.RESET
+        assert OPERATOR in row[-1]
         await pilot.press("escape")
         assert isinstance(app.screen, DashboardScreen)
 
