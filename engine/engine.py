@@ -164,6 +164,7 @@ class Engine:
         self._lock_fd = _lock_state_dir(directory)
         self.audit = AuditLog(directory / "audit.sqlite3", wall=self.clock.wall)
         self.store = VerdictStore(directory / "verdicts.sqlite3")
+        self.store.on_fresh_file = self._persist_all
         self._mark_file = directory / MARK_FILE
         mark = read_mark(directory, self._problems)
         self._seq = max(self.audit.max_seq(), mark.seq)
@@ -663,6 +664,12 @@ class Engine:
         if urgent:
             self._owed = ticket
             self._owed_what.append(what or key)
+
+    def _persist_all(self) -> None:
+        """Every key's verdict again: the store's file was replaced after damage."""
+        with self._lock:
+            for key in self._slots:
+                self._persist(key, urgent=False)
 
     def _take_owed(self) -> tuple[int, list[str]] | None:
         """Under the lock: what the caller now leaving must see on disk, if anything."""

@@ -257,6 +257,9 @@ class VerdictStore:
         self._urgent = False
         self._stopping = False
         self._closed = False
+        #: Called on the writer thread when a damaged file was replaced by a fresh one, so the
+        #: owner can submit every verdict again (only the pending ones are written otherwise).
+        self.on_fresh_file: Callable[[], None] | None = None
         self._writer = threading.Thread(
             target=self._run, name=f"verdict-writer:{self.path.name}", daemon=True
         )
@@ -428,6 +431,8 @@ class VerdictStore:
             self._conn, found = open_sqlite(self.path, _prepare, "verdict store")
         for problem in found:
             self._problems.add(problem)
+        if found and self.on_fresh_file is not None:
+            self.on_fresh_file()
 
     def _report(self, problem: str) -> None:
         logger.warning(problem)

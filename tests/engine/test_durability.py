@@ -379,3 +379,27 @@ def test_a_verdict_saved_with_the_clock_an_hour_ahead_opens_for_its_cooldown_onl
         view = engine.view(KEY)
         assert view.reopens_at is not None
         assert view.reopens_at - clock.wall() <= view.cooldown == 30
+
+
+def test_a_verdict_store_replaced_after_damage_gets_every_key_again(state):
+    with Engine(ToolPolicy(), clock=ManualClock(), state_dir=state) as engine:
+        for i in range(40):
+            trip(engine, f"backend-{i}@default")
+        path = state / "verdicts.sqlite3"
+        conn = sqlite3.connect(path)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+        (index_page,) = conn.execute(
+            "SELECT rootpage FROM sqlite_master WHERE type = 'index'"
+        ).fetchone()
+        conn.close()
+        with path.open("r+b") as db:
+            db.seek((index_page - 1) * page_size)
+            db.write(b"\xff" * page_size)
+
+        engine.reset("backend-7@default", actor="alice", reason="fixed")  # meets the damage
+
+        assert engine.store.flush(timeout=5)
+        assert stored_state(state, "backend-7@default") == "closed"
+        assert all(stored_state(state, f"backend-{i}@default") == "open" for i in (0, 20, 39))
+    assert (state / "verdicts.sqlite3.corrupt-1").exists()
