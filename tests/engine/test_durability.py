@@ -280,7 +280,7 @@ def test_no_other_call_waits_while_a_trip_waits_for_its_commit(state):
             holder.execute("ROLLBACK")
             holder.close()
 
-    assert len(others) == 3 and max(others) < 0.1
+    assert len(others) == 3 and max(others) < COMMIT_WAIT / 4
 
 
 def test_a_trip_is_on_disk_when_its_call_returns(state):
