@@ -752,7 +752,8 @@ class Engine:
 
 @dataclass(frozen=True, slots=True)
 class Mark:
-    """Where a closed engine left off: its last seq, wall time and call number."""
+    """The numbers a run may have handed out (its reservation; after a clean close, the last
+    used) and the wall time it was written."""
 
     seq: int = 0
     wall: float | None = None
