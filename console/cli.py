@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from breakerdeck.console.output import EXIT_IO, discard
 from breakerdeck.engine.feed.protocol import MAX_ACTOR_CHARS, MAX_KEY_CHARS, MAX_REASON_CHARS
+from breakerdeck.engine.text import printable
 
 #: A command-line usage error (sysexits' EX_USAGE): DESIGN's number for `status`, kept for all.
 EXIT_USAGE = 64
@@ -36,7 +37,8 @@ class _Parser(argparse.ArgumentParser):
     `status`'s "paged")."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        shown = printable(message)  # it quotes what was typed, which may be pasted from anywhere
+        self.exit(EXIT_USAGE, f"{self.prog}: {shown} (see {self.prog} --help)\n")
 
 
 def _number(low: float, high: float, *, above_low: bool = False) -> Callable[[str], float]:

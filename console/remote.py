@@ -361,7 +361,7 @@ def run_reset(args: argparse.Namespace) -> int:
 
 def _confirm(prompt: str) -> bool:
     """Ask on standard error, read the answer from standard input (a pipe works too)."""
-    sys.stderr.write(printable(prompt.rstrip(" ")) + " ")  # the key and source are outside text
+    sys.stderr.write(printable(prompt))  # the key and the source are outside text
     sys.stderr.flush()
     answer = sys.stdin.readline() if sys.stdin else ""
     if not answer:

@@ -105,6 +105,12 @@ def test_reset_takes_a_reason_and_key_at_the_feeds_limits_and_not_beyond(cli_run
     assert cli_run(["reset", url, "k" * 1025])[0] == cli.EXIT_USAGE
 
 
+def test_a_stray_argument_is_quoted_escaped(cli_run, parser_only):
+    code, err = cli_run(["status", "ws://127.0.0.1:8765", ESCAPES])
+    assert code == cli.EXIT_USAGE
+    assert f"unrecognized arguments: {printable(ESCAPES)}" in err and "\x1b" not in err
+
+
 def test_watch_with_token_files_not_matching_the_urls_is_a_usage_error(cli_run, tmp_path):
     token = tmp_path / "t"
     token.write_text("tok\n")
