@@ -15,9 +15,10 @@ import pytest
 
 from breakerdeck.console import cli, headless
 from breakerdeck.console.app import BreakerdeckApp
+from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.errors import StateDirError
+from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.text import printable
-from breakerdeck.fixtures import simulation
 
 ESCAPES = "x\x1b]0;owned\x07\x1b[2J"
 
@@ -153,16 +154,17 @@ def test_a_state_dir_others_can_write_is_refused(cli_run, tmp_path):
     assert list(shared.iterdir()) == []  # nothing written there
 
 
-def test_a_state_dir_the_engine_refuses_is_a_message(cli_run, tmp_path, monkeypatch):
-    """The engine refuses a dir another process holds (its lock): that error is printed."""
-
-    def locked(*args, **kwargs):
-        raise StateDirError(f"state dir {tmp_path} is in use by another process")
-
-    monkeypatch.setattr(simulation, "Engine", locked)
-    code, err = cli_run(headless_argv("--events", str(tmp_path / "t")))
+def test_a_state_dir_another_engine_holds_is_a_message(cli_run, tmp_path):
+    """The engine's own refusal (its lock: another process is using the dir) is printed."""
+    held = tmp_path / "held"
+    argv = headless_argv("--events", str(tmp_path / "t"), "--state-dir", str(held))
+    holder = Engine(AgentPolicy(), state_dir=held)
+    try:
+        code, err = cli_run(argv)
+    finally:
+        holder.close()
     assert code == headless.EXIT_START
-    assert "in use by another process" in err
+    assert "in use by another breakerdeck process" in err
 
 
 def test_the_console_demo_refuses_a_bad_state_dir_before_opening_the_screen(
