@@ -403,3 +403,24 @@ def test_a_verdict_store_replaced_after_damage_gets_every_key_again(state):
         assert stored_state(state, "backend-7@default") == "closed"
         assert all(stored_state(state, f"backend-{i}@default") == "open" for i in (0, 20, 39))
     assert (state / "verdicts.sqlite3.corrupt-1").exists()
+
+
+def test_an_engine_starts_on_an_audit_log_damaged_under_its_seq_lookup(state):
+    with Engine(ToolPolicy(), clock=ManualClock(), state_dir=state) as engine:
+        for i in range(500):
+            trip(engine, f"backend-{i}@default")
+        last_seq = engine.seq
+    path = state / "audit.sqlite3"
+    conn = sqlite3.connect(path)
+    query = "SELECT rootpage FROM sqlite_master WHERE name = 'events_seq'"
+    (root,) = conn.execute(query).fetchone()
+    conn.close()
+    with path.open("r+b") as db:
+        db.seek((root - 1) * 4096)
+        db.write(b"\xff" * 8192)
+
+    with Engine(ToolPolicy(), clock=ManualClock(), state_dir=state) as engine:
+        assert any("moved to" in problem for problem in engine.problems)
+        assert engine.seq >= last_seq  # the mark still knows where the numbers were
+        trip(engine)
+    assert (state / "audit.sqlite3.corrupt-1").exists()
