@@ -25,5 +25,5 @@ test: $(STAMP)
 	$(BIN)/pytest
 
 bench: $(STAMP)
-	$(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/pip install --quiet -e '.[bench]' --config-settings editable_mode=strict
 	$(BIN)/python bench/run.py
