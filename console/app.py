@@ -22,6 +22,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.notifications import SeverityLevel
+from textual.timer import Timer
 
 from breakerdeck.console.model import Board, Card, mmss
 from breakerdeck.console.screens.confirm import ConfirmScreen
@@ -78,7 +79,7 @@ class BreakerdeckApp(App[None]):
         #: Under a flood, the board is folded at once but the screen repaints at most this often.
         self.min_repaint_seconds = min_repaint_seconds
         self._repainted_at = 0.0
-        self._repaint_timer = None
+        self._repaint_timer: Timer | None = None
         chosen = theme or os.environ.get("BREAKERDECK_THEME")
         if chosen and chosen in self.available_themes:
             self.theme = chosen
@@ -168,9 +169,12 @@ class BreakerdeckApp(App[None]):
 
     def tick(self) -> None:
         """The one timer: countdowns on the screen that shows them."""
-        screen = self.screen
-        if not isinstance(screen, DashboardScreen | DetailScreen):
-            screen = self._dashboard()  # a dialog is up: keep the dashboard beneath it honest
+        current = self.screen
+        screen: DashboardScreen | DetailScreen | None = (
+            current
+            if isinstance(current, DashboardScreen | DetailScreen)
+            else self._dashboard()  # a dialog is up: keep the dashboard beneath it honest
+        )
         if screen is not None:
             screen.tick()
 

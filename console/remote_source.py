@@ -514,9 +514,9 @@ def run_watch(args: argparse.Namespace) -> int:
     except (FeedError, OSError) as error:
         say(str(error))
         return remote._exit_for(error)
-    for feed, error in failed:
-        say(f"{feed.url}: {error}")
-    fatal = [error for _, error in failed if not isinstance(error, FeedUnreachable)]
+    for feed, failure in failed:
+        say(f"{feed.url}: {failure}")
+    fatal = [failure for _, failure in failed if not isinstance(failure, FeedUnreachable)]
     if fatal:
         return remote._exit_for(fatal[0])
     if len(failed) == len(urls):
