@@ -28,6 +28,10 @@ class DenyReason(StrEnum):
     PROBE_IN_FLIGHT = "probe_in_flight"
 
 
+#: What names a call to the core: any value equal only to itself (the engine's call numbers).
+CallId = int | str
+
+
 @dataclass(slots=True)
 class Admission:
     allowed: bool
@@ -96,7 +100,7 @@ class Breaker:
         self.rate_limited_streak = 0
         self.last_retry_after: float | None = None
         self.trip_cause: OutcomeClass | None = None
-        self.probe_id: str | None = None
+        self.probe_id: CallId | None = None
         self.probe_deadline = 0.0
 
     @property
@@ -107,7 +111,7 @@ class Breaker:
         return None
 
     def admit(
-        self, call_id: str, now: float, lease: float
+        self, call_id: CallId, now: float, lease: float
     ) -> tuple[Admission, Sequence[Transition]]:
         """Let a call in as normal or as the one probe, or refuse it with the time left."""
         state = self.state
@@ -139,21 +143,21 @@ class Breaker:
             return [Transition(ev.HALF_OPEN, {})]
         return []
 
-    def expired_probe(self, now: float) -> str | None:
+    def expired_probe(self, now: float) -> CallId | None:
         """The probe that has outlived its lease, if any; the engine records it as failed."""
         if self.state is _HALF_OPEN and now > self.probe_deadline:
             return self.probe_id
         return None
 
-    def extend_probe(self, call_id: str, seconds: float) -> None:
+    def extend_probe(self, call_id: CallId, seconds: float) -> None:
         """A probe waiting out a Retry-After keeps its slot for that long too."""
         if self.probe_id == call_id:
             self.probe_deadline += seconds
 
-    def is_probe(self, call_id: str) -> bool:
+    def is_probe(self, call_id: CallId) -> bool:
         return self.state is _HALF_OPEN and self.probe_id == call_id
 
-    def record(self, call_id: str, outcome: Outcome, now: float) -> Sequence[Transition]:
+    def record(self, call_id: CallId, outcome: Outcome, now: float) -> Sequence[Transition]:
         """Apply one completed call. Late completions are applied as the design says."""
         if outcome.cls is _SUCCESS:
             if self.state is _CLOSED:

@@ -2,8 +2,11 @@
 
 The breaker core decides; this shell stamps decisions with sequence numbers and times, writes
 them in the design's order (a call's line, then the transitions it caused), persists verdicts,
-and hands events to the audit log and to subscribers. One lock orders all of that; the closed
-path takes no lock.
+and hands events to the audit log and to subscribers. Each key has its own lock, so calls on
+unrelated keys never wait for each other; a short numbering lock hands out seqs; the closed path
+takes no lock. Listeners and the page hook run after the key's lock is released, one event at
+a time in seq order (whichever caller finds them waiting delivers them, as Polly runs its
+callbacks).
 
 Storage never sits on the call path: verdicts and events are queued for writer threads. The one
 exception the design asks for is a transition, reset or credential flag, whose caller waits
@@ -12,6 +15,8 @@ exception the design asks for is a transition, reset or credential flag, whose c
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import fcntl
 import itertools
 import json
@@ -20,6 +25,7 @@ import os
 import secrets
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,20 +75,47 @@ _CLOSED = State.CLOSED
 EXPIRED = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="probe never reported back")
 
 
-@dataclass(slots=True)
 class Call:
-    """One call's ticket, from the harness's first look at it to its `call.completed` line."""
+    """One call's ticket, from the harness's first look at it to its `call.completed` line.
 
-    call_id: str
-    key: str
-    agent: str
-    platform: str
-    tool: str
-    deadline_seconds: float
-    attempts: int = 0
-    admitted_wall: float | None = None
-    admitted_as: str | None = None
-    admitted_seq: int | None = None
+    The call's number is an integer; its printed id (`call-000042`) is formatted only when a
+    line or an Idempotency-Key needs it."""
+
+    __slots__ = (
+        "admitted_as",
+        "admitted_seq",
+        "admitted_wall",
+        "agent",
+        "attempts",
+        "deadline_seconds",
+        "key",
+        "number",
+        "platform",
+        "tool",
+    )
+
+    def __init__(
+        self, number: int, key: str, agent: str, platform: str, tool: str, deadline: float
+    ) -> None:
+        self.number = number
+        self.key = key
+        self.agent = agent
+        self.platform = platform
+        self.tool = tool
+        self.deadline_seconds = deadline
+        self.attempts = 0
+        self.admitted_wall: float | None = None
+        self.admitted_as: str | None = None
+        self.admitted_seq: int | None = None
+
+    @property
+    def call_id(self) -> str:
+        return call_id(self.number)
+
+
+def call_id(number: int) -> str:
+    """A call's number as lines and Idempotency-Keys print it."""
+    return f"call-{number:06d}"
 
 
 @dataclass(slots=True)
@@ -109,12 +142,22 @@ class BreakerView:
 
 @dataclass(slots=True)
 class _Slot:
-    """A breaker with what the engine knows around it: who calls it, and its credential."""
+    """A breaker with what the engine knows around it: who calls it, its credential, its lock,
+    its probe's ticket and the commit its current caller must wait for."""
 
     breaker: Breaker
     agents: list[str] = field(default_factory=list)
     credential_worked_at: float | None = None
     credential_revoked: bool = False
+    # Re-entrant: a scheduler may run `poll` at once, from inside a call on this key.
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    probe: Call | None = None
+    owed: int = 0
+    owed_what: list[str] = field(default_factory=list)
+
+
+#: What a caller must see committed before it returns: a store ticket and what it holds.
+Owed = tuple[int, list[str]] | None
 
 
 class Engine:
@@ -140,9 +183,15 @@ class Engine:
         self._problems = Problems()
         self._slots: dict[str, _Slot] = {}
         self._unsettled: set[str] = set()
-        self._probes: dict[str, Call] = {}
         self._listeners: list[Listener] = []
-        self._lock = threading.RLock()
+        # Lock order: a key's lock, then `_numbering`; `_meta` and `_reserving` are taken alone
+        # or innermost. No thread holds two keys' locks except `snapshot`, in key order.
+        self._meta = threading.Lock()  # the slot table, listeners, unsettled keys, closing
+        self._numbering = threading.Lock()  # seqs, and the audit log's order
+        self._reserving = threading.Lock()
+        self._delivering = threading.Lock()
+        self._undelivered: deque[Event] = deque()
+        self._wall = self.clock.wall
         self._call_ids = itertools.count(1)
         self.audit: AuditLog | None = None
         self.store: VerdictStore | None = None
@@ -154,8 +203,6 @@ class Engine:
         self._seq_refill = self._calls_refill = float("inf")
         self._seq_ceiling = self._calls_ceiling = 0
         self._seq_saved = 0
-        self._owed = 0  # the store ticket the current caller must see committed
-        self._owed_what: list[str] = []
         if state_dir is not None:
             self._open_state(statedir.prepare(state_dir))
 
@@ -194,8 +241,9 @@ class Engine:
     # -- setup -------------------------------------------------------------------------------
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
-        """Called with every event, in order, under the engine's lock: keep it quick."""
-        with self._lock:
+        """Called with every event, in seq order, after the key's lock is released, on the
+        thread of whichever caller delivers it: keep it quick."""
+        with self._meta:
             self._listeners = [*self._listeners, listener]
         return lambda: self._unsubscribe(listener)
 
@@ -207,7 +255,7 @@ class Engine:
         self._unsubscribe(listener)
 
     def _unsubscribe(self, listener: Listener) -> None:
-        with self._lock:
+        with self._meta:
             if listener in self._listeners:
                 self._listeners = [kept for kept in self._listeners if kept is not listener]
 
@@ -216,23 +264,25 @@ class Engine:
         if self.store is None:
             return []
         restored = []
-        with self._lock:
-            for verdict in self._bounded(self.store.load()):
-                if is_stale(
-                    verdict,
-                    longest_cooldown=self.policy.longest_cooldown(),
-                    window=self.policy.window,
-                    now=self.clock.wall(),
-                ):
-                    if verdict.credential_ok_at is None and not verdict.credential_revoked:
-                        self.store.delete(verdict.key)
-                    else:
-                        slot = self._slot(verdict.key, verdict.agent)
-                        slot.credential_worked_at = verdict.credential_ok_at
-                        slot.credential_revoked = verdict.credential_revoked
-                        self._persist(verdict.key, urgent=False)
+        for verdict in self._bounded(self.store.load()):
+            stale = is_stale(
+                verdict,
+                longest_cooldown=self.policy.longest_cooldown(),
+                window=self.policy.window,
+                now=self.clock.wall(),
+            )
+            if stale and verdict.credential_ok_at is None and not verdict.credential_revoked:
+                self.store.delete(verdict.key)
+                continue
+            slot = self._slot(verdict.key, verdict.agent)
+            with slot.lock:
+                if not stale:
+                    restored.append(self._restore_one(slot, verdict))
                     continue
-                restored.append(self._restore_one(verdict))
+                slot.credential_worked_at = verdict.credential_ok_at
+                slot.credential_revoked = verdict.credential_revoked
+                self._persist(slot, urgent=False)
+        self._deliver()
         return restored
 
     def _bounded(self, verdicts: list[Verdict]) -> list[Verdict]:
@@ -254,8 +304,7 @@ class Engine:
             kept.append(fixed)
         return kept
 
-    def _restore_one(self, verdict: Verdict) -> Event:
-        slot = self._slot(verdict.key, verdict.agent)
+    def _restore_one(self, slot: _Slot, verdict: Verdict) -> Event:
         breaker = slot.breaker
         to_mono = self.clock.monotonic() - self.clock.wall()
         breaker.count = verdict.count
@@ -275,7 +324,7 @@ class Engine:
                 breaker.opened_at = min(
                     breaker.opened_at, self.clock.monotonic() - breaker.cooldown
                 )
-            self._unsettled.add(verdict.key)
+            self._track(verdict.key, settled=False)
             self._schedule_poll(breaker.opened_at + breaker.cooldown)
         slot.credential_worked_at = verdict.credential_ok_at
         slot.credential_revoked = verdict.credential_revoked
@@ -298,48 +347,76 @@ class Engine:
         return agent if self._agent_policy else f"{backend}@{credential}"
 
     def new_call(
-        self, *, key: str, agent: str, platform: str, tool: str, deadline_seconds: float
+        self, key: str, agent: str, platform: str, tool: str, deadline_seconds: float
     ) -> Call:
+        """A ticket for one call: an integer number (its printed id is made only when a line
+        needs it) and the settings its line reports."""
         number = next(self._call_ids)
         if number >= self._calls_refill:
             self._reserve_more(calls=number)
-        call_id = f"call-{number:06d}"
         slot = self._slots.get(key)
         if slot is None or agent not in slot.agents:
             self._slot(key, agent)
-        return Call(call_id, key, agent, platform, tool, deadline_seconds)
+        return Call(number, key, agent, platform, tool, deadline_seconds)
 
-    def idempotency_key(self, call_id: str) -> str:
-        """What every attempt of a call sends upstream as its `Idempotency-Key`."""
-        return f"{self.instance}.{call_id}"
+    def idempotency_key(self, call: str | int) -> str:
+        """What every attempt of a call sends upstream as its `Idempotency-Key`: the call's
+        printed id or its number."""
+        return f"{self.instance}.{call_id(call) if isinstance(call, int) else call}"
 
     def admit(self, call: Call, lease: float) -> Admission:
-        """Let the call in, as normal or as the one probe, or refuse it (`call.denied`)."""
+        """Let the call in, as normal or as the one probe, or refuse it (`call.denied`).
+
+        A transition this causes (a due half-open) is on disk before it returns."""
         breaker = self._slots[call.key].breaker
         # The seq is read before the state: if a trip lands in between, this call still reads
         # as admitted before it, which is what a closed breaker let in.
         seq = self._seq
         if breaker.state is _CLOSED:
-            self._mark_admitted(call, "normal", seq)
+            call.admitted_as = "normal"
+            call.admitted_wall = self._wall()
+            call.admitted_seq = seq
             return ADMIT_NORMAL
-        with self._lock:
-            admission = self._admit_locked(call, breaker, lease)
-            owed = self._take_owed()
+        admission, owed = self._admit_slow(call, lease)
         self._settle(owed)
         return admission
 
-    def _admit_locked(self, call: Call, breaker: Breaker, lease: float) -> Admission:
-        """Under the lock: expire a lost probe, admit or refuse, write what that caused."""
+    async def admit_async(self, call: Call, lease: float) -> Admission:
+        """`admit` for a coroutine: the wait for the disk never blocks the event loop."""
+        breaker = self._slots[call.key].breaker
+        seq = self._seq
+        if breaker.state is _CLOSED:
+            call.admitted_as = "normal"
+            call.admitted_wall = self._wall()
+            call.admitted_seq = seq
+            return ADMIT_NORMAL
+        admission, owed = self._admit_slow(call, lease)
+        await self.settle_async(owed)
+        return admission
+
+    def _admit_slow(self, call: Call, lease: float) -> tuple[Admission, Owed]:
+        slot = self._slots[call.key]
+        with slot.lock:
+            admission = self._admit_locked(call, slot, lease)
+            owed = self._take_owed(slot)
+        self._deliver()
+        return admission, owed
+
+    def _admit_locked(self, call: Call, slot: _Slot, lease: float) -> Admission:
+        """Under the key's lock: expire a lost probe, admit or refuse, write what that caused."""
+        breaker = slot.breaker
         now = self.clock.monotonic()
-        self._expire(call.key, now)
-        admission, transitions = breaker.admit(call.call_id, now, lease + LEASE_GRACE_SECONDS)
-        self._apply(call.key, transitions, call.agent, cause_seq=None)
+        self._expire(slot, now)
+        admission, transitions = breaker.admit(call.number, now, lease + LEASE_GRACE_SECONDS)
+        self._apply(slot, transitions, call.agent, cause_seq=None)
         if admission.allowed:
-            self._mark_admitted(call, "probe" if admission.as_probe else "normal", self._seq)
+            call.admitted_as = "probe" if admission.as_probe else "normal"
+            call.admitted_wall = self._wall()
+            call.admitted_seq = self._seq
             if admission.as_probe:
-                self._probes[call.key] = call
+                slot.probe = call
                 self._schedule_poll(breaker.probe_deadline + _JUST_AFTER)
-        else:
+        elif self._watched():
             fields = {
                 "call_id": call.call_id,
                 "platform": call.platform,
@@ -352,62 +429,99 @@ class Engine:
     def may_retry(self, call: Call) -> bool:
         """The re-check before a retry: a closed breaker or this call's own probe slot."""
         breaker = self._slots[call.key].breaker
-        return breaker.state is State.CLOSED or breaker.is_probe(call.call_id)
+        return breaker.state is _CLOSED or breaker.is_probe(call.number)
 
     def extend_probe(self, call: Call, seconds: float) -> None:
-        with self._lock:
-            breaker = self._slots[call.key].breaker
-            if breaker.is_probe(call.call_id):
-                breaker.extend_probe(call.call_id, seconds)
+        slot = self._slots[call.key]
+        with slot.lock:
+            breaker = slot.breaker
+            if breaker.is_probe(call.number):
+                breaker.extend_probe(call.number, seconds)
                 self._schedule_poll(breaker.probe_deadline + _JUST_AFTER)
 
     def complete(
         self,
         call: Call,
         outcome: Outcome,
-        *,
         fault: str,
         agent_status: int | str,
         refresh: str | None = None,
         platform_status: int | None = None,
     ) -> Event | None:
-        """Record a finished call: its `call.completed` line, then what it caused."""
-        slot = self._slots[call.key]
-        if (
-            outcome.cls is _SUCCESS
-            and not self._listeners
-            and slot.breaker.state is _CLOSED
-            and slot.breaker.count == 0
-            and (self._agent_policy or slot.credential_worked_at is not None)
-        ):
-            # Nothing would change and nobody is watching: a healthy call costs no lock and no
-            # line (the audit log keeps no successes).
+        """Record a finished call: its `call.completed` line, then what it caused. A transition
+        it caused is on disk before it returns (at most `COMMIT_WAIT`)."""
+        if self._untouched(call, outcome):
             return None
-        with self._lock:
-            slot = self._slots[call.key]
+        line, owed = self._record(call, outcome, fault, agent_status, refresh, platform_status)
+        self._settle(owed)
+        return line
+
+    async def complete_async(
+        self,
+        call: Call,
+        outcome: Outcome,
+        fault: str,
+        agent_status: int | str,
+        refresh: str | None = None,
+        platform_status: int | None = None,
+    ) -> Event | None:
+        """`complete` for a coroutine: the wait for the disk never blocks the event loop."""
+        if self._untouched(call, outcome):
+            return None
+        line, owed = self._record(call, outcome, fault, agent_status, refresh, platform_status)
+        await self.settle_async(owed)
+        return line
+
+    def _untouched(self, call: Call, outcome: Outcome) -> bool:
+        """Nothing would change and nobody is watching: a healthy call costs no lock and no
+        line (the audit log keeps no successes)."""
+        if outcome.cls is not _SUCCESS or self._listeners:
+            return False
+        slot = self._slots[call.key]
+        breaker = slot.breaker
+        return (
+            breaker.state is _CLOSED
+            and breaker.count == 0
+            and (self._agent_policy or slot.credential_worked_at is not None)
+        )
+
+    def _record(
+        self,
+        call: Call,
+        outcome: Outcome,
+        fault: str,
+        agent_status: int | str,
+        refresh: str | None,
+        platform_status: int | None,
+    ) -> tuple[Event, Owed]:
+        slot = self._slots[call.key]
+        with slot.lock:
             now = self.clock.monotonic()
-            self._expire(call.key, now)
+            self._expire(slot, now)
             breaker = slot.breaker
-            is_probe = breaker.is_probe(call.call_id)
+            is_probe = breaker.is_probe(call.number)
             count_before = breaker.count
             line = self._call_line(
                 call, outcome, is_probe, fault, agent_status, refresh, platform_status
             )
-            transitions = breaker.record(call.call_id, outcome, now)
+            transitions = breaker.record(call.number, outcome, now)
             if is_probe or breaker.probe_id is None:
-                self._probes.pop(call.key, None)
-            self._apply(call.key, transitions, call.agent, cause_seq=line.seq)
+                slot.probe = None
+            self._apply(slot, transitions, call.agent, cause_seq=line.seq)
             self._note_credential(slot, call, outcome, line.seq)
             if breaker.count != count_before and not transitions:
-                self._persist(call.key, urgent=False)
-            owed = self._take_owed()
-        self._settle(owed)
-        return line
+                self._persist(slot, urgent=False)
+            owed = self._take_owed(slot)
+        self._deliver()
+        return line, owed
 
-    def refuse(self, call: Call, outcome: Outcome, *, agent_status: int | str) -> Event:
+    def refuse(self, call: Call, outcome: Outcome, agent_status: int | str) -> Event:
         """A refusal before the breaker: a line, attempts 0, never counted, no probe slot."""
-        with self._lock:
-            return self._call_line(call, outcome, False, "none", agent_status, None, None)
+        slot = self._slots[call.key]
+        with slot.lock:
+            line = self._call_line(call, outcome, False, "none", agent_status, None, None)
+        self._deliver()
+        return line
 
     def _call_line(
         self,
@@ -439,11 +553,6 @@ class Engine:
         }
         return self._emit(ev.CALL_COMPLETED, call.key, self._call_agent(call), fields)
 
-    def _mark_admitted(self, call: Call, admitted_as: str, seq: int) -> None:
-        call.admitted_as = admitted_as
-        call.admitted_wall = self.clock.wall()
-        call.admitted_seq = seq
-
     # -- credentials (tool policy) ---------------------------------------------------------
 
     def credential_worked(self, key: str) -> bool:
@@ -458,58 +567,67 @@ class Engine:
         if self._agent_policy:
             return
         if outcome.is_success and slot.credential_worked_at is None:
-            slot.credential_worked_at = self.clock.wall()
-            self._persist(call.key, urgent=True, what=f"{call.key}: the credential worked")
+            slot.credential_worked_at = self._wall()
+            self._persist(slot, urgent=True, what=f"{call.key}: the credential worked")
         elif outcome.cls is OutcomeClass.CREDENTIAL_REVOKED and not slot.credential_revoked:
             slot.credential_revoked = True
             fields = {"cause_seq": cause}
             event = self._emit(ev.CREDENTIAL_REVOKED, call.key, call.agent, fields)
-            self._persist(call.key, urgent=True, what=_written(event))
+            self._persist(slot, urgent=True, what=_written(event))
 
     def restore_credential(self, key: str, actor: str) -> Event:
         """Mark-credential-fixed: calls on this key go out again."""
-        with self._lock:
-            slot = self._known(key)
+        slot = self._known(key)
+        with slot.lock:
             slot.credential_revoked = False
             event = self._emit(ev.CREDENTIAL_RESTORED, key, self._key_agent(slot), {"actor": actor})
-            self._persist(key, urgent=True, what=_written(event))
-            owed = self._take_owed()
+            self._persist(slot, urgent=True, what=_written(event))
+            owed = self._take_owed(slot)
+        self._deliver()
         self._settle(owed)
         return event
 
     # -- operator and time ------------------------------------------------------------------
 
     def reset(self, key: str, actor: str, reason: str) -> Event:
-        with self._lock:
-            slot = self._known(key)
-            self._probes.pop(key, None)
+        slot = self._known(key)
+        with slot.lock:
+            slot.probe = None
             transitions = slot.breaker.reset(actor, reason)
-            events = self._apply(key, transitions, None, cause_seq=None)
-            self._persist(key, urgent=True, what=_written(events[-1]))
-            owed = self._take_owed()
+            events = self._apply(slot, transitions, None, cause_seq=None)
+            self._persist(slot, urgent=True, what=_written(events[-1]))
+            owed = self._take_owed(slot)
+        self._deliver()
         self._settle(owed)
         return events[-1]
 
     def poll(self) -> list[Event]:
         """Write what time alone causes: half-opens and expired probes, at their moment."""
-        with self._lock:
-            now = self.clock.monotonic()
-            written: list[Event] = []
-            for key in sorted(self._unsettled):
-                written += self._expire(key, now)
-                written += self._apply(key, self._slots[key].breaker.poll(now), None, None)
-            self._take_owed()  # time caused these: no caller waits for them
-            return written
+        with self._meta:
+            keys = sorted(self._unsettled)
+        written: list[Event] = []
+        for key in keys:
+            slot = self._slots[key]
+            with slot.lock:
+                now = self.clock.monotonic()
+                written += self._expire(slot, now)
+                written += self._apply(slot, slot.breaker.poll(now), None, None)
+                self._take_owed(slot)  # time caused these: no caller waits for them
+        self._deliver()
+        return written
 
-    def _expire(self, key: str, now: float) -> list[Event]:
-        breaker = self._slots[key].breaker
-        call_id = breaker.expired_probe(now)
-        if call_id is None:
+    def _expire(self, slot: _Slot, now: float) -> list[Event]:
+        """Under the key's lock: a probe past its lease is recorded as a counted failure."""
+        breaker = slot.breaker
+        number = breaker.expired_probe(now)
+        if number is None:
             return []
-        call = self._probes.pop(key)
+        call = slot.probe
+        assert call is not None
+        slot.probe = None
         line = self._call_line(call, EXPIRED, True, "expired", None, None, None)
-        transitions = breaker.record(call_id, EXPIRED, now)
-        return [line, *self._apply(key, transitions, call.agent, cause_seq=line.seq)]
+        transitions = breaker.record(number, EXPIRED, now)
+        return [line, *self._apply(slot, transitions, call.agent, cause_seq=line.seq)]
 
     # -- views ------------------------------------------------------------------------------
 
@@ -546,18 +664,28 @@ class Engine:
         """Consistent pictures of the given keys (unknown ones skipped), or of every breaker."""
         if keys is None:
             return self.snapshot()[1]
-        with self._lock:
-            return [self.view(key) for key in keys if key in self._slots]
+        pictures = []
+        for key in keys:
+            slot = self._slots.get(key)
+            if slot is not None:
+                with slot.lock:
+                    pictures.append(self.view(key))
+        return pictures
 
     def snapshot(self) -> tuple[int, list[BreakerView]]:
-        """Every breaker and the seq of the last event they reflect, read together."""
-        with self._lock:
-            return self._seq, [self.view(key) for key in self._slots]
+        """Every breaker and the seq of the last event they reflect, read together: every
+        key's lock is held (in key order), so no transition is half-written meanwhile."""
+        with self._meta:
+            slots = sorted(self._slots.items())
+        with contextlib.ExitStack() as held:
+            for _, slot in slots:
+                held.enter_context(slot.lock)
+            return self._seq, [self.view(key) for key, _ in slots]
 
     def close(self) -> None:
         """Commit what is queued, give back the unused reservation, release the state dir.
         Closing twice is harmless."""
-        with self._lock:
+        with self._meta:
             if self._closed:
                 return
             self._closed = True
@@ -576,12 +704,12 @@ class Engine:
     # -- internals --------------------------------------------------------------------------
 
     def _slot(self, key: str, agent: str | None) -> _Slot:
-        with self._lock:
+        with self._meta:
             slot = self._slots.get(key)
             if slot is None:
                 slot = self._slots[key] = _Slot(Breaker(key, self.policy))
             if agent is not None and agent not in slot.agents:
-                slot.agents.append(agent)
+                slot.agents = [*slot.agents, agent]  # readers hold no lock: never edit in place
             return slot
 
     def _known(self, key: str) -> _Slot:
@@ -595,12 +723,13 @@ class Engine:
 
     def _apply(
         self,
-        key: str,
+        slot: _Slot,
         transitions: Sequence[Transition],
         agent: str | None,
         cause_seq: int | None,
     ) -> list[Event]:
-        slot = self._slots[key]
+        """Under the key's lock: number the transitions, track the key, owe their commit."""
+        key = slot.breaker.key
         written: list[Event] = []
         for transition in transitions:
             fields = dict(transition.fields)
@@ -611,38 +740,69 @@ class Engine:
             caller = None if transition.type in _TIME_OR_OPERATOR else agent
             event = self._emit(transition.type, key, self._transition_agent(slot, caller), fields)
             written.append(event)
-            if transition.type == ev.PAGE and self.page_hook is not None:
-                self.page_hook(ev.record(event, self.epoch))
         if transitions:
-            if slot.breaker.state is State.CLOSED:
+            self._track(key, settled=slot.breaker.state is _CLOSED)
+            due = slot.breaker.reopens_at
+            if due is not None:
+                self._schedule_poll(due)
+            self._persist(slot, urgent=True, what=_written(written[-1]))
+        return written
+
+    def _track(self, key: str, *, settled: bool) -> None:
+        """Keys not closed are the ones `poll` looks at."""
+        with self._meta:
+            if settled:
                 self._unsettled.discard(key)
             else:
                 self._unsettled.add(key)
-                due = slot.breaker.reopens_at
-                if due is not None:
-                    self._schedule_poll(due)
-            self._persist(key, urgent=True, what=_written(written[-1]))
-        return written
 
     def _schedule_poll(self, when: float) -> None:
+        """The scheduler is called holding a key's lock: it must run `poll` later, not now."""
         if self.scheduler is not None:
             self.scheduler(when, self.poll)
 
+    def _watched(self) -> bool:
+        """Whether a line would reach anyone: a listener or the audit log."""
+        return bool(self._listeners) or self.audit is not None
+
     def _emit(self, type_: str, key: str, agent: str | None, fields: dict[str, Any]) -> Event:
-        self._seq += 1
-        if self._seq >= self._seq_refill:
-            self._reserve_more()
-        event = Event(self._seq, type_, key, agent, self.clock.wall(), fields)
+        """Under the key's lock: number the event and queue it for the log and the listeners.
+        Numbering and the audit hand-off share one short lock, so the log is in seq order."""
+        with self._numbering:
+            self._seq = seq = self._seq + 1
+            if seq >= self._seq_refill:
+                self._reserve_more()
+            event = Event(seq, type_, key, agent, self._wall(), fields)
+            if self.audit is not None:
+                kept = ev.audit_form(event)
+                if kept is not None:
+                    self.audit.append(kept)
+            if self._listeners or (type_ == ev.PAGE and self.page_hook is not None):
+                self._undelivered.append(event)
+        return event
+
+    def _deliver(self) -> None:
+        """After the key's lock is released: hand waiting events to the listeners and the page
+        hook, in seq order, one deliverer at a time. A caller that finds another delivering
+        leaves its events to it: the deliverer looks again after letting go, so none is left."""
+        waiting = self._undelivered
+        while waiting:
+            if not self._delivering.acquire(blocking=False):
+                return
+            try:
+                while waiting:
+                    self._hand_out(waiting.popleft())
+            finally:
+                self._delivering.release()
+
+    def _hand_out(self, event: Event) -> None:
         for listener in self._listeners:
             try:
                 listener(event)
             except Exception as error:
                 self._drop_listener(listener, error)
-        if self.audit is not None:
-            kept = ev.audit_form(event)
-            if kept is not None:
-                self.audit.append(kept)
-        return event
+        if event.type == ev.PAGE and self.page_hook is not None:
+            self.page_hook(ev.record(event, self.epoch))
 
     def _call_agent(self, call: Call) -> str:
         return call.key if self._agent_policy else call.agent
@@ -656,30 +816,33 @@ class Engine:
     def _t(self, wall: float | None) -> float | None:
         return None if wall is None else round(wall - self.epoch, 3)
 
-    def _persist(self, key: str, *, urgent: bool, what: str | None = None) -> None:
-        """Queue the key's verdict; an urgent one is owed to the caller before it returns."""
+    def _persist(self, slot: _Slot, *, urgent: bool, what: str | None = None) -> None:
+        """Under the key's lock: queue its verdict; an urgent one is owed to the caller."""
         if self.store is None:
             return
-        ticket = self.store.submit(self._verdict(key), urgent=urgent)
+        ticket = self.store.submit(self._verdict(slot), urgent=urgent)
         if urgent:
-            self._owed = ticket
-            self._owed_what.append(what or key)
+            slot.owed = ticket
+            slot.owed_what.append(what or slot.breaker.key)
 
     def _persist_all(self) -> None:
         """Every key's verdict again: the store's file was replaced after damage."""
-        with self._lock:
-            for key in self._slots:
-                self._persist(key, urgent=False)
+        with self._meta:
+            slots = list(self._slots.values())
+        for slot in slots:
+            with slot.lock:
+                self._persist(slot, urgent=False)
 
-    def _take_owed(self) -> tuple[int, list[str]] | None:
-        """Under the lock: what the caller now leaving must see on disk, if anything."""
-        if not self._owed_what:
+    @staticmethod
+    def _take_owed(slot: _Slot) -> Owed:
+        """Under the key's lock: what the caller now leaving must see on disk, if anything."""
+        if not slot.owed_what:
             return None
-        owed = (self._owed, self._owed_what)
-        self._owed_what = []
+        owed = (slot.owed, slot.owed_what)
+        slot.owed_what = []
         return owed
 
-    def _settle(self, owed: tuple[int, list[str]] | None) -> None:
+    def _settle(self, owed: Owed) -> None:
         """Outside the lock: wait (at most `COMMIT_WAIT`) for the verdict and its lines to be
         committed; past that, the call returns and the write is listed in `problems`."""
         if owed is None or self.store is None or self.audit is None:
@@ -694,9 +857,16 @@ class Engine:
                 "written when the disk allows."
             )
 
+    async def settle_async(self, owed: Owed) -> None:
+        """`_settle` for a coroutine: the wait runs on a worker thread, so every other
+        coroutine on the loop goes on meanwhile. Nothing owed costs no thread."""
+        if owed is None or self.store is None or self.audit is None:
+            return
+        await asyncio.to_thread(self._settle, owed)
+
     def _reserve_more(self, calls: int = 0) -> None:
         """Move the reservations a block ahead and save them off the call path."""
-        with self._lock:
+        with self._reserving:
             if self._seq < self._seq_refill and calls < self._calls_refill:
                 return  # another thread got here first
             self._seq_ceiling = max(self._seq_ceiling, self._seq + NUMBER_BLOCK)
@@ -726,9 +896,9 @@ class Engine:
             return
         self._seq_saved = max(self._seq_saved, seq)
 
-    def _verdict(self, key: str) -> Verdict:
-        slot = self._slots[key]
+    def _verdict(self, slot: _Slot) -> Verdict:
         b = slot.breaker
+        key = b.key
         to_wall = self.clock.wall() - self.clock.monotonic()
         return Verdict(
             key=key,

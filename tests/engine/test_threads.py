@@ -136,6 +136,44 @@ def test_fifty_threads_through_the_sync_guard_reach_the_function_once(tmp_path):
         engine.close()
 
 
+def test_a_listener_stuck_on_one_key_does_not_hold_up_calls_on_another(tmp_path):
+    """Listeners run after the key's lock is released: a slow subscriber delays delivery, never
+    a call on an unrelated key (the deliverer is whichever thread got there first)."""
+    engine = Engine(ToolPolicy(), clock=ManualClock(), state_dir=tmp_path / "state")
+    release = threading.Event()
+    stuck = threading.Event()
+    lines: list[ev.Event] = []
+
+    def listener(event: ev.Event) -> None:
+        if event.key == "slow@default" and not release.is_set():
+            stuck.set()
+            release.wait(JOIN_SECONDS)
+        lines.append(event)
+
+    engine.subscribe(listener)
+
+    def fail_once(key: str) -> None:
+        call = new_call(engine, key)
+        engine.admit(call, 61)
+        engine.complete(call, UPSTREAM, fault="refused", agent_status=502)
+
+    slow = threading.Thread(target=fail_once, args=("slow@default",))
+    slow.start()
+    try:
+        assert stuck.wait(JOIN_SECONDS)
+        other = threading.Thread(target=fail_once, args=("fast@default",))
+        other.start()
+        other.join(JOIN_SECONDS)
+        assert not other.is_alive(), "a call on another key waited for the stuck listener"
+        assert [e.key for e in lines] == []
+    finally:
+        release.set()
+        slow.join(JOIN_SECONDS)
+        engine.close()
+    assert [e.key for e in lines] == ["slow@default", "fast@default"]
+    assert [e.seq for e in lines] == sorted(e.seq for e in lines)
+
+
 def test_concurrent_completions_keep_seq_increasing_and_transitions_after_their_cause(tmp_path):
     clock = ManualClock()
     engine = Engine(ToolPolicy(), clock=clock, state_dir=tmp_path / "state")
@@ -170,10 +208,12 @@ def test_concurrent_completions_keep_seq_increasing_and_transitions_after_their_
             if event.type in (ev.TRIPPED, ev.REOPENED, ev.RECOVERED):
                 cause = by_seq[event.fields["cause_seq"]]
                 assert cause.type == ev.CALL_COMPLETED and cause.key == event.key
-                assert event.seq == cause.seq + 1, "a line came between a call and its effect"
+                between = [by_seq[s].key for s in range(cause.seq + 1, event.seq)]
+                assert event.key not in between, "a line for the key came between call and effect"
             elif event.type == ev.PAGE:
                 cause = by_seq[event.fields["cause_seq"]]
-                assert cause.type == ev.REOPENED and event.seq == cause.seq + 1
+                between = [by_seq[s].key for s in range(cause.seq + 1, event.seq)]
+                assert cause.type == ev.REOPENED and event.key not in between
         completed = [e for e in lines if e.type == ev.CALL_COMPLETED]
         failed = [e for e in completed if e.fields["outcome"] != "success"]
         audited = engine.audit.query(limit=100_000)
