@@ -1,0 +1,99 @@
+"""The one place a front door touches the engine's call API (ticket, admission, completion).
+
+Kept small on purpose: the engine's call API is being reshaped for speed, and every front door
+goes through here, so adapting to it is one file. It also holds the opt-in probe wait
+(DESIGN, "Both policies"), built around admission without changing the engine: a call that
+arrives while the key's probe is out waits for that probe's outcome (up to the platform's
+`probe_wait_seconds`) *before* it asks the engine, so its refusal and `call.denied` are decided
+when its wait ends, and the engine still admits exactly one probe at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from breakerdeck.engine.breaker import Admission, State
+from breakerdeck.engine.engine import Call, Engine
+from breakerdeck.engine.outcomes import Outcome
+from breakerdeck.engine.policy import AgentPolicy
+
+__all__ = ["Admission", "Call", "Calls"]
+
+
+class Calls:
+    """The `agent` policy's calls on one engine, from one event loop."""
+
+    def __init__(self, engine: Engine, policy: AgentPolicy, speed: float = 1.0) -> None:
+        self.engine = engine
+        self.policy = policy
+        self.speed = speed
+        self._probe_done: dict[str, asyncio.Event] = {}
+
+    def open(self, agent: str, platform: str) -> Call:
+        return self.engine.new_call(
+            key=agent,
+            agent=agent,
+            platform=platform,
+            tool=platform,
+            deadline_seconds=self.policy.deadline_seconds,
+        )
+
+    def idempotency_key(self, call: Call) -> str:
+        return self.engine.idempotency_key(call.number)
+
+    async def admit(self, call: Call, wait_seconds: float = 0.0) -> Admission:
+        """The engine's admission, after waiting (at most `wait_seconds` on the engine's clock)
+        for an outstanding probe's outcome when the platform opts in."""
+        if wait_seconds > 0 and self._probe_out(call.key):
+            await self._wait_for_probe(call.key, wait_seconds / self.speed)
+        return await self.engine.admit_async(call, self.policy.probe_lease())
+
+    async def complete(
+        self,
+        call: Call,
+        outcome: Outcome,
+        *,
+        fault: str,
+        agent_status: int | str,
+        refresh: str | None = None,
+        platform_status: int | None = None,
+    ) -> None:
+        was_probe = call.admitted_as == "probe"
+        await self.engine.complete_async(
+            call,
+            outcome,
+            fault=fault,
+            agent_status=agent_status,
+            refresh=refresh,
+            platform_status=platform_status,
+        )
+        if was_probe:
+            self._wake(call.key)
+
+    def _probe_out(self, key: str) -> bool:
+        breaker = self.engine.breaker(key)
+        return breaker.state is State.HALF_OPEN and breaker.probe_id is not None
+
+    async def _wait_for_probe(self, key: str, real_seconds: float) -> None:
+        """Wait for probe outcomes until none is out or the bound is spent. After an uncounted
+        probe the first waiter to run becomes the next probe; the others wait on it in turn."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + real_seconds
+        while self._probe_out(key):
+            left = until - loop.time()
+            if left <= 0:
+                return
+            done = self._probe_done.setdefault(key, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):
+                    await done.wait()
+
+    def _wake(self, key: str) -> None:
+        done = self._probe_done.pop(key, None)
+        if done is not None:
+            done.set()
+
+    def reset_seen(self, key: str) -> None:
+        """A reset (from the feed) ends the probe too: waiters go and ask the engine."""
+        self._wake(key)

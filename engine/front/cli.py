@@ -1,0 +1,142 @@
+"""`breakerdeck gateway`: its arguments and its run, for the console's command line.
+
+`add_gateway_parser(subparsers)` adds the command; `run_gateway(args)` runs it and returns the
+exit status: 0 after a clean stop (or a config that checks out), 2 when it cannot start (a
+config problem names the file, the table and the key). `python -m breakerdeck.engine.front.cli
+gateway …` runs it alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from breakerdeck.engine.front.server import Options
+
+EXIT_START = 2
+
+#: `--speed`: the design's tests stay at or below 10; demos go faster.
+SPEED_RANGE = (0.1, 1000.0)
+
+
+def _speed(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    low, high = SPEED_RANGE
+    if not math.isfinite(value) or not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"must be at least {low:g} and at most {high:g}")
+    return value
+
+
+def _address(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return text
+
+
+def add_gateway_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    gateway: argparse.ArgumentParser = subparsers.add_parser(
+        "gateway",
+        help="the agent policy on HTTP: agents call their platforms through the breaker",
+        description="Agents call METHOD /p/<platform>/<path> with their bearer token; the "
+        "gateway adds the platform credential and keeps one breaker per agent.",
+    )
+    gateway.add_argument("--config", metavar="FILE", help="the gateway's TOML file")
+    gateway.add_argument("--listen", type=_address, metavar="HOST:PORT")
+    gateway.add_argument("--state-dir", metavar="DIR")
+    gateway.add_argument("--feed-listen", type=_address, metavar="HOST:PORT")
+    gateway.add_argument("--shared", metavar="URL", help="share breakers across replicas (Redis)")
+    gateway.add_argument("--speed", type=_speed, default=1.0, metavar="N")
+    gateway.add_argument("--check-config", action="store_true", help="validate and exit")
+    gateway.add_argument(
+        "--insecure-bind", action="store_true", help="allow a non-loopback address without TLS"
+    )
+    gateway.add_argument("--viewer-token-file", metavar="FILE")
+    gateway.add_argument("--operator-token-file", metavar="FILE")
+    gateway.add_argument(
+        "--demo",
+        action="store_true",
+        help="a generated config in front of the loopback fixture platforms, with simulated "
+        "agents calling it over HTTP",
+    )
+    return gateway
+
+
+def run_gateway(args: argparse.Namespace) -> int:
+    from breakerdeck.engine.front.config import ConfigError, load
+    from breakerdeck.engine.front.server import Options, say
+
+    if args.demo:
+        from breakerdeck.engine.front.demo import run_demo
+
+        return run_demo(args)
+    if not args.config:
+        say("gateway: --config FILE is required (or --demo)")
+        return EXIT_START
+    try:
+        config, digests = load(args.config)
+    except ConfigError as error:
+        say(str(error))
+        return EXIT_START
+    if args.check_config:
+        say(f"{args.config}: ok ({len(config.platforms)} platforms, {len(config.agents)} agents)")
+        return 0
+    if args.shared:
+        say("gateway: --shared (replicas on Redis) is not available in this build yet")
+        return EXIT_START
+    table = config.gateway
+    state_dir = args.state_dir or table.state_dir
+    options = Options(
+        config_path=Path(args.config),
+        config=config,
+        digests=digests,
+        listen=args.listen or table.listen,
+        state_dir=None if state_dir is None else Path(state_dir).expanduser(),
+        feed_listen=args.feed_listen or table.feed_listen,
+        speed=args.speed,
+        insecure_bind=args.insecure_bind,
+        viewer_token_file=args.viewer_token_file,
+        operator_token_file=args.operator_token_file,
+    )
+    return _serve(options)
+
+
+def _serve(options: Options) -> int:
+    from breakerdeck.engine import statedir
+    from breakerdeck.engine.errors import StateDirError
+    from breakerdeck.engine.front.server import StartError, check_bind, say, serve
+
+    try:
+        check_bind(options)
+        if options.state_dir is not None:
+            statedir.prepare(options.state_dir)
+        asyncio.run(serve(options))
+    except (StartError, StateDirError) as error:
+        say(str(error))
+        return EXIT_START
+    except OSError as error:
+        say(f"gateway: cannot listen on {options.listen}: {error.strerror or error}")
+        return EXIT_START
+    except KeyboardInterrupt:
+        pass
+    say("gateway stopped")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="breakerdeck")
+    add_gateway_parser(parser.add_subparsers(dest="command", required=True))
+    return run_gateway(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

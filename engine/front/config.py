@@ -1,0 +1,269 @@
+"""The gateway's TOML file as strict models: a typo is refused at start, naming where it is.
+
+Every table forbids unknown keys and every value is checked for its type without coercion, so
+`drain_seconds = "30"` or `tokn_sha256 = …` stops the start (exit 2) with the file, the table
+and the key, instead of running with a default the operator did not mean. Files named by the
+config (token and credential files) are opened here, at start, with the state dir's rules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Self
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from breakerdeck.engine import statedir
+from breakerdeck.engine.errors import StateDirError
+from breakerdeck.engine.policy import AgentPolicy
+
+MIB = 1024 * 1024
+
+#: A platform's name is one path segment of `/p/<platform>/…`: nothing to percent-encode.
+_PLATFORM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
+#: An agent id is a breaker key and an audit field: printable, bounded, no spaces.
+_AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:-]{0,127}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_DEADLINE = AgentPolicy().deadline_seconds
+
+
+class ConfigError(Exception):
+    """Why a config cannot be used: `file: [table] key: problem`, one line per problem."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _check_address(value: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected HOST:PORT, got {value!r}")
+    return value
+
+
+Address = Annotated[str, Field(min_length=3)]
+
+
+class GatewayTable(_Strict):
+    listen: Address = "127.0.0.1:8080"
+    state_dir: str | None = None
+    feed_listen: Address | None = None
+    metrics_listen: Address | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    drain_seconds: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    body_limit_bytes: Annotated[int, Field(gt=0)] = 10 * MIB
+    replay_buffer_bytes: Annotated[int, Field(ge=0)] = MIB
+
+    @field_validator("listen", "feed_listen", "metrics_listen")
+    @classmethod
+    def _address(cls, value: str | None) -> str | None:
+        return None if value is None else _check_address(value)
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> Self:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together: give both or neither")
+        return self
+
+
+def _check_url(value: str) -> str:
+    """An http(s) URL with a host and nothing after the path: the gateway appends to it."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"expected an http:// or https:// URL with a host, got {value!r}")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError(f"{value!r}: no query, fragment or user info in a platform URL")
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as error:
+        raise ValueError(f"{value!r}: {error}") from None
+    return value
+
+
+class PlatformTable(_Strict):
+    base_url: str
+    token_url: str | None = None
+    probe_wait_seconds: Annotated[float, Field(ge=0, le=_DEADLINE)] = 0.0
+
+    @field_validator("base_url", "token_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return None if value is None else _check_url(value)
+
+
+class Source(_Strict):
+    """Where a secret comes from: exactly one of an env var, a file, or a command."""
+
+    env: str | None = None
+    file: str | None = None
+    command: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        given = [name for name in ("env", "file", "command") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of env, file or command (got {given or 'none'})")
+        if self.command is not None and not (self.command and self.command[0]):
+            raise ValueError("command needs a program as its first word")
+        return self
+
+
+class Credential(Source):
+    refresh_token: Source | None = None
+    client_id: str | None = None
+    client_secret_file: str | None = None
+
+
+class AgentTable(_Strict):
+    token_sha256: str | None = None
+    token_file: str | None = None
+    credentials: dict[str, Credential] = Field(default_factory=dict)
+
+    @field_validator("token_sha256")
+    @classmethod
+    def _hex(cls, value: str | None) -> str | None:
+        if value is not None and not _HEX64.fullmatch(value.lower()):
+            raise ValueError("expected 64 hex digits (the SHA-256 of the agent's bearer token)")
+        return None if value is None else value.lower()
+
+    @model_validator(mode="after")
+    def _one_token(self) -> Self:
+        if (self.token_sha256 is None) == (self.token_file is None):
+            raise ValueError("give exactly one of token_sha256 or token_file")
+        return self
+
+
+class GatewayConfig(_Strict):
+    gateway: GatewayTable = Field(default_factory=GatewayTable)
+    platforms: dict[str, PlatformTable] = Field(default_factory=dict)
+    agents: dict[str, AgentTable] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _names(self) -> Self:
+        for name in self.platforms:
+            if not _PLATFORM_NAME.fullmatch(name):
+                raise _Located(("platforms", name), "letters, digits, '_' and '-' only")
+        for agent, table in self.agents.items():
+            if not _AGENT_NAME.fullmatch(agent):
+                raise _Located(("agents", agent), "letters, digits and '_.@:-' only")
+            for platform, credential in table.credentials.items():
+                where = ("agents", agent, "credentials", platform)
+                if platform not in self.platforms:
+                    raise _Located(where, f"no [platforms.{platform}] table")
+                has_token_url = self.platforms[platform].token_url is not None
+                if credential.refresh_token is not None and not has_token_url:
+                    raise _Located(
+                        (*where, "refresh_token"), f"[platforms.{platform}] has no token_url"
+                    )
+        return self
+
+
+class _Located(ValueError):
+    """A cross-table problem, carrying the place it is about."""
+
+    def __init__(self, where: tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+def load(path: str | Path) -> tuple[GatewayConfig, dict[str, str]]:
+    """The config, and each agent's token digest by agent (token files read now).
+
+    Raises `ConfigError` naming the file, the table and the key of every problem found."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    try:
+        config = GatewayConfig.model_validate(raw)
+    except ValidationError as error:
+        raise ConfigError("\n".join(_lines(path, error))) from None
+    digests = _check_files(path, config)
+    return config, digests
+
+
+def _lines(path: Path, error: ValidationError) -> list[str]:
+    lines = []
+    for problem in error.errors():
+        where = tuple(str(part) for part in problem["loc"])
+        message = problem["msg"].removeprefix("Value error, ")
+        context = problem.get("ctx", {}).get("error")
+        if isinstance(context, _Located):
+            where, message = (*where, *context.where), str(context)
+        if problem["type"] == "extra_forbidden":
+            message = "unknown key"
+        lines.append(f"{path}: {_place(where)}: {message}")
+    return lines
+
+
+def _place(where: tuple[str, ...]) -> str:
+    """`[agents.billing-assistant] key 'tokn_sha256'` from a location in the document."""
+    if not where:
+        return "(top level)"
+    *table, key = where
+    return f"[{'.'.join(table)}] key {key!r}" if table else f"table or key {key!r}"
+
+
+def _check_files(path: Path, config: GatewayConfig) -> dict[str, str]:
+    """Missing files, wrong owners or modes and missing programs are refused at start."""
+    problems: list[str] = []
+    digests: dict[str, str] = {}
+
+    def private(where: tuple[str, ...], file: str) -> str | None:
+        try:
+            return statedir.read_private(resolve(path, file))
+        except StateDirError as error:
+            problems.append(f"{path}: {_place(where)}: {error}")
+            return None
+
+    for agent, table in config.agents.items():
+        if table.token_sha256 is not None:
+            digests[agent] = table.token_sha256
+        elif table.token_file is not None:
+            token = private(("agents", agent, "token_file"), table.token_file)
+            if token is not None and token.strip():
+                digests[agent] = _sha256(token.strip())
+            elif token is not None:
+                problems.append(f"{path}: {_place(('agents', agent, 'token_file'))}: empty file")
+        for platform, credential in table.credentials.items():
+            where = ("agents", agent, "credentials", platform)
+            problems += _check_source(path, where, credential, private)
+            if credential.refresh_token is not None:
+                problems += _check_source(
+                    path, (*where, "refresh_token"), credential.refresh_token, private
+                )
+            if credential.client_secret_file is not None:
+                private((*where, "client_secret_file"), credential.client_secret_file)
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return digests
+
+
+def _check_source(path: Path, where: tuple[str, ...], source: Source, private: Any) -> list[str]:
+    if source.env is not None and source.env not in os.environ:
+        return [f"{path}: {_place((*where, 'env'))}: ${source.env} is not set"]
+    if source.file is not None:
+        private((*where, "file"), source.file)
+    if source.command is not None and shutil.which(source.command[0]) is None:
+        return [f"{path}: {_place((*where, 'command'))}: no program {source.command[0]!r}"]
+    return []
+
+
+def _sha256(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def resolve(config_path: str | Path, file: str) -> Path:
+    """Where a file named in the config is: relative to the config's own folder."""
+    return Path(config_path).parent / Path(file).expanduser()

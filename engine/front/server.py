@@ -1,0 +1,190 @@
+"""Running the gateway: the engine on the sped-up clock, uvicorn, the feed, SIGTERM's drain.
+
+On the first SIGTERM (or Ctrl-C) uvicorn stops accepting, lets in-flight calls finish for at
+most `drain_seconds` (real seconds), then cancels what is left (open streams too); the engine
+then flushes its audit log and the process exits 0. A second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import secrets
+import socket
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+import uvicorn
+
+from breakerdeck.engine import statedir
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.feed.client import FeedError, read_token
+from breakerdeck.engine.feed.server import serve_feed
+from breakerdeck.engine.front.app import GatewayApp
+from breakerdeck.engine.front.config import GatewayConfig
+from breakerdeck.engine.front.speed import SpeedClock
+from breakerdeck.engine.policy import AgentPolicy
+
+log = logging.getLogger(__name__)
+
+VIEWER_TOKEN_FILE = "viewer.token"
+OPERATOR_TOKEN_FILE = "operator.token"
+_LOOPBACK_NAMES = frozenset({"localhost"})
+
+
+class StartError(Exception):
+    """The gateway cannot start as asked: the message says why (exit 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What the command line and the file decided together (flags win)."""
+
+    config_path: Path
+    config: GatewayConfig
+    digests: dict[str, str]
+    listen: str
+    state_dir: Path | None
+    feed_listen: str | None
+    speed: float = 1.0
+    insecure_bind: bool = False
+    viewer_token_file: str | None = None
+    operator_token_file: str | None = None
+    policy: AgentPolicy = field(default_factory=AgentPolicy)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(options: Options) -> None:
+    """Loopback unless told otherwise: a non-loopback address needs TLS or --insecure-bind,
+    since agent tokens and platform answers would cross the network in the clear."""
+    host, _ = split_address(options.listen)
+    tls = options.config.gateway.tls_cert is not None
+    if not is_loopback(host) and not tls and not options.insecure_bind:
+        raise StartError(
+            f"refusing to listen on {host} without TLS: set tls_cert and tls_key in [gateway], "
+            "or pass --insecure-bind if a TLS proxy in front of it is yours"
+        )
+
+
+def feed_tokens(options: Options, state_dir: Path) -> tuple[str, str]:
+    """(viewer, operator) as `serve` has them: the files given, else made in the state dir."""
+    tokens = []
+    for given, name in (
+        (options.viewer_token_file, VIEWER_TOKEN_FILE),
+        (options.operator_token_file, OPERATOR_TOKEN_FILE),
+    ):
+        path = Path(given) if given else state_dir / name
+        if not given and not path.exists():
+            statedir.write_private(path, secrets.token_urlsafe(32) + "\n")
+        try:
+            tokens.append(read_token(path))
+        except FeedError as error:
+            raise StartError(str(error)) from None
+    if secrets.compare_digest(tokens[0], tokens[1]):
+        raise StartError("the viewer and operator tokens must differ")
+    return tokens[0], tokens[1]
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, with a second SIGTERM (not only a second Ctrl-C) exiting at once."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.should_exit:
+            self.force_exit = True
+        self.should_exit = True
+
+
+def uvicorn_config(app: GatewayApp, options: Options) -> uvicorn.Config:
+    host, port = split_address(options.listen)
+    gateway = options.config.gateway
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        date_header=False,
+        proxy_headers=False,
+        timeout_graceful_shutdown=int(gateway.drain_seconds) or 1,
+        backlog=2048,
+        ssl_certfile=gateway.tls_cert,
+        ssl_keyfile=gateway.tls_key,
+    )
+
+
+def open_engine(options: Options, loop: asyncio.AbstractEventLoop) -> Engine:
+    clock = SpeedClock(options.speed)
+    engine = Engine(
+        options.policy,
+        clock=clock,
+        state_dir=options.state_dir,
+        scheduler=clock.scheduler(loop),
+    )
+    engine.restore()
+    return engine
+
+
+@contextlib.asynccontextmanager
+async def _maybe_feed(engine: Engine, options: Options) -> AsyncIterator[None]:
+    if options.feed_listen is None:
+        yield
+        return
+    if options.state_dir is None:
+        raise StartError("the feed needs a state dir (for its tokens): pass --state-dir")
+    viewer, operator = feed_tokens(options, options.state_dir)
+    host, port = split_address(options.feed_listen)
+    async with serve_feed(
+        engine, host=host, port=port, viewer_token=viewer, operator_token=operator
+    ) as feed:
+        say(f"feed on {feed.url}")
+        yield
+
+
+async def serve(options: Options, sock: socket.socket | None = None) -> None:
+    """Serve until a signal; the engine is closed (its log flushed) on the way out."""
+    loop = asyncio.get_running_loop()
+    engine = open_engine(options, loop)
+    try:
+        app = GatewayApp(
+            options.config,
+            options.digests,
+            config_path=options.config_path,
+            engine=engine,
+            speed=options.speed,
+        )
+        for problem in engine.problems:
+            say(problem)
+        server = _Server(uvicorn_config(app, options))
+        async with _maybe_feed(engine, options):
+            if sock is None:
+                sock = server.config.bind_socket()
+            host, port = sock.getsockname()[:2]
+            scheme = "https" if options.config.gateway.tls_cert else "http"
+            say(f"gateway on {scheme}://{host}:{port} (speed {options.speed:g}x)")
+            await server.serve(sockets=[sock])
+    finally:
+        engine.close()
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,132 @@
+"""A real gateway for each test: uvicorn on a free loopback port in the test's loop, agents as
+real HTTP clients, platforms behind real sockets (the fixture server or a recording one).
+
+The engine runs on a `ManualClock` (cooldowns move by hand, never slept through) and a short
+policy deadline, so a hanging platform or vault costs a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import socket
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from breakerdeck.engine.clock import ManualClock
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.front.app import GatewayApp
+from breakerdeck.engine.front.config import load
+from breakerdeck.engine.front.server import Options, _Server, uvicorn_config
+from breakerdeck.engine.policy import AgentPolicy
+
+DEADLINE = 0.5
+
+
+def token(agent: str) -> str:
+    return f"token-of-{agent}"
+
+
+def auth(agent: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token(agent)}"}
+
+
+def free_socket() -> socket.socket:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def write_config(
+    directory: Path,
+    platforms: dict[str, str],
+    grants: dict[str, dict[str, str]],
+    *,
+    gateway: str = "",
+    platform_extra: str = "",
+) -> Path:
+    """A config file: each grant maps a platform to a credential entry's TOML (inline table)."""
+    lines = ["[gateway]", gateway]
+    for name, url in platforms.items():
+        lines += [f"[platforms.{name}]", f'base_url = "{url}"', platform_extra]
+    for agent, credentials in grants.items():
+        digest = hashlib.sha256(token(agent).encode()).hexdigest()
+        lines += [f"[agents.{agent}]", f'token_sha256 = "{digest}"']
+        lines += [f"[agents.{agent}.credentials]"]
+        lines += [f"{platform} = {entry}" for platform, entry in credentials.items()]
+    path = directory / "gateway.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def credential_file(directory: Path, value: str = "stored-credential") -> str:
+    path = directory / "credential.txt"
+    path.write_text(value + "\n")
+    path.chmod(0o600)
+    return f'{{ file = "{path}" }}'
+
+
+@dataclass
+class Rig:
+    url: str
+    app: GatewayApp
+    engine: Engine
+    clock: ManualClock
+    client: httpx.AsyncClient
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+
+    async def call(
+        self, agent: str, path: str, method: str = "GET", **kwargs: Any
+    ) -> httpx.Response:
+        headers = {**auth(agent), **kwargs.pop("headers", {})}
+        return await self.client.request(method, self.url + path, headers=headers, **kwargs)
+
+    def count(self, agent: str) -> int:
+        known = self.engine.keys()
+        return self.engine.breaker(agent).count if agent in known else 0
+
+
+StartRig = Callable[..., Any]
+
+
+@pytest.fixture
+async def start_gateway(tmp_path: Path) -> AsyncIterator[StartRig]:
+    """`await start_gateway(config_path)`: a running gateway on its own port."""
+    running: list[tuple[_Server, asyncio.Task[None], Rig]] = []
+
+    async def start(config_path: Path, deadline: float = DEADLINE) -> Rig:
+        config, digests = load(config_path)
+        clock = ManualClock()
+        engine = Engine(AgentPolicy(deadline_seconds=deadline), clock=clock)
+        app = GatewayApp(config, digests, config_path=config_path, engine=engine)
+        sock = free_socket()
+        options = Options(config_path, config, digests, "127.0.0.1:0", None, None)
+        server = _Server(uvicorn_config(app, options))
+        server.config.timeout_graceful_shutdown = 1
+        task = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started:
+            await asyncio.sleep(0.01)
+        port = sock.getsockname()[1]
+        client = httpx.AsyncClient(timeout=10, limits=httpx.Limits(max_connections=100))
+        rig = Rig(f"http://127.0.0.1:{port}", app, engine, clock, client)
+        running.append((server, task, rig))
+        return rig
+
+    yield start
+    for server, task, rig in running:
+        await rig.client.aclose()
+        server.should_exit = True
+        await task
+        rig.engine.close()
+
+
+def body(response: httpx.Response) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(response.content)
+    return result
