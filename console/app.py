@@ -17,14 +17,20 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
-from textual import work
+from textual import on, work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.timer import Timer
 
-from breakerdeck.console.model import Board, Card, mmss
+from breakerdeck.console.messages import (
+    DemoFaultRequested,
+    DetailsRequested,
+    FixRequested,
+    ResetRequested,
+)
+from breakerdeck.console.model import Board, Card, clock_text, mmss
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.screens.detail import DetailScreen
@@ -72,9 +78,13 @@ class BreakerdeckApp(App[None]):
         self.operator = operator
         self.controls = controls
         self.platform_of = platform_of or (lambda key: None)
-        self.board = Board(source.thresholds, source.describe)
+        self.board = Board(
+            source.thresholds, source.describe, origin=source.origin, limits_of=source.limits_of
+        )
         self.tick_seconds = tick_seconds
         self._pending: set[str] = set()
+        #: (breaker id, the open episode's trip seq) whose credential the operator marked fixed.
+        self._fixed: set[tuple[str, int]] = set()
         self.resyncs = 0  # snapshots taken: one at start, one after each overflow
         #: Under a flood, the board is folded at once but the screen repaints at most this often.
         self.min_repaint_seconds = min_repaint_seconds
@@ -170,6 +180,8 @@ class BreakerdeckApp(App[None]):
     def tick(self) -> None:
         """The one timer: countdowns on the screen that shows them."""
         current = self.screen
+        if isinstance(current, ConfirmScreen):
+            current.tick()
         screen: DashboardScreen | DetailScreen | None = (
             current
             if isinstance(current, DashboardScreen | DetailScreen)
@@ -203,8 +215,23 @@ class BreakerdeckApp(App[None]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
-    def show_details(self, card: Card) -> None:
-        self.push_screen(DetailScreen(card))
+    # Screens post these; the workflows (dialogs, writes, toasts) live here.
+
+    @on(DetailsRequested)
+    def _details_requested(self, message: DetailsRequested) -> None:
+        self.push_screen(DetailScreen(message.card))
+
+    @on(ResetRequested)
+    def _reset_requested(self, message: ResetRequested) -> None:
+        self.request_reset(message.card, every=message.every)
+
+    @on(FixRequested)
+    def _fix_requested(self, message: FixRequested) -> None:
+        self.request_fix(message.card)
+
+    @on(DemoFaultRequested)
+    def _demo_fault_requested(self, message: DemoFaultRequested) -> None:
+        self.demo_fault(message.what, message.card)
 
     def named(self, ident: str) -> str:
         """A breaker as the operator reads it: its key, and its source when there are several."""
@@ -241,6 +268,19 @@ class BreakerdeckApp(App[None]):
     def card_platform(self, card: Card) -> str | None:
         return card.platform or self.platform_of(card.key)
 
+    def fixed(self, card: Card) -> bool:
+        """The credential behind this auth trip was fixed since the trip: reset is what is
+        left. In demo mode the platform's credential is valid again; elsewhere, the operator
+        said so with `f` during this episode."""
+        if not card.auth_trip:
+            return False
+        if card.trips and (card.id, card.trips[0].seq) in self._fixed:
+            return True
+        platform = self.card_platform(card)
+        if self.controls is None or platform is None:
+            return False
+        return "REVOKED" not in self.controls.status().get(platform, "REVOKED")
+
     def can_fix(self, card: Card) -> bool:
         """`f` applies: a paused credential (tool policy), or any card in demo mode."""
         if card.view.paused and self.source.can_mark_fixed and self.source.can_write(card.id):
@@ -248,18 +288,24 @@ class BreakerdeckApp(App[None]):
         return self.controls is not None and self.card_platform(card) is not None
 
     def request_reset(self, card: Card, *, every: bool = False) -> None:
+        stale = self.source.stale_for(card.id)
+        if stale is not None:
+            # Refused before the dialog, not after `y`: nothing can reach that engine now.
+            self.notify(
+                f"Cannot reset {self.named(card.id)}: its source is stale since "
+                f"{clock_text(stale)} (reconnecting). Try again once it is back.",
+                severity="error",
+                timeout=6,
+            )
+            return
         if every:
             self._request_reset_every(card)
             return
         view = card.view
-        state = card.word
-        left = card.seconds_left(self.source.now())
-        if left is not None:
-            state += f" {mmss(left)} to the probe"
         cause = view.trip_cause or "unknown cause"
         lines = [
             _agent_line(card),
-            f"State: {state}, tripped on {cause}",
+            self._state_line(card),
             f"Counter: {self.board.thresholds.counter(view.count)}",
             f"Writes circuit_breaker_reset as {self.operator}.",
         ]
@@ -269,7 +315,9 @@ class BreakerdeckApp(App[None]):
             also = f" ({others} other source(s) report it: R resets them all)" if others else ""
             lines.insert(0, f"Source: {where} only{also}")
         warning = None
-        if cause == "auth_failure":
+        if cause == "auth_failure" and self.fixed(card):
+            lines.append("The credential was marked fixed: resetting now lets calls through.")
+        elif cause == "auth_failure":
             fix_key = " (f)" if self.can_fix(card) else ""
             warning = (
                 "this was an auth trip. Resetting without fixing the credential trips "
@@ -277,11 +325,28 @@ class BreakerdeckApp(App[None]):
             )
         elif view.paused:
             warning = "the credential is revoked: calls stay paused until it is marked fixed (f)."
-        reason = f"reset from the console ({state.split(' ')[0]} on {cause})"
+        reason = f"reset from the console ({card.word} on {cause})"
 
         title = f"Reset {card.key}" + (f" on {where}?" if where else "?")
-        screen = ConfirmScreen(title, lines, warning=warning, yes="Reset")
+        live = self._live_state(card, 1 if where else 0)
+        screen = ConfirmScreen(title, lines, warning=warning, yes="Reset", live=live)
         self.push_screen(screen, self._then_reset(card, [card], reason))
+
+    def _state_line(self, card: Card) -> str:
+        state = card.word
+        left = card.seconds_left(self.source.now())
+        if left is not None:
+            state += f" {mmss(left)} to the probe"
+        return f"State: {state}, tripped on {card.view.trip_cause or 'unknown cause'}"
+
+    def _live_state(self, card: Card, at: int) -> Callable[[list[str]], list[str]]:
+        """The dialog's lines as the clock moves: its state line counts down with the card."""
+
+        def lines(shown: list[str]) -> list[str]:
+            fresh = self.board.card(card.ident) or card
+            return [*shown[:at], self._state_line(fresh), *shown[at + 1 :]]
+
+        return lines
 
     def _request_reset_every(self, card: Card) -> None:
         targets = self.reset_targets(card)
@@ -362,6 +427,8 @@ class BreakerdeckApp(App[None]):
                 except Exception as error:  # a remote source may refuse or be gone
                     self.notify(f"Not marked fixed: {error}", severity="error", timeout=8)
                     return
+            if card.trips:
+                self._fixed.add((card.id, card.trips[0].seq))
             follow = "  Now reset it: r." if card.auth_trip else ""
             self.notify(f"Credential for {platform or card.key} fixed.{follow}", timeout=5)
             self._refresh_status()

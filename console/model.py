@@ -146,6 +146,15 @@ class Card:
     name: str | None = None
     source: str | None = None
     aggregate: str | None = None
+    #: Trips this console knows of for the key (`trips` keeps only the newest few).
+    trip_total: int = 0
+    #: When the breaker last changed state; since when the cooldown is over and the next call
+    #: is the probe (half-open); the last probe's result and when: ("ok" | "failed", wall).
+    changed_wall: float | None = None
+    probe_since: float | None = None
+    last_probe: tuple[str, float] | None = None
+    #: This card's own thresholds when sources run different policies (None: the board's).
+    limits: Thresholds | None = None
     #: Trouble first (`RANK_*`): computed once, as sorting, layout and drawing all read it.
     rank: int = field(init=False, compare=False, repr=False)
 
@@ -224,8 +233,37 @@ def _rank(view: BreakerView) -> int:
     return RANK_CLOSED
 
 
-def hint(card: Card, *, keys: bool = False, fixable: bool = False) -> str:
-    """The plain hint at the cause, as the design words it; `keys` adds the keys that act."""
+#: What a counted upstream failure's fault says, in the hint's words.
+_FAULT_WORDS = {
+    "refused": "connection refused",
+    "reset": "connections reset",
+    "timeout": "timeouts",
+    "slow": "timeouts",
+    "expired": "timeouts",
+    "tls": "TLS failures",
+    "dns": "DNS failures",
+    "vault_down": "the vault unreachable",
+}
+
+
+def fault_words(failures: Iterable[Failure]) -> str:
+    """`connection refused`, `timeouts`, `502s`: what the counted failures were, at most two
+    kinds (the hint said "502s/timeouts" for a refused connection)."""
+    words: list[str] = []
+    for failure in failures:
+        fault = failure.fault
+        word = _FAULT_WORDS.get(fault)
+        if word is None and fault.startswith("http_"):
+            word = f"{fault.removeprefix('http_')}s"
+        word = word or "upstream failures"
+        if word not in words:
+            words.append(word)
+    return " and ".join(words[:2]) if words else "502s/timeouts"
+
+
+def hint(card: Card, *, keys: bool = False, fixable: bool = False, fixed: bool = False) -> str:
+    """The plain hint at the cause, as the design words it; `keys` adds the keys that act;
+    `fixed`: the credential behind an auth trip was fixed since, so reset is what is left."""
     view = card.view
     f_key = " (f)" if keys and fixable else ""
     r_key = " (r)" if keys else ""
@@ -245,11 +283,14 @@ def hint(card: Card, *, keys: bool = False, fixable: bool = False) -> str:
         [card.platform] if card.platform else []
     )
     where = ", ".join(platforms)
+    if cause == "auth_failure" and fixed:
+        return f"credential fixed{_on(where)}: reset it now{r_key}"
     if cause == "auth_failure":
         return f"reauth_failed{_on(where)}: reconnect that credential{f_key}, then reset{r_key}"
     if cause == "upstream_failure":
         down = where or "the platform"
-        return f"{down} or the path to it is down (502s/timeouts); wait for the probe"
+        what = fault_words(counted[: max(view.count, 1)])
+        return f"{down} or the path to it is down ({what}); wait for the probe"
     if cause == "malformed_output":
         backend = where or "the backend"
         return f"{backend} answers, but its output fails the tool's schema (bad deploy?)"
@@ -332,6 +373,10 @@ class _History:
     failures: deque[Failure] = field(default_factory=lambda: deque(maxlen=2 * HISTORY))
     trips: deque[Trip] = field(default_factory=lambda: deque(maxlen=HISTORY))
     platform: str | None = None
+    trip_total: int = 0
+    changed: float | None = None
+    probe_since: float | None = None
+    last_probe: tuple[str, float] | None = None
 
 
 class Board:
@@ -341,14 +386,22 @@ class Board:
         self,
         thresholds: Thresholds,
         describe: Callable[[str], tuple[str, str | None]] | None = None,
+        *,
+        origin: Callable[[str], object] | None = None,
+        limits_of: Callable[[str], Thresholds | None] | None = None,
     ) -> None:
         self.thresholds = thresholds
         #: id -> (key, source label): None for one source, whose ids are the keys.
         self.describe = describe or _plain
+        #: id -> the engine it came from, whose seqs are its own. Not the label: two replicas
+        #: served under one name would share a counter and drop each other's events.
+        self.origin = origin or (lambda ident: None)
+        #: id -> its engine's thresholds when sources run different policies.
+        self.limits_of = limits_of or (lambda ident: None)
         self._views: dict[str, BreakerView] = {}
         self._history: dict[str, _History] = {}
         #: The last seq folded in, per source (seqs are each engine's own).
-        self._seen: dict[str | None, int] = {}
+        self._seen: dict[object, int] = {}
         self.version = 0
         # The order is kept between changes: a repaint under a flood re-places only the ids
         # that changed (bisect out, bisect in) instead of sorting every card again.
@@ -402,7 +455,7 @@ class Board:
         touched: set[str] = set()
         seen = self._seen
         for event in events:
-            source = self.describe(event.key)[1]
+            source = self.origin(event.key)
             last = seen.get(source, 0)
             if event.seq and event.seq <= last:
                 continue
@@ -438,13 +491,33 @@ class Board:
             h.denied.appendleft(
                 Denied(event.wall, f.get("platform") or "?", f.get("reason") or "?", event.agent)
             )
-        elif kind == ev.TRIPPED:
+        else:
+            self._fold_transition(h, event)
+
+    def _fold_transition(self, h: _History, event: Event) -> None:
+        f = event.fields
+        kind = event.type
+        if kind in ev.TRANSITIONS and kind != ev.PAGE:
+            h.changed = event.wall
+        if kind == ev.HALF_OPEN:
+            h.probe_since = event.wall
+        elif kind in (ev.REOPENED, ev.RECOVERED):
+            result = "failed" if kind == ev.REOPENED else "ok"
+            if h.probe_since is not None or kind == ev.REOPENED:
+                h.last_probe = (result, event.wall)
+            h.probe_since = None
+        elif kind in (ev.RESET, ev.TRIPPED):
+            h.probe_since = None
+            h.last_probe = None
+        if kind == ev.TRIPPED:
+            h.trip_total += 1
             h.trips.appendleft(
                 Trip(event.seq, event.wall, f.get("failure_class") or "?", f.get("count") or 0)
             )
         elif kind == ev.RESTORED and f.get("state") in ("open", "half_open"):
             view = self._views.get(event.key)
             cause = view.trip_cause if view and view.trip_cause else "restored"
+            h.trip_total += 1
             h.trips.appendleft(Trip(event.seq, event.wall, cause, f.get("count") or 0))
         elif kind in (ev.REOPENED, ev.PAGE, ev.RECOVERED, ev.RESET):
             if not h.trips or h.trips[0].ended is not None:
@@ -471,7 +544,7 @@ class Board:
         """The last seq folded in (one source; with several, the highest of them)."""
         return max(self._seen.values(), default=0)
 
-    def forget(self, source: str | None) -> None:
+    def forget(self, source: object) -> None:
         """That source's engine started over (its seqs went back): take its events afresh."""
         self._seen.pop(source, None)
 
@@ -588,8 +661,24 @@ class Board:
             platform = counted[0] if counted else platform
         denied, failures, trips = tuple(h.denied), tuple(h.failures), tuple(h.trips)
         name = key if key != view.key else None
+        limits = self.limits_of(view.key)
         return [
-            Card(agent, view, denied, failures, trips, platform, name, source) for agent in agents
+            Card(
+                agent,
+                view,
+                denied,
+                failures,
+                trips,
+                platform,
+                name,
+                source,
+                trip_total=h.trip_total,
+                changed_wall=h.changed,
+                probe_since=h.probe_since if view.state == "half_open" else None,
+                last_probe=h.last_probe,
+                limits=limits,
+            )
+            for agent in agents
         ]
 
     def card(self, ident: tuple[str, str]) -> Card | None:

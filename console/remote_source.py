@@ -196,6 +196,25 @@ class RemoteSource(Source):
         feed, key = self._locate(ident)
         return key, feed.label if feed is not None else "?"
 
+    def origin(self, ident: str) -> object:
+        """The feed's index, never its label: replicas may be served under one name, and one
+        counter for both dropped B's events numbered below A's last seq (B's `bob` OPEN while
+        the console showed it CLOSED)."""
+        feed, _ = self._locate(ident)
+        return feed.index if feed is not None else None
+
+    def limits_of(self, ident: str) -> Thresholds | None:
+        """With a gateway and an MCP proxy watched together, each card counts against its own
+        engine's thresholds."""
+        if not self.mixed:
+            return None
+        feed, _ = self._locate(ident)
+        return _thresholds(feed.policy, feed.thresholds) if feed is not None else None
+
+    @property
+    def mixed(self) -> bool:
+        return len({feed.policy for feed in self.feeds if feed.policy}) > 1
+
     def stale_for(self, ident: str) -> float | None:
         feed, _ = self._locate(ident)
         return feed.stale_since if feed is not None else None
@@ -285,13 +304,6 @@ class RemoteSource(Source):
                 failed.append((feed, error))
         return failed
 
-    def policy_problem(self) -> str | None:
-        policies = {feed.policy for feed in self.feeds if feed.policy}
-        if len(policies) > 1:
-            named = ", ".join(f"{feed.label}: {feed.policy}" for feed in self.feeds if feed.policy)
-            return f"the sources run different policies ({named}); watch them separately"
-        return None
-
     # -- the one stream the app reads ---------------------------------------------------------
 
     async def updates(self) -> AsyncIterator[list[Event] | Missed | Notice]:
@@ -366,14 +378,13 @@ class RemoteSource(Source):
         feed.stale_since = None
         feed.problem = None
         feed.ended = False
-        if snap.policy == "tool":
-            self._thresholds = Thresholds("tool", failure=snap.thresholds.get("consecutive", 3))
+        # Mixed policies: cards are grouped by agent (the `tool` way, which keeps an `agent`
+        # card alone in its group) and each counts against its own engine's thresholds.
+        kinds = {f.policy for f in self.feeds if f.policy}
+        if len(kinds) > 1:
+            self._thresholds = Thresholds("tool")
         else:
-            self._thresholds = Thresholds(
-                "agent",
-                auth=snap.thresholds.get("auth_failure", 3),
-                upstream=snap.thresholds.get("upstream_failure", 5),
-            )
+            self._thresholds = _thresholds(snap.policy, snap.thresholds)
 
     def _local(self, feed: RemoteFeed, iso: str | None) -> float | None:
         return None if iso is None else parse_iso(iso) + feed.offset
@@ -482,6 +493,14 @@ def fold_view(view: BreakerView | None, event: Event) -> BreakerView:
     return view
 
 
+def _thresholds(policy: str | None, numbers: dict[str, int]) -> Thresholds:
+    if policy == "tool":
+        return Thresholds("tool", failure=numbers.get("consecutive", 3))
+    return Thresholds(
+        "agent", auth=numbers.get("auth_failure", 3), upstream=numbers.get("upstream_failure", 5)
+    )
+
+
 def _pick(values: Sequence, index: int, total: int):
     if not values:
         return None
@@ -522,10 +541,6 @@ def run_watch(args: argparse.Namespace) -> int:
     if len(failed) == len(urls):
         say("no source answered; nothing to watch")
         return remote.EXIT_UNREACHABLE
-    problem = source.policy_problem()
-    if problem:
-        say(problem)
-        return remote.EXIT_ERROR
     operator = args.operator or _login()
     app = BreakerdeckApp(source, operator=operator)
     app.run()

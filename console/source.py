@@ -78,6 +78,14 @@ class Source(abc.ABC):
         """(key, source label): the label is None when there is only one source."""
         return ident, None
 
+    def origin(self, ident: str) -> object:
+        """Which engine this breaker's events come from: each engine numbers its own seqs."""
+        return None
+
+    def limits_of(self, ident: str) -> Thresholds | None:
+        """This breaker's own thresholds when sources run different policies (else None)."""
+        return None
+
     def stale_for(self, ident: str) -> float | None:
         """Since when this breaker's numbers are not live (None while they are)."""
         return self.stale_since

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from textual import on
@@ -9,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Static
+from textual.widgets import Button, Footer, Static
 
 from breakerdeck.engine.text import printable
 
@@ -23,20 +24,27 @@ class ConfirmScreen(ModalScreen[bool]):
     ]
 
     def __init__(
-        self, title: str, lines: list[str], *, warning: str | None = None, yes: str = "Yes"
+        self,
+        title: str,
+        lines: list[str],
+        *,
+        warning: str | None = None,
+        yes: str = "Yes",
+        live: Callable[[list[str]], list[str]] | None = None,
     ) -> None:
         super().__init__(id="confirm")
         self.title_text = title
         self.lines = lines
         self.warning = warning
         self.yes = yes
+        #: Redraws the lines each tick (a countdown in them), so the dialog is never frozen.
+        self.live = live
 
     def compose(self) -> ComposeResult:
         # Keys, agents, sources and causes come from outside: shown escaped, never as markup.
         with Vertical(id="confirm-box"):
             yield Static(printable(self.title_text), id="confirm-title", markup=False)
-            body = "\n".join(printable(line) for line in self.lines)
-            yield Static(body, id="confirm-body", markup=False)
+            yield Static(self._body(), id="confirm-body", markup=False)
             if self.warning:
                 warning = f"WARNING: {printable(self.warning)}"
                 yield Static(warning, id="confirm-warning", markup=False)
@@ -44,9 +52,21 @@ class ConfirmScreen(ModalScreen[bool]):
                 yield Button("No (n)", id="no", variant="primary")
                 yield Button(f"{self.yes} (y)", id="yes", variant="error")
             yield Static("y confirms · n or escape cancels", id="confirm-keys")
+        yield Footer()  # this dialog's keys, not the dashboard's beneath it
+
+    def _body(self) -> str:
+        return "\n".join(printable(line) for line in self.lines)
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()
+
+    def tick(self) -> None:
+        if self.live is None:
+            return
+        lines = self.live(self.lines)
+        if lines != self.lines:
+            self.lines = lines
+            self.query_one("#confirm-body", Static).update(self._body())
 
     def action_answer(self, answer: bool) -> None:
         self.dismiss(answer)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, cast
 
 from textual import on
 from textual.app import ComposeResult
@@ -10,12 +10,15 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
+from breakerdeck.console.messages import (
+    Deck,
+    DemoFaultRequested,
+    DetailsRequested,
+    FixRequested,
+    ResetRequested,
+)
 from breakerdeck.console.widgets.bars import StatusLine, SummaryBar
 from breakerdeck.console.widgets.cards import CardList
-
-if TYPE_CHECKING:
-    from breakerdeck.console.app import BreakerdeckApp
-
 
 #: The actions whose offer (`check_action`) depends on the selected card or the filter.
 _CHANGING_ACTIONS = ("reset", "reset_every", "details", "fix", "clear_filter")
@@ -31,12 +34,6 @@ class DashboardScreen(Screen[None]):
         Binding("r", "reset", "Reset", id="reset"),
         Binding("R", "reset_every", "Reset all", id="reset-every", tooltip="on every source"),
         Binding("f", "fix", "Fixed", id="fix", tooltip="credential fixed"),
-        Binding("j,down", "move(1)", "Next", show=False, id="next"),
-        Binding("k,up", "move(-1)", "Previous", show=False, id="previous"),
-        Binding("pagedown", "page(1)", "Page down", show=False, id="page-down"),
-        Binding("pageup", "page(-1)", "Page up", show=False, id="page-up"),
-        Binding("home,g", "edge(0)", "First", show=False, id="first"),
-        Binding("end,G", "edge(1)", "Last", show=False, id="last"),
         Binding("d", "platform_down", "Down", id="demo-down", tooltip="demo: platform down"),
         Binding("u", "platform_up", "Up", id="demo-up", tooltip="demo: platform healthy"),
         Binding("x", "revoke", "Revoke", id="demo-revoke", tooltip="demo: revoke credential"),
@@ -44,21 +41,25 @@ class DashboardScreen(Screen[None]):
         Binding("q", "app.quit", "Quit", id="quit"),
     ]
 
-    app: BreakerdeckApp
-
     def __init__(self) -> None:
         super().__init__(id="dashboard")
         self.filter_text = ""
         self._offered: tuple[bool | None, ...] | None = None  # see `_refresh_bindings`
 
+    @property
+    def deck(self) -> Deck:
+        """The app, as far as this screen reads it (it posts messages for everything else)."""
+        return cast(Deck, self.app)
+
     def compose(self) -> ComposeResult:
-        app = self.app
+        app = self.deck
         yield SummaryBar(id="summary")
         yield StatusLine(id="status")
         yield CardList(
             app.board.thresholds,
             app.source.now,
             fix_key=app.can_fix,
+            fixed=app.fixed,
             stale_since=lambda card: app.source.stale_for(card.id),
             id="cards",
         )
@@ -79,7 +80,7 @@ class DashboardScreen(Screen[None]):
     # -- updates -----------------------------------------------------------------------------
 
     def board_changed(self) -> None:
-        board = self.app.board
+        board = self.deck.board
         every = board.cards()
         shown = [c for c in every if c.matches(self.filter_text)] if self.filter_text else every
         cards = self.cards
@@ -102,9 +103,9 @@ class DashboardScreen(Screen[None]):
             self.refresh_bindings()
 
     def show_summary(self) -> None:
-        source = self.app.source
+        source = self.deck.source
         self.query_one(SummaryBar).show(
-            self.app.board.summary(),
+            self.deck.board.summary(),
             now=source.now(),
             speed=source.speed,
             label=source.label,
@@ -112,14 +113,14 @@ class DashboardScreen(Screen[None]):
         )
 
     def _show_status(self, shown: int, total: int) -> None:
-        controls = self.app.controls
+        controls = self.deck.controls
         faults = controls.status() if controls is not None else {}
         self.query_one(StatusLine).show(
             filter_text=self.filter_text, shown=shown, total=total, faults=faults
         )
 
     def tick(self) -> None:
-        if self.app.board.summary().open:
+        if self.deck.board.summary().open:
             self.cards.tick()
         self.show_summary()
 
@@ -128,15 +129,15 @@ class DashboardScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         card = self.cards.selected_card if self.is_mounted else None
         if action == "reset":
-            return self.app.reset_offer(card)
+            return self.deck.reset_offer(card)
         if action == "reset_every":
-            return card is not None and bool(self.app.reset_targets(card))
+            return card is not None and bool(self.deck.reset_targets(card))
         if action == "details":
             return card is not None or None
         if action == "fix":
-            return self.app.fix_offer(card)
+            return self.deck.fix_offer(card)
         if action in ("platform_down", "platform_up", "revoke"):
-            return self.app.controls is not None  # hidden outside demo mode
+            return self.deck.controls is not None  # hidden outside demo mode
         if action == "clear_filter":
             return bool(self.filter_text) or self.query_one(Input).display
         return True
@@ -144,15 +145,6 @@ class DashboardScreen(Screen[None]):
     @on(CardList.Selected)
     def _selected(self) -> None:
         self._refresh_bindings()
-
-    def action_move(self, delta: int) -> None:
-        self.cards.move(delta)
-
-    def action_page(self, direction: int) -> None:
-        self.cards.move(direction * self.cards.page_cards)
-
-    def action_edge(self, end: int) -> None:
-        self.cards.select_index(len(self.cards.cards) - 1 if end else 0)
 
     def action_filter(self) -> None:
         box = self.query_one(Input)
@@ -184,22 +176,26 @@ class DashboardScreen(Screen[None]):
     def action_details(self) -> None:
         card = self.cards.selected_card
         if card is not None:
-            self.app.show_details(card)
+            self.post_message(DetailsRequested(card))
+
+    @on(CardList.Opened)
+    def _opened(self, event: CardList.Opened) -> None:
+        self.post_message(DetailsRequested(event.card))
 
     def action_reset(self) -> None:
         card = self.cards.selected_card
         if card is not None:
-            self.app.request_reset(card)
+            self.post_message(ResetRequested(card))
 
     def action_reset_every(self) -> None:
         card = self.cards.selected_card
         if card is not None:
-            self.app.request_reset(card, every=True)
+            self.post_message(ResetRequested(card, every=True))
 
     def action_fix(self) -> None:
         card = self.cards.selected_card
         if card is not None:
-            self.app.request_fix(card)
+            self.post_message(FixRequested(card))
 
     def action_platform_down(self) -> None:
         self._demo("take_down")
@@ -211,4 +207,4 @@ class DashboardScreen(Screen[None]):
         self._demo("revoke")
 
     def _demo(self, what: str) -> None:
-        self.app.demo_fault(what, self.cards.selected_card)
+        self.post_message(DemoFaultRequested(what, self.cards.selected_card))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -10,13 +10,11 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from breakerdeck.console.messages import Deck, FixRequested, ResetRequested
 from breakerdeck.console.model import Card, cause_word, clock_text, hint, mmss
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.text import printable
-
-if TYPE_CHECKING:
-    from breakerdeck.console.app import BreakerdeckApp
 
 AUDIT_ROWS = 200
 _SHOWN_FIELDS = (
@@ -111,12 +109,15 @@ class DetailScreen(Screen[None]):
         Binding("q", "app.quit", "Quit", id="detail-quit"),
     ]
 
-    app: BreakerdeckApp
-
     def __init__(self, card: Card) -> None:
         super().__init__(id="detail")
         self.card = card
         self.rows: list[Event] = []
+
+    @property
+    def deck(self) -> Deck:
+        """The app, as far as this screen reads it (it posts messages for everything else)."""
+        return cast(Deck, self.app)
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-title")
@@ -131,7 +132,7 @@ class DetailScreen(Screen[None]):
         table.add_column("seq", key="seq")
         table.add_column("time", key="time")
         table.add_column("event", key="event")
-        if self.app.board.thresholds.kind == "tool":  # under `agent`, the key is the agent
+        if self.deck.board.thresholds.kind == "tool":  # under `agent`, the key is the agent
             table.add_column("agent", key="agent")
         table.add_column("details", key="details")
         table.focus()
@@ -141,11 +142,11 @@ class DetailScreen(Screen[None]):
 
     async def reload(self) -> None:
         """Fresh card and audit rows (the key changed, or the screen opened)."""
-        fresh = self.app.board.card(self.card.ident)
+        fresh = self.deck.board.card(self.card.ident)
         if fresh is not None:
             self.card = fresh
-        self.rows = await self.app.source.audit(self.card.id, AUDIT_ROWS)
-        note = self.app.source.audit_note(self.card.id)
+        self.rows = await self.deck.source.audit(self.card.id, AUDIT_ROWS)
+        note = self.deck.source.audit_note(self.card.id)
         shown = self.query_one("#detail-note", Static)
         shown.display = note is not None
         shown.update(printable(note or ""))
@@ -158,7 +159,7 @@ class DetailScreen(Screen[None]):
         card = self.card
         title = Text(no_wrap=True, overflow="ellipsis")
         word = card.word
-        left = card.seconds_left(self.app.source.now())
+        left = card.seconds_left(self.deck.source.now())
         if left is not None:
             word = f"OPEN {mmss(left)}"
         title.append(f" {word} ", style="bold reverse")
@@ -167,14 +168,14 @@ class DetailScreen(Screen[None]):
             title.append(f" · {printable(card.key)}")
         if card.source:
             title.append(f" on {printable(card.source)}")
-        stale = self.app.source.stale_for(card.id)
+        stale = self.deck.source.stale_for(card.id)
         if stale is not None:
             title.append(f"  STALE since {clock_text(stale)}", style="bold reverse")
         if card.shared:
             title.append(f" (shared: {printable(', '.join(card.view.agents))})")
         if card.rank == 0:
             title.append("  !! PAGED !!", style="bold reverse")
-        title.append(f"   count {self.app.board.thresholds.counter(card.view.count)}")
+        title.append(f"   count {self.deck.board.thresholds.counter(card.view.count)}")
         self.query_one("#detail-title", Static).update(title)
         self.query_one("#detail-hint", Static).update(f"→ {printable(hint(card))}")
 
@@ -208,7 +209,7 @@ class DetailScreen(Screen[None]):
         table = self.query_one(DataTable)
         cursor = table.cursor_row
         table.clear()
-        with_agent = self.app.board.thresholds.kind == "tool"
+        with_agent = self.deck.board.thresholds.kind == "tool"
         for event in self.rows:
             cells = [str(event.seq), clock_text(event.wall), _short_type(event.type)]
             if with_agent:
@@ -228,9 +229,9 @@ class DetailScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[Any, ...]) -> bool | None:
         if action == "reset":
-            return self.app.reset_offer(self.card)
+            return self.deck.reset_offer(self.card)
         if action == "fix":
-            return self.app.fix_offer(self.card)
+            return self.deck.fix_offer(self.card)
         return True
 
     def action_cursor(self, delta: int) -> None:
@@ -238,10 +239,10 @@ class DetailScreen(Screen[None]):
         table.move_cursor(row=max(0, table.cursor_row + delta))
 
     def action_reset(self) -> None:
-        self.app.request_reset(self.card)
+        self.post_message(ResetRequested(self.card))
 
     def action_fix(self) -> None:
-        self.app.request_fix(self.card)
+        self.post_message(FixRequested(self.card))
 
 
 def _short_type(kind: str) -> str:

@@ -18,6 +18,8 @@ from typing import ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
@@ -76,6 +78,17 @@ class CardList(ScrollView, can_focus=True):
         "cards--empty",
     }
 
+    # The scroll keys a `ScrollView` has move the selection here instead: the list scrolls
+    # to keep the selected card in view, so `enter` and `r` act on a card the operator sees.
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("j,down", "move(1)", "Next", show=False, id="next"),
+        Binding("k,up", "move(-1)", "Previous", show=False, id="previous"),
+        Binding("pagedown", "page(1)", "Page down", show=False, id="page-down"),
+        Binding("pageup", "page(-1)", "Page up", show=False, id="page-up"),
+        Binding("home,g", "edge(0)", "First", show=False, id="first"),
+        Binding("end,G", "edge(1)", "Last", show=False, id="last"),
+    ]
+
     DEFAULT_CSS = """
     CardList {
         height: 1fr;
@@ -91,12 +104,20 @@ class CardList(ScrollView, can_focus=True):
             super().__init__()
             self.card = card
 
+    class Opened(Message):
+        """A double click: show this card's details."""
+
+        def __init__(self, card: Card) -> None:
+            super().__init__()
+            self.card = card
+
     def __init__(
         self,
         thresholds: Thresholds,
         now: Callable[[], float],
         *,
         fix_key: Callable[[Card], bool] | None = None,
+        fixed: Callable[[Card], bool] | None = None,
         stale_since: Callable[[Card], float | None] | None = None,
         id: str | None = None,
     ) -> None:
@@ -104,12 +125,14 @@ class CardList(ScrollView, can_focus=True):
         self.thresholds = thresholds
         self.now = now
         self.fix_key = fix_key or (lambda card: False)
+        #: The credential behind the card's auth trip was fixed since: its hint says reset.
+        self.fixed = fixed or (lambda card: False)
         #: When the card's source lost its engine (None while live): drawn on its title line.
         self.stale_since = stale_since or (lambda card: None)
         self.cards: list[Card] = []
+        #: The selected breaker: it stays on it through re-sorts (the first card at the start,
+        #: or when the selected one is filtered out or gone).
         self.selected: tuple[str, str] | None = None
-        #: Until the operator moves, the selection stays on the top (most troubled) card.
-        self.user_moved = False
         self.empty_text = "no breakers yet"
         self._columns = 1
         self._row_y: list[int] = [0]
@@ -125,7 +148,7 @@ class CardList(ScrollView, can_focus=True):
         """New card list (already sorted and filtered). Keeps the selection on the same card."""
         self.cards = list(cards)
         self._index = None  # built when a lookup misses: most repaints never need it
-        if not self.user_moved or self.selected_index is None:
+        if self.selected_index is None:
             first = self.cards[0].ident if self.cards else None
             if first != self.selected:
                 self.selected = first
@@ -170,11 +193,40 @@ class CardList(ScrollView, can_focus=True):
         index = 0 if index is None else max(0, min(len(self.cards) - 1, index + delta))
         self.select_index(index)
 
+    def action_move(self, delta: int) -> None:
+        self.move(delta)
+
+    def action_page(self, direction: int) -> None:
+        self.move(direction * self.page_cards)
+
+    def action_edge(self, end: int) -> None:
+        self.select_index(len(self.cards) - 1 if end else 0)
+
+    def on_click(self, event: events.Click) -> None:
+        """A click selects the card under the pointer; a double click opens it."""
+        index = self.index_at(event.x, event.y)
+        if index is None:
+            return
+        self.select_index(index)
+        if event.chain >= 2:
+            self.post_message(self.Opened(self.cards[index]))
+
+    def index_at(self, x: int, y: int) -> int | None:
+        """The card drawn at (x, y) of the widget, if any."""
+        if not self.cards:
+            return None
+        row = bisect_right(self._row_y, y + int(self.scroll_offset.y)) - 1
+        if row < 0 or row >= len(self._row_h):
+            return None
+        width = self.scrollable_content_region.width or self.size.width
+        column = min(self._columns - 1, max(0, x) // max(1, width // self._columns))
+        index = row * self._columns + column
+        return index if index < len(self.cards) else None
+
     def select_index(self, index: int) -> None:
         if not self.cards:
             return
         index = max(0, min(len(self.cards) - 1, index))
-        self.user_moved = True
         self.selected = self.cards[index].ident
         self._selected_at = index
         self.refresh()
@@ -269,11 +321,12 @@ class CardList(ScrollView, can_focus=True):
             since = self.stale_since(card)
             if since is not None:
                 stale = f" STALE since {clock_text(since)} ({ago(now - since)} ago) "
-        key = (card.ident, line, width, selected, countdown, stale)
+        fixed = card.auth_trip and self.fixed(card)  # changes without the card changing
+        key = (card.ident, line, width, selected, countdown, stale, fixed)
         cached = self._cache.get(key)
         if cached is not None and cached[0] is card:  # drawn from this very card
             return cached[1]
-        strip = self._draw(card, line, width, selected, countdown, stale)
+        strip = self._draw(card, line, width, selected, countdown, stale, fixed)
         self._cache[key] = (card, strip)
         return strip
 
@@ -285,6 +338,7 @@ class CardList(ScrollView, can_focus=True):
         selected: bool,
         countdown: str | None,
         stale: str | None = None,
+        fixed: bool = False,
     ) -> Strip:
         base = self.rich_style
         if selected:
@@ -306,9 +360,10 @@ class CardList(ScrollView, can_focus=True):
             gutter = "  ┃ " if selected else "  │ "
             room = width - 1 - len(gutter)
             # Every word in a body line may come from outside (keys, platforms, actors).
-            body = [Segment(printable(s.text), s.style) for s in self._body(card, line, dim, room)]
-            segments = [Segment(gutter, state_style), *body]
-        strip = Strip(segments).crop_extend(0, width - 1, base).apply_style(base)
+            body = self._body(card, line, dim, room, fixed)
+            segments = [Segment(gutter, state_style)]
+            segments += [Segment(printable(s.text), s.style) for s in body]
+        strip = _fit(segments, width - 1, base).apply_style(base)
         return Strip.join([strip, Strip.blank(1, self.rich_style)])
 
     def _title(
@@ -323,7 +378,8 @@ class CardList(ScrollView, can_focus=True):
         word = card.word
         if countdown is not None and word == "OPEN":
             word = f"OPEN {countdown}"
-        name = card.agent if self.thresholds.kind == "agent" else f"{card.agent} · {card.key}"
+        kind = (card.limits or self.thresholds).kind
+        name = card.agent if kind == "agent" else f"{card.agent} · {card.key}"
         name = printable(name)
         segments = [
             Segment("▶ " if selected else "  "),
@@ -343,52 +399,99 @@ class CardList(ScrollView, can_focus=True):
             segments.append(Segment(" "))
             segments.append(Segment(" PAGED ", self.get_component_rich_style("cards--paged")))
         if card.state != "closed":  # the cooldown this open episode runs, right-aligned
-            right = f"cooldown {card.view.cooldown:g}s"
             used = sum(segment.cell_length for segment in segments)
-            if used + len(right) + 2 <= width:
-                segments.append(Segment(" " * (width - used - len(right) - 1)))
-                segments.append(Segment(right, dim))
+            for right in (f"cooldown {card.view.cooldown:g}s", f"{card.view.cooldown:g}s"):
+                if used + len(right) + 2 <= width:  # the short form where the long one is cut
+                    segments.append(Segment(" " * (width - used - len(right) - 1)))
+                    segments.append(Segment(right, dim))
+                    break
         return segments
 
-    def _body(self, card: Card, line: int, dim: Style, room: int) -> list[Segment]:
+    def _body(
+        self, card: Card, line: int, dim: Style, room: int, fixed: bool = False
+    ) -> list[Segment]:
         view = card.view
         if line == 1:
-            parts = [f"count {self.thresholds.counter(view.count)}"]
+            limits = card.limits or self.thresholds
+            parts = [f"count {limits.counter(view.count)}"]
             if view.state != "closed":
                 parts.append(f"cause {cause_word(view.trip_cause)}")
-                if view.failed_probes:
-                    probes = "probe" if view.failed_probes == 1 else "probes"
-                    parts.append(f"{view.failed_probes} failed {probes}")
+                parts.extend(_probe_words(card))
             if card.rank == RANK_CLOSED:
                 parts.append(hint(card))
             return [Segment(" · ".join(parts))]
         if card.rank == RANK_CLOSED:  # a closed card's last line: its trips
             return self._trips(card, dim, room)
         if line == 2:
-            text = "→ " + hint(card, keys=True, fixable=self.fix_key(card))
+            text = "→ " + hint(card, keys=True, fixable=self.fix_key(card), fixed=fixed)
             return [Segment(text, self.get_component_rich_style("cards--hint"))]
         if line == 3:
             if not card.denied:
                 return [Segment("denied ", dim), Segment("none yet", dim)]
             shown = _fitting([printable(d.text) for d in card.denied[:3]], room - 7)
-            return [Segment("denied ", dim), Segment(shown)]
+            return [Segment("denied ", dim), Segment(" · ".join(shown))]
         return self._trips(card, dim, room)
 
     def _trips(self, card: Card, dim: Style, room: int) -> list[Segment]:
         if not card.trips:
             return [Segment("trips  ", dim), Segment("none yet", dim)]
-        shown = _fitting([printable(t.short) for t in card.trips[:3]], room - 7)
-        return [Segment("trips  ", dim), Segment(shown)]
+        total = max(card.trip_total, len(card.trips))
+        items = [printable(t.short) for t in card.trips[:3]]
+        shown = _fitting(items, room - 7 - len(f" +{total} more"))
+        left = total - len(shown)
+        segments = [Segment("trips  ", dim), Segment(" · ".join(shown))]
+        if left:
+            segments.append(Segment(f" +{left} more", dim))
+        return segments
 
 
-def _fitting(items: list[str], room: int) -> str:
+def _probe_words(card: Card) -> list[str]:
+    """The probe, which is out for under a second: since when the next call is the probe, the
+    last probe's result, and when the state last changed, all as fixed times (no ticking)."""
+    view = card.view
+    words = []
+    if card.probe_since is not None:
+        words.append(f"probe out since {clock_text(card.probe_since)}")
+    elif card.last_probe is not None:
+        result, wall = card.last_probe
+        words.append(f"probe {result} {clock_text(wall)}")
+    elif view.failed_probes:
+        probes = "probe" if view.failed_probes == 1 else "probes"
+        words.append(f"{view.failed_probes} failed {probes}")
+    if card.last_probe is not None and view.failed_probes > 1:
+        words.append(f"{view.failed_probes} failed probes")
+    if card.changed_wall is not None and card.probe_since is None:
+        words.append(f"since {clock_text(card.changed_wall)}")
+    return words
+
+
+def _fitting(items: list[str], room: int) -> list[str]:
     """As many whole items as fit (at least the first, cropped if it must be)."""
     shown = items[:1]
     for item in items[1:]:
         if len(" · ".join([*shown, item])) > room:
             break
         shown.append(item)
-    return " · ".join(shown)
+    return shown
+
+
+def _fit(segments: list[Segment], width: int, style: Style) -> Strip:
+    """The line cut to `width` with an ellipsis where it was cut, padded to `width`."""
+    strip = Strip(segments)
+    if strip.cell_length <= width:
+        return strip.extend_cell_length(width, style)
+    cut = strip.crop(0, max(0, width - 1))
+    return Strip.join([cut, Strip([Segment("…", cut_style(segments, width))])])
+
+
+def cut_style(segments: list[Segment], width: int) -> Style | None:
+    """The style of the cell where a line is cut, for its ellipsis."""
+    at = 0
+    for segment in segments:
+        at += segment.cell_length
+        if at >= width - 1:
+            return segment.style
+    return None
 
 
 _STATE_CLASS = {

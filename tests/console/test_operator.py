@@ -206,9 +206,10 @@ class FakeControls:
     def __init__(self) -> None:
         self.platforms = ["crm", "payments"]
         self.calls: list[tuple[str, str]] = []
+        self.revoked: set[str] = set()
 
     def status(self) -> dict[str, str]:
-        return {p: "ok" for p in self.platforms}
+        return {p: "CRED REVOKED" if p in self.revoked else "ok" for p in self.platforms}
 
     def take_down(self, platform: str) -> None:
         self.calls.append(("take_down", platform))
@@ -218,9 +219,11 @@ class FakeControls:
 
     def revoke(self, platform: str) -> None:
         self.calls.append(("revoke", platform))
+        self.revoked.add(platform)
 
     def fix(self, platform: str) -> None:
         self.calls.append(("fix", platform))
+        self.revoked.discard(platform)
 
 
 async def test_demo_keys_act_on_the_selected_cards_platform(agent_world):
@@ -240,7 +243,7 @@ async def test_demo_keys_act_on_the_selected_cards_platform(agent_world):
             ("fix", "crm"),
         ]
         assert agent_world.engine.view("ava").state == "open"  # fixing is not resetting
-        assert "reconnect that credential (f), then reset (r)" in cards_text(app)
+        assert "credential fixed on crm: reset it now (r)" in cards_text(app)
 
 
 async def test_question_mark_lists_every_dashboard_key(agent_world):

@@ -16,14 +16,16 @@ from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.feed.server import serve_feed
-from tests.console.conftest import OPERATOR, AgentWorld
+from breakerdeck.fixtures.faults import Fault, FaultKind
+from tests.console.conftest import OPERATOR, AgentWorld, ToolWorld
 from tests.console.helpers import cards_text, header_text, static_text
 
+REFUSED = Fault(FaultKind.REFUSED)
 VIEWER_TOKEN = "watch-viewer-token"
 OPERATOR_TOKEN = "watch-operator-token"
 
 
-def served(world: AgentWorld, name: str, port: int = 0):
+def served(world: AgentWorld | ToolWorld, name: str, port: int = 0):
     return serve_feed(
         world.engine,
         port=port,
@@ -242,3 +244,33 @@ async def test_details_show_the_events_received_and_where_the_full_log_is(worlds
             assert "since this console connected" in note
             assert f"full audit log lives on the engine ({feed.url})" in note
             assert "auth ×3 → still open" in static_text(screen, "#detail-trips")
+
+
+async def test_replicas_served_under_one_name_keep_their_own_event_counters(worlds):
+    a, b = worlds("a"), worlds("b")
+    await a.call("ava", "crm", 20)  # A's seqs run far ahead of B's
+    await b.call("bob", "crm")
+    async with served(a, "replica") as fa, served(b, "replica") as fb:
+        app = await watch(fa.url, fb.url)
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(pilot, lambda: "bob" in cards_text(app))
+            await b.trip_upstream("bob")  # B's events carry seqs A already used
+            await until(pilot, lambda: "OPEN" in cards_text(app))
+            assert any(
+                "bob on replica" in line and "OPEN" in line for line in cards_text(app).splitlines()
+            )
+
+
+async def test_a_gateway_and_an_mcp_proxy_are_watched_together(worlds, tool_world):
+    a = worlds("a")
+    await a.trip_auth("ava")
+    tool_world.platforms["payments"].set_fault(REFUSED)
+    for _ in range(3):
+        await tool_world.harness.call_tool("bot", "charge", {})
+    async with served(a, "gateway") as fa, served(tool_world, "mcp") as fb:
+        app = await watch(fa.url, fb.url)
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(pilot, lambda: "payments@" in cards_text(app))
+            text = cards_text(app)
+            assert "count 3 · auth 3 / upstream 5" in text  # the gateway's card
+            assert "count 3 · opens at 3" in text  # the proxy's card

@@ -1,0 +1,69 @@
+"""What screens ask of the app, and what they may read from it.
+
+Screens never call up into `console.app` (that was the console's only import circle): they post
+one of these messages, which bubbles to the app, and the app runs the workflow (dialogs, the
+writes, the toasts). What a screen needs to draw and to offer keys it reads through `Deck`,
+which the app satisfies.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from textual.message import Message
+
+from breakerdeck.console.model import Board, Card
+
+if TYPE_CHECKING:
+    from breakerdeck.console.source import FaultControls, Source
+
+
+class Deck(Protocol):
+    """The app as a screen sees it: data to draw, and which writes a card offers."""
+
+    board: Board
+    source: Source
+    controls: FaultControls | None
+
+    def reset_offer(self, card: Card | None) -> bool | None: ...
+
+    def fix_offer(self, card: Card | None) -> bool | None: ...
+
+    def reset_targets(self, card: Card) -> list[Card]: ...
+
+    def can_fix(self, card: Card) -> bool: ...
+
+    def fixed(self, card: Card) -> bool: ...
+
+
+class CardMessage(Message):
+    """A request about one card (the one selected, or shown in details)."""
+
+    def __init__(self, card: Card) -> None:
+        super().__init__()
+        self.card = card
+
+
+class DetailsRequested(CardMessage):
+    """Open the card's detail screen."""
+
+
+class ResetRequested(CardMessage):
+    """Ask to reset the card's breaker (`every`: on every source reporting its key)."""
+
+    def __init__(self, card: Card, *, every: bool = False) -> None:
+        super().__init__(card)
+        self.every = every
+
+
+class FixRequested(CardMessage):
+    """Ask to mark the card's credential fixed."""
+
+
+class DemoFaultRequested(Message):
+    """Demo mode: take a platform down, bring it back, or revoke its credential."""
+
+    def __init__(self, what: str, card: Card | None) -> None:
+        super().__init__()
+        self.what = what
+        self.card = card

@@ -1,0 +1,72 @@
+"""Issue 10, items 4 and 8: dialogs that tell the truth as it changes."""
+
+from __future__ import annotations
+
+from textual.widgets import Footer
+
+from breakerdeck.console.screens.confirm import ConfirmScreen
+from tests.console.conftest import make_app, settle
+from tests.console.helpers import cards_text, static_text
+from tests.console.test_operator import FakeControls
+
+
+async def test_after_f_then_y_the_card_and_the_reset_dialog_say_the_credential_is_fixed(
+    agent_world,
+):
+    await agent_world.trip_auth("ava", platform="crm")
+    controls = FakeControls()
+    controls.revoked.add("crm")
+    app = make_app(agent_world.engine, controls=controls)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert "reconnect that credential (f), then reset (r)" in cards_text(app)
+        await pilot.press("f", "y")
+        await settle(pilot)
+        assert "credential fixed on crm: reset it now (r)" in cards_text(app)
+        await pilot.press("r")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, ConfirmScreen)
+        assert not dialog.query("#confirm-warning")  # no "Fix it first (f)"
+        assert "marked fixed" in static_text(dialog, "#confirm-body")
+
+
+async def test_r_on_a_stale_source_refuses_at_once_without_a_dialog(agent_world):
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.source.stale_since = agent_world.clock.wall()
+        await pilot.press("r")
+        await settle(pilot)
+        assert not isinstance(app.screen, ConfirmScreen)
+        said = [n.message for n in app._notifications]
+        assert any("Cannot reset ava" in text and "stale" in text for text in said)
+        assert agent_world.engine.view("ava").state == "open"
+
+
+async def test_the_reset_dialogs_footer_lists_its_own_keys(agent_world):
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        footer = app.screen.query_one(Footer)
+        keys = {binding.key for (_, binding, enabled, _) in footer.screen.active_bindings.values()}
+        assert {"y", "n", "escape"} <= keys
+        assert "q" not in keys and "slash" not in keys
+
+
+async def test_the_reset_dialogs_countdown_moves_with_the_clock(agent_world):
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        assert "OPEN 05:00 to the probe" in static_text(app.screen, "#confirm-body")
+        agent_world.clock.advance(65)
+        app.tick()
+        await settle(pilot)
+        assert "OPEN 03:55 to the probe" in static_text(app.screen, "#confirm-body")

@@ -1,0 +1,90 @@
+"""Issue 10, items 1, 2 and 12: the selection follows the keys and the mouse, stays in view, and
+stays on its breaker when the board re-sorts."""
+
+from __future__ import annotations
+
+from breakerdeck.console.screens.detail import DetailScreen
+from breakerdeck.console.widgets.cards import CardList
+from tests.console.conftest import AgentWorld, make_app, settle
+from tests.console.helpers import cards_text
+
+AGENTS = [f"agent-{i:02d}" for i in range(12)]  # 12 closed cards: 36 lines, more than 80x24 shows
+
+
+async def many_cards(world: AgentWorld) -> None:
+    for agent in AGENTS:
+        await world.call(agent, "crm")
+
+
+def selected_line(app) -> str:
+    return next(line for line in cards_text(app).splitlines() if line.startswith("▶"))
+
+
+async def test_down_past_the_screen_moves_the_selection_and_keeps_it_in_view(agent_world):
+    await many_cards(agent_world)
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        cards = app.screen.query_one(CardList)
+        for _ in range(9):
+            await pilot.press("down")
+        await settle(pilot)
+        assert cards.selected_index == 9
+        assert AGENTS[9] in selected_line(app)
+
+
+async def test_page_down_end_and_home_move_the_selection(agent_world):
+    await many_cards(agent_world)
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        cards = app.screen.query_one(CardList)
+        await pilot.press("pagedown")
+        await settle(pilot)
+        assert cards.selected_index == cards.page_cards
+        assert AGENTS[cards.page_cards] in selected_line(app)
+        await pilot.press("end")
+        await settle(pilot)
+        assert cards.selected_index == len(AGENTS) - 1
+        assert AGENTS[-1] in selected_line(app)
+        await pilot.press("home")
+        await settle(pilot)
+        assert cards.selected_index == 0 and AGENTS[0] in selected_line(app)
+
+
+async def test_the_selection_stays_on_its_breaker_when_a_trip_resorts_the_board(agent_world):
+    for agent in ("ava", "bo", "cy"):
+        await agent_world.call(agent, "crm")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        cards = app.screen.query_one(CardList)
+        assert cards.selected == ("ava", "ava")
+        await agent_world.trip_upstream("cy")  # cy lands on top; no key was pressed
+        await settle(pilot)
+        assert cards.cards[0].agent == "cy"
+        assert cards.selected == ("ava", "ava")
+        assert "ava" in selected_line(app)
+
+
+async def test_a_click_selects_the_card_under_the_pointer(agent_world):
+    await many_cards(agent_world)
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        cards = app.screen.query_one(CardList)
+        await pilot.click(CardList, offset=(10, 7))  # the third card's lines are 6 to 8
+        await settle(pilot)
+        assert cards.selected_index == 2
+        assert isinstance(app.screen, type(app.screen)) and app.screen.id == "dashboard"
+
+
+async def test_a_double_click_opens_the_card(agent_world):
+    await many_cards(agent_world)
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.click(CardList, offset=(10, 4), times=2)
+        await settle(pilot)
+        assert isinstance(app.screen, DetailScreen)
+        assert app.screen.card.agent == AGENTS[1]
