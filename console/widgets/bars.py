@@ -16,6 +16,8 @@ class SummaryBar(Static):
     SummaryBar { height: 1; width: 1fr; }
     """
 
+    _shown: Text | None = None
+
     def show(
         self,
         summary: Summary,
@@ -58,7 +60,9 @@ class SummaryBar(Static):
         gap = width - text.cell_len - right.cell_len
         text.append(" " * max(gap, 0))
         text.append_text(right)
-        self.update(text, layout=False)  # one line, always: nothing to lay out again
+        if text != self._shown:  # most repaints under a flood change nothing here
+            self._shown = text
+            self.update(text, layout=False)  # one line, always: nothing to lay out again
 
     @staticmethod
     def _right(now: float, speed: float | None, stale_since: float | None, full: bool) -> Text:

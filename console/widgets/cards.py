@@ -141,6 +141,8 @@ class CardList(ScrollView, can_focus=True):
         self._index: dict[tuple[str, str], int] | None = None
         self._selected_at = 0  # where the selected card was last seen
         self._laid_out: tuple[int, int, list[int]] | None = None
+        #: Virtual line -> the strip last handed to Textual for it (see `_refresh_changed`).
+        self._shown: dict[int, Strip] = {}
 
     # -- data --------------------------------------------------------------------------------
 
@@ -156,8 +158,19 @@ class CardList(ScrollView, can_focus=True):
                 self.post_message(self.Selected(self.selected_card))
         if len(self._cache) > _CACHE_LIMIT:
             self._cache.clear()
-        self._layout_rows()
-        self.refresh()
+        if self._layout_rows() or not self.cards:
+            self.refresh()
+        else:
+            self._refresh_changed()
+
+    def _refresh_changed(self) -> None:
+        """Repaint only the visible lines that now read differently: a flood of events on
+        open cards (denied calls) changes a line or two, and a whole-list repaint rewrote every
+        card line four times a second over SSH."""
+        top = int(self.scroll_offset.y)
+        for y in range(self.scrollable_content_region.height):
+            if self._shown.get(top + y) != self._line(y):
+                self.refresh_lines(top + y)
 
     @property
     def selected_card(self) -> Card | None:
@@ -247,12 +260,13 @@ class CardList(ScrollView, can_focus=True):
         self._layout_rows()
         self.refresh()
 
-    def _layout_rows(self) -> None:
+    def _layout_rows(self) -> bool:
+        """Lay the rows out again if their heights or the width changed (then True)."""
         width = self.scrollable_content_region.width or self.size.width or 80
         columns = max(1, width // MIN_CARD_WIDTH)
         heights = [card_height(card) for card in self.cards]
         if (width, columns, heights) == self._laid_out:
-            return  # the cards changed places or content, not the rows' heights
+            return False  # the cards changed places or content, not the rows' heights
         self._laid_out = (width, columns, heights)
         self._columns = columns
         if columns > 1:
@@ -261,6 +275,8 @@ class CardList(ScrollView, can_focus=True):
         self._row_y = [0, *accumulate(heights)]
         total = self._row_y[-1] if self.cards else 1
         self.virtual_size = Size(width, total)
+        self._shown.clear()
+        return True
 
     def visible_rows(self) -> range:
         top = int(self.scroll_offset.y)
@@ -270,20 +286,37 @@ class CardList(ScrollView, can_focus=True):
         return range(first, last)
 
     def tick(self) -> int:
-        """Repaint the title line of each visible open card; returns how many lines that was."""
+        """Repaint the countdown cells of each visible open card (the whole title line of a
+        stale one, whose "ago" moves); returns how many cards that was. Only those cells are
+        written to the terminal."""
         repainted = 0
+        width = self.scrollable_content_region.width or self.size.width
+        card_width = width // self._columns
+        top = int(self.scroll_offset.y)
         for row in self.visible_rows():
             start = row * self._columns
             shown = self.cards[start : start + self._columns]
-            if any(card.state == "open" or self.stale_since(card) is not None for card in shown):
-                # a card under its key's aggregate line has its title one line down
-                self.refresh_lines(self._row_y[row], 2 if any(c.aggregate for c in shown) else 1)
+            # a card under its key's aggregate line has its title one line down
+            y = self._row_y[row] + (1 if any(c.aggregate for c in shown) else 0) - top
+            for column, card in enumerate(shown):
+                if self.stale_since(card) is not None:
+                    self.refresh(Region(column * card_width, y, card_width, 1))
+                elif card.state == "open":
+                    self.refresh(Region(column * card_width + 2, y, STATE_WIDTH, 1))
+                else:
+                    continue
                 repainted += 1
         return repainted
 
     # -- rendering ---------------------------------------------------------------------------
 
     def render_line(self, y: int) -> Strip:
+        strip = self._line(y)
+        self._shown[y + int(self.scroll_offset.y)] = strip
+        return strip
+
+    def _line(self, y: int) -> Strip:
+        """Line `y` of the widget as it reads now (drawn from cached strips)."""
         width = self.scrollable_content_region.width or self.size.width
         base = self.rich_style
         if not self.cards:
