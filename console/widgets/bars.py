@@ -29,10 +29,13 @@ class SummaryBar(Static):
     ) -> None:
         width = self.size.width or 80
         counts = Text(no_wrap=True)
+        # NO_COLOR greys every colour, and red on the bar's grey is the faintest of them:
+        # there, trouble counts are reversed instead, the loudest thing without colour.
+        loud = "bold reverse" if self.app.no_color else ""
         for word, count, style in (
-            ("OPEN", summary.open, "bold red" if summary.open else ""),
-            ("HALF-OPEN", summary.half_open, "bold yellow" if summary.half_open else ""),
-            ("PAUSED", summary.paused, "bold magenta" if summary.paused else ""),
+            ("OPEN", summary.open, (loud or "bold red") if summary.open else ""),
+            ("HALF-OPEN", summary.half_open, (loud or "bold yellow") if summary.half_open else ""),
+            ("PAUSED", summary.paused, (loud or "bold magenta") if summary.paused else ""),
             ("CLOSED", summary.closed, "green"),
         ):
             if word != "OPEN":
