@@ -115,7 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--scenario", default=None, help="scenario name (see `breakerdeck scenarios`)"
     )
-    demo.add_argument("--policy", choices=["agent", "tool"], default="agent")
+    demo.add_argument(
+        "--policy",
+        choices=["agent", "tool"],
+        default=None,
+        help="default: the scenario's own (the first its `policies` name; agent if none)",
+    )
     demo.add_argument("--seed", type=int, default=7)
     demo.add_argument(
         "--speed",
@@ -152,7 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="simulated seconds per real second, 0.1 to 1000 (default: real time)",
     )
     serve.add_argument("--seed", type=int, default=7)
-    serve.add_argument("--policy", choices=["agent", "tool"], default="agent")
+    serve.add_argument(
+        "--policy",
+        choices=["agent", "tool"],
+        default=None,
+        help="default: the scenario's own (the first its `policies` name; agent if none)",
+    )
     serve.add_argument("--operator-token-file", default=None)
     serve.add_argument("--viewer-token-file", default=None)
     serve.add_argument(

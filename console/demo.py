@@ -32,6 +32,20 @@ DOWN_FAULT = "refused"
 EXIT_START = 2
 
 
+def fault_word(label: str) -> str:
+    """What a platform's fault is, in the status line's words: a 4xx is the callers' mistake
+    and a 429 a limit, never "DOWN" (`caller-bugs` read as an outage)."""
+    if label == "ok":
+        return "ok"
+    if label == "http_429":
+        return f"rate limiting ({label})"
+    if label.startswith("http_4"):
+        return f"caller errors ({label})"
+    if label == "malformed":
+        return f"bad output ({label})"
+    return f"DOWN ({label})"
+
+
 class SimulationControls:
     """The console's fault keys on a `fixtures.simulation.Simulation` (thread-safe calls)."""
 
@@ -42,7 +56,7 @@ class SimulationControls:
     def status(self) -> dict[str, str]:
         shown: dict[str, str] = {}
         for platform, fake in self.sim.fakes.items():
-            word = "ok" if fake.fault.label == "ok" else f"DOWN ({fake.fault.label})"
+            word = fault_word(fake.fault.label)
             if not fake.credential_valid:
                 word = "CRED REVOKED" if word == "ok" else f"{word}, CRED REVOKED"
             shown[platform] = word
@@ -66,7 +80,9 @@ class SimulationControls:
 
 def run_demo(args: argparse.Namespace) -> int:
     from breakerdeck.console.app import BreakerdeckApp
+    from breakerdeck.console.headless import scenario_policy
     from breakerdeck.engine.page import command_hook
+    from breakerdeck.fixtures import scenario as scenarios
     from breakerdeck.fixtures.simulation import DEFAULT_SCENARIO, Simulation
 
     speed = args.speed or DEFAULT_SPEED
@@ -74,6 +90,9 @@ def run_demo(args: argparse.Namespace) -> int:
     scenario = args.scenario or DEFAULT_SCENARIO
     with contextlib.ExitStack() as stack:
         try:
+            policy, warning = scenario_policy(scenarios.load(scenario), args.policy)
+            if warning:
+                say(warning)
             # The detail screen reads the audit log, so the demo always has one.
             state_dir = (
                 statedir.prepare(Path(args.state_dir).expanduser())
@@ -82,7 +101,7 @@ def run_demo(args: argparse.Namespace) -> int:
             )
             sim = Simulation.build(
                 scenario,
-                policy=args.policy,
+                policy=policy,
                 seed=args.seed,
                 speed=speed,
                 state_dir=state_dir,
@@ -94,7 +113,7 @@ def run_demo(args: argparse.Namespace) -> int:
         for problem in sim.engine.problems:
             say(problem)
         controls = SimulationControls(sim)
-        label = f"demo {scenario} · {args.policy}"
+        label = f"demo {scenario} · {policy}"
         source = InProcessSource(sim.engine, label=label, speed=speed)
         app = BreakerdeckApp(
             source, operator=operator, controls=controls, platform_of=controls.platform_of

@@ -29,6 +29,24 @@ from breakerdeck.fixtures.simulation import DEFAULT_SCENARIO, FIXED_EPOCH, Simul
 EXIT_START = 2
 
 
+def scenario_policy(scenario: scenarios.Scenario, asked: str | None) -> tuple[str, str | None]:
+    """The policy a scenario runs under, and a warning when the one asked for shows nothing.
+
+    DESIGN (Demo mode): a scenario runs under its own policy unless `--policy` is given; its
+    own is the first it names (`live-demo` and `vendor-outage` name `agent` first), and `agent`
+    for one that names none (`caller-bugs`: nothing trips under either)."""
+    own, name = scenario.policies, scenario.name
+    if asked is None:
+        return (own[0] if own else "agent"), None
+    if own and asked not in own:
+        named = ", ".join(own)
+        return asked, (
+            f"{name} trips only under {named}; under {asked} its breakers stay closed "
+            f"(drop --policy to run it under {own[0]})"
+        )
+    return asked, None
+
+
 def list_scenarios(out: IO[str]) -> int:
     output = Output(out)
     for name in scenarios.names():
@@ -45,10 +63,13 @@ def run_headless(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         try:
             scenario = scenarios.load(args.scenario or DEFAULT_SCENARIO)
+            policy, warning = scenario_policy(scenario, args.policy)
+            if warning:
+                say(warning)
             state_dir = _state_dir(args.state_dir, stack)
             simulation = Simulation(
                 scenario,
-                policy=args.policy,
+                policy=policy,
                 seed=args.seed,
                 speed=args.speed,
                 state_dir=state_dir,
@@ -69,7 +90,7 @@ def run_headless(args: argparse.Namespace) -> int:
         output = Output(out)
         simulation.engine.subscribe(_trace(output, simulation.engine.epoch, simulation.halt))
         say(
-            f"{scenario.name} under the {args.policy} policy, seed {args.seed}, "
+            f"{scenario.name} under the {policy} policy, seed {args.seed}, "
             f"{args.duration:g} simulated seconds"
         )
         simulation.run_headless(args.duration)

@@ -169,7 +169,8 @@ def run_serve(args: argparse.Namespace) -> int:
     from breakerdeck.engine.feed.server import serve_feed
     from breakerdeck.engine.page import command_hook
     from breakerdeck.fixtures import scenario as scenarios
-    from breakerdeck.fixtures.simulation import Simulation
+    from breakerdeck.console.headless import scenario_policy
+    from breakerdeck.fixtures.simulation import DEFAULT_SCENARIO, Simulation
 
     chosen = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
     try:
@@ -182,9 +183,13 @@ def run_serve(args: argparse.Namespace) -> int:
         say(f"cannot set up tokens: {error}")
         return EXIT_START
     try:
+        loaded = scenarios.load(args.scenario or DEFAULT_SCENARIO)
+        policy, warning = scenario_policy(loaded, args.policy)
+        if warning:
+            say(warning)
         simulation = Simulation.build(
             args.scenario,
-            policy=args.policy,
+            policy=policy,
             seed=args.seed,
             speed=args.speed or 1.0,
             state_dir=state_dir,
@@ -219,7 +224,7 @@ def run_serve(args: argparse.Namespace) -> int:
         ) as feed:
             simulation.start_thread()
             say(
-                f"serving {simulation.scenario.name} under the {args.policy} policy as "
+                f"serving {simulation.scenario.name} under the {policy} policy as "
                 f"{feed.source!r} on {feed.url} (speed {args.speed or 1.0:g}x); Ctrl-C stops"
             )
             await stop.wait()

@@ -236,3 +236,16 @@ def test_a_trace_reader_that_takes_some_and_leaves_ends_the_run_early(tmp_path):
         run.kill()
     assert len(head.stdout.splitlines()) == 5
     assert b"Traceback" not in run.stderr.read()
+
+
+def test_a_scenario_runs_under_its_own_policy_unless_one_is_given(tmp_path, capsys):
+    lines = trace(tmp_path, "--scenario", "bad-deploy", "--duration", "600")
+    assert any(line["type"] == "circuit_breaker.tripped" for line in lines)
+    assert all("@" in line["key"] for line in lines)  # tool keys: backend@credential
+    assert "bad-deploy under the tool policy" in capsys.readouterr().err
+
+
+def test_a_policy_the_scenario_never_trips_under_is_run_with_a_warning(tmp_path, capsys):
+    lines = trace(tmp_path, "--scenario", "bad-deploy", "--policy", "agent", "--duration", "600")
+    assert not any(line["type"] == "circuit_breaker.tripped" for line in lines)
+    assert "bad-deploy trips only under tool" in capsys.readouterr().err

@@ -284,3 +284,12 @@ async def test_the_card_list_has_focus_at_start(agent_world):
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         assert isinstance(app.focused, CardList)
+
+
+def test_caller_mistakes_are_not_called_down_in_the_status_line():
+    from breakerdeck.console.demo import fault_word
+
+    assert fault_word("http_400") == "caller errors (http_400)"
+    assert fault_word("http_429") == "rate limiting (http_429)"
+    assert fault_word("refused") == "DOWN (refused)"
+    assert fault_word("http_503") == "DOWN (http_503)"
