@@ -138,16 +138,11 @@ class BreakerdeckApp(App[None]):
                 self.post_message(BoardChanged())
 
     def _announce_pages(self, batch: list) -> None:
-        """A page is the one thing worth a bell: once, as it happens, on top of the banner."""
-        for event in batch:
-            if event.type == ev.PAGE:
-                self.bell()
-                self.notify(
-                    f"{self.named(event.key)} stayed open through two cooldowns.",
-                    title="PAGED",
-                    severity="error",
-                    timeout=5,
-                )
+        """A page rings the bell, once, as it happens. Its loud marks are the header's banner
+        and the card's PAGED, which stay while it lasts: a toast stacked over the cards hid
+        the very breakers it was about."""
+        if any(event.type == ev.PAGE for event in batch):
+            self.bell()
 
     def on_board_changed(self, _message: BoardChanged) -> None:
         if self._repaint_timer is not None:

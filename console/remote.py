@@ -166,10 +166,10 @@ def _exit_for(error: BaseException) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from breakerdeck.console.headless import scenario_policy
     from breakerdeck.engine.feed.server import serve_feed
     from breakerdeck.engine.page import command_hook
     from breakerdeck.fixtures import scenario as scenarios
-    from breakerdeck.console.headless import scenario_policy
     from breakerdeck.fixtures.simulation import DEFAULT_SCENARIO, Simulation
 
     chosen = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()

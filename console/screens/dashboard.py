@@ -37,7 +37,7 @@ class DashboardScreen(Screen[None]):
         Binding("d", "platform_down", "Down", id="demo-down", tooltip="demo: platform down"),
         Binding("u", "platform_up", "Up", id="demo-up", tooltip="demo: platform healthy"),
         Binding("x", "revoke", "Revoke", id="demo-revoke", tooltip="demo: revoke credential"),
-        Binding("escape", "clear_filter", "Clear filter", show=False, id="clear-filter"),
+        Binding("escape", "clear_filter", "Clear", show=False, id="clear-filter"),
         Binding("q", "app.quit", "Quit", id="quit"),
     ]
 
@@ -138,8 +138,8 @@ class DashboardScreen(Screen[None]):
             return self.deck.fix_offer(card)
         if action in ("platform_down", "platform_up", "revoke"):
             return self.deck.controls is not None  # hidden outside demo mode
-        if action == "clear_filter":
-            return bool(self.filter_text) or self.query_one(Input).display
+        if action == "clear_filter":  # the filter, else any toasts
+            return True
         return True
 
     @on(CardList.Selected)
@@ -166,7 +166,11 @@ class DashboardScreen(Screen[None]):
         self.cards.select_index(0)
 
     def action_clear_filter(self) -> None:
+        """Escape clears the filter; with none, it dismisses the toasts in the corner."""
         box = self.query_one(Input)
+        if not (self.filter_text or box.display):
+            self.app.clear_notifications()
+            return
         box.value = ""
         box.display = False
         self.filter_text = ""

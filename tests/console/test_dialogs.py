@@ -6,7 +6,8 @@ from textual.widgets import Footer
 
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from tests.console.conftest import make_app, settle
-from tests.console.helpers import cards_text, static_text
+from tests.console.helpers import cards_text, header_text, static_text
+from tests.console.test_no_color import page
 from tests.console.test_operator import FakeControls
 
 
@@ -70,3 +71,30 @@ async def test_the_reset_dialogs_countdown_moves_with_the_clock(agent_world):
         app.tick()
         await settle(pilot)
         assert "OPEN 03:55 to the probe" in static_text(app.screen, "#confirm-body")
+
+
+async def test_a_page_rings_once_and_shouts_in_the_header_and_card_not_in_a_toast(agent_world):
+    app = make_app(agent_world.engine)
+    bells: list[int] = []
+    app.bell = lambda: bells.append(1)  # type: ignore[method-assign]
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await page(agent_world, "ava")
+        await settle(pilot)
+        assert bells == [1]
+        assert not [n for n in app._notifications if n.title == "PAGED"]
+        assert "!! PAGED 1: ava !!" in header_text(app)
+        assert " PAGED " in cards_text(app).splitlines()[0]
+
+
+async def test_escape_dismisses_the_toasts_when_no_filter_is_set(agent_world):
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.notify("something to read", timeout=30)
+        await settle(pilot)
+        assert list(app._notifications)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert not list(app._notifications)
