@@ -20,6 +20,11 @@ from breakerdeck.engine.engine import BreakerView, Engine
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.policy import AgentPolicy
 
+#: Rows read for a breaker's trips (transitions and failures only).
+TRIP_ROWS = 2000
+#: Their types: what a trip's story is told from.
+TRIP_TYPES = (*sorted(ev.TRANSITIONS), ev.CALL_FAILED)
+
 #: Events fed to a fresh board so cards show recent denials and trips from the audit log.
 SEED_TYPES = (*sorted(ev.TRANSITIONS), ev.CALL_DENIED, ev.CALL_FAILED)
 
@@ -109,6 +114,12 @@ class Source(abc.ABC):
     async def audit(self, key: str, limit: int = 200) -> list[Event]:
         """The key's audit log, newest first."""
 
+    async def trip_history(self, key: str, limit: int = TRIP_ROWS) -> list[Event]:
+        """The key's transitions and failures, newest first, reaching further back than
+        `audit` (which a flood of denied calls fills): every trip's story, not only the
+        current episode's."""
+        return await self.audit(key, limit)
+
     @abc.abstractmethod
     async def reset(self, key: str, actor: str, reason: str) -> None: ...
 
@@ -192,6 +203,11 @@ class InProcessSource(Source):
         if self.engine.audit is None:
             return []
         return self.engine.audit.query(key=key, limit=limit)
+
+    async def trip_history(self, key: str, limit: int = TRIP_ROWS) -> list[Event]:
+        if self.engine.audit is None:
+            return []
+        return self.engine.audit.query(key=key, types=TRIP_TYPES, limit=limit)
 
     async def reset(self, key: str, actor: str, reason: str) -> None:
         self.engine.reset(key, actor, reason)

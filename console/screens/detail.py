@@ -103,6 +103,7 @@ class DetailScreen(Screen[None]):
         Binding("escape,backspace", "app.pop_screen", "Back", id="back"),
         Binding("r", "reset", "Reset", id="detail-reset"),
         Binding("f", "fix", "Cred fixed", id="detail-fix"),
+        Binding("h", "hide_denied", "Hide denied", id="detail-hide-denied"),
         Binding("j", "cursor(1)", "Down", show=False, id="detail-down"),
         Binding("k", "cursor(-1)", "Up", show=False, id="detail-up"),
         Binding("question_mark", "app.help", "Help", id="detail-help"),
@@ -113,6 +114,9 @@ class DetailScreen(Screen[None]):
         super().__init__(id="detail")
         self.card = card
         self.rows: list[Event] = []
+        self.trip_rows: list[Event] = []
+        #: `h`: the audit table without `call.denied` rows (a flood of them hides the rest).
+        self.hide_denied = False
 
     @property
     def deck(self) -> Deck:
@@ -129,12 +133,15 @@ class DetailScreen(Screen[None]):
 
     async def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_column("seq", key="seq")
-        table.add_column("time", key="time")
-        table.add_column("event", key="event")
+        columns = [("seq", 6), ("time", 8), ("event", 19)]
         if self.deck.board.thresholds.kind == "tool":  # under `agent`, the key is the agent
-            table.add_column("agent", key="agent")
-        table.add_column("details", key="details")
+            columns.append(("agent", 12))
+        # Fixed widths, the details taking what is left: cut with an ellipsis at 80 columns
+        # rather than run off the screen's edge (the table does not scroll sideways).
+        used = sum(width + 2 for _, width in columns) + 2 + 1  # cell padding, scrollbar
+        columns.append(("details", max(20, self.app.size.width - used)))
+        for name, width in columns:
+            table.add_column(name, key=name, width=width)
         table.focus()
         await self.reload()
 
@@ -146,6 +153,7 @@ class DetailScreen(Screen[None]):
         if fresh is not None:
             self.card = fresh
         self.rows = await self.deck.source.audit(self.card.id, AUDIT_ROWS)
+        self.trip_rows = await self.deck.source.trip_history(self.card.id)
         note = self.deck.source.audit_note(self.card.id)
         shown = self.query_one("#detail-note", Static)
         shown.display = note is not None
@@ -180,7 +188,7 @@ class DetailScreen(Screen[None]):
         self.query_one("#detail-hint", Static).update(f"→ {printable(hint(card))}")
 
     def _show_trips(self) -> None:
-        trips = trips_with_failures(self.rows)
+        trips = trips_with_failures(self.trip_rows)
         if not trips:
             text = "Trips: none in the audit log"
         else:
@@ -202,6 +210,8 @@ class DetailScreen(Screen[None]):
                 )
                 if failures:
                     lines.append(f"    after: {led_by(failures)}")
+            if len(trips) > 3:
+                lines.append(f"  +{len(trips) - 3} earlier trips (the audit log below has them)")
             text = "\n".join(printable(line) for line in lines)
         self.query_one("#detail-trips", Static).update(text)
 
@@ -210,16 +220,18 @@ class DetailScreen(Screen[None]):
         cursor = table.cursor_row
         table.clear()
         with_agent = self.deck.board.thresholds.kind == "tool"
-        for event in self.rows:
+        rows = [e for e in self.rows if not (self.hide_denied and e.type == ev.CALL_DENIED)]
+        for event in rows:
             cells = [str(event.seq), clock_text(event.wall), _short_type(event.type)]
             if with_agent:
                 cells.append(event.agent or "")
             cells.append(describe(event))
             # Text cells: a string cell would be read as Rich markup, and `[/]` in a reason
             # would crash the screen.
-            table.add_row(*(Text(printable(cell)) for cell in cells), key=str(event.seq))
-        if self.rows:
-            table.move_cursor(row=min(cursor, len(self.rows) - 1))
+            shown = (Text(printable(cell), no_wrap=True, overflow="ellipsis") for cell in cells)
+            table.add_row(*shown, key=str(event.seq))
+        if rows:
+            table.move_cursor(row=min(cursor, len(rows) - 1))
 
     def tick(self) -> None:
         if self.card.state == "open":
@@ -234,6 +246,10 @@ class DetailScreen(Screen[None]):
             return self.deck.fix_offer(self.card)
         return True
 
+    def action_hide_denied(self) -> None:
+        self.hide_denied = not self.hide_denied
+        self._show_rows()
+
     def action_cursor(self, delta: int) -> None:
         table = self.query_one(DataTable)
         table.move_cursor(row=max(0, table.cursor_row + delta))
@@ -246,4 +262,5 @@ class DetailScreen(Screen[None]):
 
 
 def _short_type(kind: str) -> str:
-    return kind.removeprefix("circuit_breaker.")
+    """`tripped`, `reset`, `call.denied`: the event column's words."""
+    return "reset" if kind == ev.RESET else kind.removeprefix("circuit_breaker.")

@@ -96,16 +96,23 @@ class StatusLine(Static):
             text.append("  ")
         if faults:
             text.append("demo ", style="bold")
-            troubled = [(p, state) for p, state in faults.items() if state != "ok"]
+            # The platforms the filter names first: filtering on a platform must never push
+            # that platform's own fault off the line.
+            words = filter_text.lower().split()
+            order = sorted(faults, key=lambda p: not any(w in p.lower() for w in words))
+            troubled = [(p, faults[p]) for p in order if faults[p] != "ok"]
             for platform, state in troubled:
                 text.append(printable(platform))
                 text.append(" ")
                 text.append(printable(state), style="bold reverse")
                 text.append(" · ", style="dim")
-            healthy = [p for p, state in faults.items() if state == "ok"]
+            healthy = [p for p in order if faults[p] == "ok"]
             if healthy:
                 text.append("ok: " + printable(" ".join(healthy)))
         self.display = bool(filter_text or faults)
+        width = self.app.size.width  # the line spans the screen (it may be hidden: no size yet)
+        if text.cell_len > width:  # cut where the eye sees it was cut
+            text.truncate(width, overflow="ellipsis")
         if text != self._shown:  # the same line on most repaints: skip the screen's layout
             self._shown = text
             self.update(text)

@@ -119,8 +119,6 @@ async def test_a_paged_hostile_key_is_escaped_in_the_header(agent_world):
         assert agent_world.engine.view(HOSTILE_KEY).paged
         header = header_text(app)
         assert f"PAGED 1: {printable(HOSTILE_KEY)}" in header and "\x1b" not in header
-        [page] = [n for n in app._notifications if n.title == "PAGED"]
-        assert printable(HOSTILE_KEY) in page.message and not page.markup
 
 
 async def test_a_hostile_source_name_is_escaped_in_a_watching_console(worlds):

@@ -124,7 +124,7 @@ async def test_reset_from_the_detail_screen(agent_world):
         assert agent_world.engine.view("ava").state == "closed"
         table = app.screen.query_one("#audit")
         row = [str(cell) for cell in table.get_row_at(0)]
-        assert row[2] == ev.RESET
+        assert row[2] == "reset"
         assert OPERATOR in row[-1]
         await pilot.press("escape")
         assert isinstance(app.screen, DashboardScreen)
