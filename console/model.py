@@ -235,20 +235,20 @@ def _rank(view: BreakerView) -> int:
 
 #: What a counted upstream failure's fault says, in the hint's words.
 _FAULT_WORDS = {
-    "refused": "connection refused",
-    "reset": "connections reset",
+    "refused": "refused",
+    "reset": "reset",
     "timeout": "timeouts",
     "slow": "timeouts",
     "expired": "timeouts",
-    "tls": "TLS failures",
-    "dns": "DNS failures",
-    "vault_down": "the vault unreachable",
+    "tls": "TLS",
+    "dns": "DNS",
+    "vault_down": "vault down",
 }
 
 
 def fault_words(failures: Iterable[Failure]) -> str:
-    """`connection refused`, `timeouts`, `502s`: what the counted failures were, at most two
-    kinds (the hint said "502s/timeouts" for a refused connection)."""
+    """`refused`, `timeouts`, `502s`: what the counted failures were, at most two kinds (the
+    hint said "502s/timeouts" for a refused connection)."""
     words: list[str] = []
     for failure in failures:
         fault = failure.fault

@@ -133,7 +133,7 @@ class DetailScreen(Screen[None]):
 
     async def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        columns = [("seq", 6), ("time", 8), ("event", 19)]
+        columns = [("seq", 6), ("time", 8), ("event", 14)]
         if self.deck.board.thresholds.kind == "tool":  # under `agent`, the key is the agent
             columns.append(("agent", 12))
         # Fixed widths, the details taking what is left: cut with an ellipsis at 80 columns

@@ -479,23 +479,22 @@ class CardList(ScrollView, can_focus=True):
 
 
 def _probe_words(card: Card) -> list[str]:
-    """The probe, which is out for under a second: since when the next call is the probe, the
-    last probe's result, and when the state last changed, all as fixed times (no ticking)."""
+    """The probe, which is out for under a second: since when the next call is the probe, or
+    the last probe's result (and how many failed in a row), else when the state last changed;
+    all as fixed times, so nothing ticks."""
     view = card.view
-    words = []
     if card.probe_since is not None:
-        words.append(f"probe out since {clock_text(card.probe_since)}")
-    elif card.last_probe is not None:
+        return [f"probe out since {clock_text(card.probe_since)}"]
+    if card.last_probe is not None:
         result, wall = card.last_probe
-        words.append(f"probe {result} {clock_text(wall)}")
-    elif view.failed_probes:
+        nth = f" {view.failed_probes}" if result == "failed" and view.failed_probes > 1 else ""
+        return [f"probe{nth} {result} {clock_text(wall)}"]
+    if view.failed_probes:
         probes = "probe" if view.failed_probes == 1 else "probes"
-        words.append(f"{view.failed_probes} failed {probes}")
-    if card.last_probe is not None and view.failed_probes > 1:
-        words.append(f"{view.failed_probes} failed probes")
-    if card.changed_wall is not None and card.probe_since is None:
-        words.append(f"since {clock_text(card.changed_wall)}")
-    return words
+        return [f"{view.failed_probes} failed {probes}"]
+    if card.changed_wall is not None:
+        return [f"since {clock_text(card.changed_wall)}"]
+    return []
 
 
 def _fitting(items: list[str], room: int) -> list[str]:
