@@ -29,12 +29,14 @@ from breakerdeck.console.messages import (
     DetailsRequested,
     FixRequested,
     ResetRequested,
+    TableRequested,
 )
 from breakerdeck.console.model import Board, Card, clock_text, mmss
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.screens.help import HelpScreen
+from breakerdeck.console.screens.table import TableScreen
 from breakerdeck.console.source import FaultControls, Notice, Source
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.bus import Missed
@@ -164,7 +166,7 @@ class BreakerdeckApp(App[None]):
         self._repainted_at = time.monotonic()
         touched, self._pending = self._pending, set()
         for screen in self.screen_stack:
-            if isinstance(screen, DashboardScreen):
+            if isinstance(screen, DashboardScreen | TableScreen):
                 screen.board_changed()
             elif isinstance(screen, DetailScreen) and ("*" in touched or screen.card.id in touched):
                 self.run_worker(screen.reload(), group="detail", exclusive=True)
@@ -177,9 +179,9 @@ class BreakerdeckApp(App[None]):
         current = self.screen
         if isinstance(current, ConfirmScreen):
             current.tick()
-        screen: DashboardScreen | DetailScreen | None = (
+        screen: DashboardScreen | DetailScreen | TableScreen | None = (
             current
-            if isinstance(current, DashboardScreen | DetailScreen)
+            if isinstance(current, DashboardScreen | DetailScreen | TableScreen)
             else self._dashboard()  # a dialog is up: keep the dashboard beneath it honest
         )
         if screen is not None:
@@ -215,6 +217,11 @@ class BreakerdeckApp(App[None]):
     @on(DetailsRequested)
     def _details_requested(self, message: DetailsRequested) -> None:
         self.push_screen(DetailScreen(message.card))
+
+    @on(TableRequested)
+    def _table_requested(self) -> None:
+        if not isinstance(self.screen, TableScreen):
+            self.push_screen(TableScreen())
 
     @on(ResetRequested)
     def _reset_requested(self, message: ResetRequested) -> None:

@@ -48,6 +48,10 @@ class DetailsRequested(CardMessage):
     """Open the card's detail screen."""
 
 
+class TableRequested(Message):
+    """Show every breaker as a row of a table (`t`)."""
+
+
 class ResetRequested(CardMessage):
     """Ask to reset the card's breaker (`every`: on every source reporting its key)."""
 

@@ -16,6 +16,7 @@ from breakerdeck.console.messages import (
     DetailsRequested,
     FixRequested,
     ResetRequested,
+    TableRequested,
 )
 from breakerdeck.console.widgets.bars import StatusLine, SummaryBar
 from breakerdeck.console.widgets.cards import CardList
@@ -31,6 +32,7 @@ class DashboardScreen(Screen[None]):
         # pasted text, a laggy SSH link), so "/pay" filters on "pay".
         Binding("slash", "filter", "Filter", id="filter", priority=True),
         Binding("enter", "details", "Details", id="details"),
+        Binding("t", "table", "Table", id="table", tooltip="every breaker as a row"),
         Binding("r", "reset", "Reset", id="reset"),
         Binding("R", "reset_every", "Reset all", id="reset-every", tooltip="on every source"),
         Binding("f", "fix", "Fixed", id="fix", tooltip="credential fixed"),
@@ -176,6 +178,9 @@ class DashboardScreen(Screen[None]):
         self.filter_text = ""
         self.cards.focus()
         self.board_changed()
+
+    def action_table(self) -> None:
+        self.post_message(TableRequested())
 
     def action_details(self) -> None:
         card = self.cards.selected_card

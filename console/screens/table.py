@@ -1,0 +1,191 @@
+"""`t`: every breaker as one row of a table (k9s style), for wide terminals and many breakers.
+
+The cards say more per breaker; the table shows more breakers. Rows come in the board's order
+(trouble first) until a column is chosen: `s` cycles the sort column, a click on a column's
+header sorts by it, and choosing the same column again reverses it. The selected row stays on
+its breaker through re-sorts and updates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, cast
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer
+
+from breakerdeck.console.messages import Deck, DetailsRequested, ResetRequested
+from breakerdeck.console.model import Card, cause_word, clock_text, mmss
+from breakerdeck.console.widgets.bars import SummaryBar
+from breakerdeck.engine.text import printable
+
+_SEP = "\x1f"
+
+
+def _left(card: Card, now: float) -> str:
+    left = card.seconds_left(now)
+    return mmss(left) if left is not None else ""
+
+
+def _since(card: Card) -> str:
+    return clock_text(card.changed_wall) if card.changed_wall is not None else ""
+
+
+#: (column, what it shows, how it sorts). `now` is the source's clock.
+Column = tuple[str, Callable[[Card, float], str], Callable[[Card, float], Any]]
+COLUMNS: list[Column] = [
+    ("state", lambda c, now: c.word, lambda c, now: c.rank),
+    ("agent", lambda c, now: c.agent, lambda c, now: c.agent),
+    ("key", lambda c, now: c.key, lambda c, now: c.key),
+    ("source", lambda c, now: c.source or "", lambda c, now: c.source or ""),
+    ("count", lambda c, now: str(c.view.count), lambda c, now: -c.view.count),
+    ("cause", lambda c, now: cause_word(c.view.trip_cause) if c.state != "closed" else "",
+     lambda c, now: c.view.trip_cause or ""),
+    ("probe in", _left, lambda c, now: c.seconds_left(now) or float("inf")),
+    ("since", lambda c, now: _since(c), lambda c, now: -(c.changed_wall or 0.0)),
+    ("denied", lambda c, now: str(len(c.denied)), lambda c, now: -len(c.denied)),
+    ("trips", lambda c, now: str(max(c.trip_total, len(c.trips))),
+     lambda c, now: -max(c.trip_total, len(c.trips))),
+    ("platform", lambda c, now: c.platform or "", lambda c, now: c.platform or ""),
+]  # fmt: skip
+_LEFT = [name for name, _, _ in COLUMNS].index("probe in")
+
+_STATE_STYLE = {
+    "OPEN": "bold red",
+    "HALF-OPEN": "bold yellow",
+    "PAUSED": "bold magenta",
+    "CLOSED": "green",
+}
+
+
+class TableScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("t,escape", "app.pop_screen", "Cards", id="table-cards"),
+        Binding("enter", "details", "Details", id="table-details"),
+        Binding("r", "reset", "Reset", id="table-reset"),
+        Binding("s", "sort", "Sort", id="table-sort", tooltip="next column"),
+        Binding("question_mark", "app.help", "Help", id="table-help"),
+        Binding("q", "app.quit", "Quit", id="table-quit"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(id="table")
+        #: The sort column's index (None: the board's order) and whether it is reversed.
+        self.sort_by: int | None = None
+        self.reverse = False
+        self.cards: list[Card] = []
+
+    @property
+    def deck(self) -> Deck:
+        """The app, as far as this screen reads it (it posts messages for everything else)."""
+        return cast(Deck, self.app)
+
+    def compose(self) -> ComposeResult:
+        yield SummaryBar(id="table-summary")
+        yield DataTable(id="breakers", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for name, _, _ in COLUMNS:
+            table.add_column(name, key=name)
+        table.focus()
+        self.board_changed()
+
+    # -- data --------------------------------------------------------------------------------
+
+    def board_changed(self) -> None:
+        table = self.query_one(DataTable)
+        selected = self.selected_card
+        now = self.deck.source.now()
+        cards = list(self.deck.board.cards())
+        if self.sort_by is not None:
+            order = COLUMNS[self.sort_by][2]
+            cards.sort(key=lambda card: order(card, now), reverse=self.reverse)
+        self.cards = cards
+        with self.app.batch_update():
+            table.clear()
+            for card in cards:
+                table.add_row(*self._cells(card, now), key=_row_key(card))
+            if selected is not None:
+                at = next((i for i, c in enumerate(cards) if c.ident == selected.ident), 0)
+                table.move_cursor(row=at)
+        self._show_summary()
+
+    def _cells(self, card: Card, now: float) -> list[Text]:
+        cells = []
+        for name, shown, _ in COLUMNS:
+            style = _STATE_STYLE.get(card.word, "") if name == "state" else ""
+            cells.append(Text(printable(shown(card, now)), style=style, no_wrap=True))
+        return cells
+
+    def _show_summary(self) -> None:
+        source = self.deck.source
+        self.query_one(SummaryBar).show(
+            self.deck.board.summary(),
+            now=source.now(),
+            speed=source.speed,
+            label=source.label,
+            stale_since=source.stale_since,
+        )
+
+    def tick(self) -> None:
+        """The countdown column of open rows only: nothing else moves with the clock."""
+        table = self.query_one(DataTable)
+        now = self.deck.source.now()
+        column = COLUMNS[_LEFT][0]
+        for card in self.cards:
+            if card.state == "open":
+                table.update_cell(_row_key(card), column, Text(_left(card, now)))
+        self._show_summary()
+
+    @property
+    def selected_card(self) -> Card | None:
+        table = self.query_one(DataTable)
+        row = table.cursor_row
+        return self.cards[row] if 0 <= row < len(self.cards) and table.row_count else None
+
+    # -- keys --------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[Any, ...]) -> bool | None:
+        if action == "reset" and self.is_mounted:
+            return self.deck.reset_offer(self.selected_card)
+        return True
+
+    def action_sort(self) -> None:
+        self._sort(0 if self.sort_by is None else (self.sort_by + 1) % len(COLUMNS))
+
+    @on(DataTable.HeaderSelected)
+    def _header(self, event: DataTable.HeaderSelected) -> None:
+        self._sort(event.column_index)
+
+    def _sort(self, column: int) -> None:
+        self.reverse = column == self.sort_by and not self.reverse
+        self.sort_by = column
+        self.board_changed()
+
+    @on(DataTable.RowHighlighted)
+    def _moved(self) -> None:
+        self.refresh_bindings()
+
+    def action_details(self) -> None:
+        card = self.selected_card
+        if card is not None:
+            self.post_message(DetailsRequested(card))
+
+    @on(DataTable.RowSelected)
+    def _chosen(self) -> None:
+        self.action_details()
+
+    def action_reset(self) -> None:
+        card = self.selected_card
+        if card is not None:
+            self.post_message(ResetRequested(card))
+
+
+def _row_key(card: Card) -> str:
+    return f"{card.agent}{_SEP}{card.id}"

@@ -1,0 +1,84 @@
+"""Issue 10, item 10: at 200x50 the cards leave half the screen empty; `t` shows every breaker
+as a row of a sortable table."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable
+
+from breakerdeck.console.screens.confirm import ConfirmScreen
+from breakerdeck.console.screens.dashboard import DashboardScreen
+from breakerdeck.console.screens.detail import DetailScreen
+from breakerdeck.console.screens.table import TableScreen
+from tests.console.conftest import make_app, settle
+
+AGENTS = [f"agent-{i:02d}" for i in range(30)]
+
+
+def column(app, name: str) -> list[str]:
+    table = app.screen.query_one(DataTable)
+    return [
+        str(table.get_cell_at((row, table.get_column_index(name))))
+        for row in range(table.row_count)
+    ]
+
+
+async def test_t_shows_every_breaker_as_a_row_trouble_first(agent_world):
+    for agent in AGENTS:
+        await agent_world.call(agent, "crm")
+    await agent_world.trip_upstream("zed")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        assert isinstance(app.screen, TableScreen)
+        assert app.screen.query_one(DataTable).row_count == len(AGENTS) + 1
+        assert column(app, "agent")[0] == "zed" and column(app, "state")[0] == "OPEN"
+        assert column(app, "probe in")[0] == "05:00"
+        await pilot.press("t")
+        await settle(pilot)
+        assert isinstance(app.screen, DashboardScreen)
+
+
+async def test_s_sorts_by_the_next_column_and_again_reverses(agent_world):
+    for agent in ("cy", "ava", "bo"):
+        await agent_world.call(agent, "crm")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        await pilot.press("t", "s", "s")  # state, then agent
+        await settle(pilot)
+        assert column(app, "agent") == ["ava", "bo", "cy"]
+        app.screen._sort(1)  # agent again: reversed
+        await settle(pilot)
+        assert column(app, "agent") == ["cy", "bo", "ava"]
+
+
+async def test_the_countdown_column_moves_with_the_clock(agent_world):
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        agent_world.clock.advance(61)
+        app.tick()
+        await settle(pilot)
+        assert column(app, "probe in") == ["03:59"]
+
+
+async def test_enter_and_r_act_on_the_selected_row(agent_world):
+    await agent_world.trip_upstream("ava")
+    await agent_world.call("bo", "crm")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        await pilot.press("t", "r")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await settle(pilot)
+        assert agent_world.engine.view("ava").state == "closed"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, DetailScreen)
