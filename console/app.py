@@ -336,7 +336,7 @@ class BreakerdeckApp(App[None]):
 
     def _state_line(self, card: Card) -> str:
         state = card.word
-        left = card.seconds_left(self.source.now())
+        left = card.seconds_left(self.source.now_for(card.id))
         if left is not None:
             state += f" {mmss(left)} to the probe"
         return f"State: {state}, tripped on {card.view.trip_cause or 'unknown cause'}"

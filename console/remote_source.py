@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import getpass
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
@@ -92,6 +93,11 @@ class RemoteFeed:
     opened: dict[str, float] = field(default_factory=dict)
     #: Added to this engine's seqs so they keep growing if it starts over without its state.
     seq_base: int = 0
+    #: Engine seconds per local second (`serve --speed 5`: 5), measured from the snapshot's
+    #: time and the newest event's; 1 until enough local time has passed to tell.
+    rate: float = 1.0
+    #: Local time of the last snapshot.
+    synced_at: float = 0.0
 
 
 class RemoteSource(Source):
@@ -154,7 +160,18 @@ class RemoteSource(Source):
         return self._thresholds
 
     def now(self) -> float:
+        if not self.multi:  # one engine (every id is its): the header's clock is its clock
+            return self.now_for("")
         return time.time()
+
+    def now_for(self, ident: str) -> float:
+        """This engine's time on the local clock: countdowns against a sped-up engine run at
+        its speed instead of drifting between snapshots."""
+        feed, _ = self._locate(ident)
+        local = time.time()
+        if feed is None or feed.rate == 1.0:
+            return local
+        return feed.synced_at + feed.rate * (local - feed.synced_at)
 
     def snapshot(self) -> list[BreakerView]:
         return [view for feed in self.feeds for view in feed.views.values()]
@@ -360,6 +377,7 @@ class RemoteSource(Source):
     def _apply_snapshot(self, feed: RemoteFeed, snap: p.SnapshotMessage) -> None:
         received = time.time()
         feed.offset = received - parse_iso(snap.at)
+        feed.synced_at = received
         feed.epoch = parse_iso(snap.epoch)
         feed.label = snap.source or feed.url
         feed.role = snap.role
@@ -409,6 +427,7 @@ class RemoteSource(Source):
         """One event: into the source's view of its key, its received list, and out."""
         ident = self._ident(feed, record.key)
         wall = feed.epoch + record.t + feed.offset
+        _measure_rate(feed, wall)
         fields = record.fields
         event = Event(record.seq, record.type, ident, record.agent, wall, fields)
         if record.type == ev.TRIPPED:
@@ -491,6 +510,26 @@ def fold_view(view: BreakerView | None, event: Event) -> BreakerView:
     elif kind == ev.CREDENTIAL_RESTORED:
         view.paused = False
     return view
+
+
+#: Local seconds since the snapshot before an engine's speed is read from its events.
+RATE_AFTER = 2.0
+#: Rates this close to 1 are read as real time (network jitter is not a speed).
+RATE_SLACK = 0.1
+
+
+def _measure_rate(feed: RemoteFeed, wall: float) -> None:
+    """An event's engine time (on the local clock, by the snapshot's offset) against when it
+    arrived: how fast the engine's clock runs. Events arrive as they happen, so the newest
+    one is a fair sample of the engine's clock."""
+    local = time.time()
+    elapsed = local - feed.synced_at
+    if elapsed < RATE_AFTER:
+        return
+    rate = (wall - feed.synced_at) / elapsed
+    if not math.isfinite(rate) or rate <= 0:
+        return
+    feed.rate = 1.0 if abs(rate - 1.0) < RATE_SLACK else min(max(rate, 0.1), 1000.0)
 
 
 def _thresholds(policy: str | None, numbers: dict[str, int]) -> Thresholds:

@@ -60,6 +60,7 @@ class DashboardScreen(Screen[None]):
         yield CardList(
             app.board.thresholds,
             app.source.now,
+            now_for=lambda card: app.source.now_for(card.id),
             fix_key=app.can_fix,
             fixed=app.fixed,
             stale_since=lambda card: app.source.stale_for(card.id),

@@ -27,7 +27,7 @@ _SEP = "\x1f"
 
 
 def _left(card: Card, now: float) -> str:
-    left = card.seconds_left(now)
+    left = card.seconds_left(now)  # `now`: the card's own source clock (see `TableScreen.now`)
     return mmss(left) if left is not None else ""
 
 
@@ -101,20 +101,22 @@ class TableScreen(Screen[None]):
     def board_changed(self) -> None:
         table = self.query_one(DataTable)
         selected = self.selected_card
-        now = self.deck.source.now()
         cards = list(self.deck.board.cards())
         if self.sort_by is not None:
             order = COLUMNS[self.sort_by][2]
-            cards.sort(key=lambda card: order(card, now), reverse=self.reverse)
+            cards.sort(key=lambda card: order(card, self.now(card)), reverse=self.reverse)
         self.cards = cards
         with self.app.batch_update():
             table.clear()
             for card in cards:
-                table.add_row(*self._cells(card, now), key=_row_key(card))
+                table.add_row(*self._cells(card, self.now(card)), key=_row_key(card))
             if selected is not None:
                 at = next((i for i, c in enumerate(cards) if c.ident == selected.ident), 0)
                 table.move_cursor(row=at)
         self._show_summary()
+
+    def now(self, card: Card) -> float:
+        return self.deck.source.now_for(card.id)
 
     def _cells(self, card: Card, now: float) -> list[Text]:
         cells = []
@@ -136,11 +138,10 @@ class TableScreen(Screen[None]):
     def tick(self) -> None:
         """The countdown column of open rows only: nothing else moves with the clock."""
         table = self.query_one(DataTable)
-        now = self.deck.source.now()
         column = COLUMNS[_LEFT][0]
         for card in self.cards:
             if card.state == "open":
-                table.update_cell(_row_key(card), column, Text(_left(card, now)))
+                table.update_cell(_row_key(card), column, Text(_left(card, self.now(card))))
         self._show_summary()
 
     @property

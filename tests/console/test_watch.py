@@ -14,6 +14,7 @@ from breakerdeck.console.remote_source import RemoteSource
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.screens.detail import DetailScreen
+from breakerdeck.console.widgets.cards import CardList
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.feed.server import serve_feed
 from breakerdeck.fixtures.faults import Fault, FaultKind
@@ -274,3 +275,34 @@ async def test_a_gateway_and_an_mcp_proxy_are_watched_together(worlds, tool_worl
             text = cards_text(app)
             assert "count 3 · auth 3 / upstream 5" in text  # the gateway's card
             assert "count 3 · opens at 3" in text  # the proxy's card
+
+
+class LocalClock:
+    """This machine's clock as the watching console reads it (`remote_source.time`)."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+
+async def test_countdowns_against_a_sped_up_engine_run_at_its_speed(worlds, monkeypatch):
+    from breakerdeck.console import remote_source
+
+    a = worlds("a")
+    local = LocalClock(a.clock.wall())
+    monkeypatch.setattr(remote_source, "time", local)
+    await a.trip_upstream("ava")
+    async with served(a, "replica-a") as feed:
+        app = await watch(feed.url)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: "OPEN 05:00  ava" in cards_text(app))
+            a.clock.advance(50)  # the engine runs five times as fast as this machine
+            local.now += 10
+            await a.call("bo", "crm")  # an event: a sample of the engine's clock
+            await until(pilot, lambda: "bo" in cards_text(app))
+            local.now += 2  # ten more engine seconds
+            app.screen.query_one(CardList).tick()
+            await pilot.pause()
+            assert "OPEN 04:00  ava" in cards_text(app)
