@@ -19,7 +19,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 
 from breakerdeck.console.messages import Deck, DetailsRequested, ResetRequested
-from breakerdeck.console.model import Card, cause_word, clock_text, mmss
+from breakerdeck.console.model import RANK_PAGED, Card, cause_word, clock_text, mmss
 from breakerdeck.console.widgets.bars import SummaryBar
 from breakerdeck.engine.text import printable
 
@@ -38,7 +38,8 @@ def _since(card: Card) -> str:
 #: (column, what it shows, how it sorts). `now` is the source's clock.
 Column = tuple[str, Callable[[Card, float], str], Callable[[Card, float], Any]]
 COLUMNS: list[Column] = [
-    ("state", lambda c, now: c.word, lambda c, now: c.rank),
+    ("state", lambda c, now: c.word + (" PAGED" if c.rank == RANK_PAGED else ""),
+     lambda c, now: c.rank),
     ("agent", lambda c, now: c.agent, lambda c, now: c.agent),
     ("key", lambda c, now: c.key, lambda c, now: c.key),
     ("source", lambda c, now: c.source or "", lambda c, now: c.source or ""),
@@ -52,7 +53,6 @@ COLUMNS: list[Column] = [
      lambda c, now: -max(c.trip_total, len(c.trips))),
     ("platform", lambda c, now: c.platform or "", lambda c, now: c.platform or ""),
 ]  # fmt: skip
-_LEFT = [name for name, _, _ in COLUMNS].index("probe in")
 
 _STATE_STYLE = {
     "OPEN": "bold red",
@@ -78,6 +78,7 @@ class TableScreen(Screen[None]):
         self.sort_by: int | None = None
         self.reverse = False
         self.cards: list[Card] = []
+        self.columns: list[Column] = list(COLUMNS)
 
     @property
     def deck(self) -> Deck:
@@ -91,7 +92,16 @@ class TableScreen(Screen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for name, _, _ in COLUMNS:
+        cards = self.deck.board.cards()
+        # Only the columns that say something here: under `agent` the key is the agent, and
+        # one source needs no source column.
+        skip = set()
+        if self.deck.board.thresholds.kind == "agent":
+            skip.add("key")
+        if not any(card.source for card in cards):
+            skip.add("source")
+        self.columns = [column for column in COLUMNS if column[0] not in skip]
+        for name, _, _ in self.columns:
             table.add_column(name, key=name)
         table.focus()
         self.board_changed()
@@ -103,7 +113,7 @@ class TableScreen(Screen[None]):
         selected = self.selected_card
         cards = list(self.deck.board.cards())
         if self.sort_by is not None:
-            order = COLUMNS[self.sort_by][2]
+            order = self.columns[self.sort_by][2]
             cards.sort(key=lambda card: order(card, self.now(card)), reverse=self.reverse)
         self.cards = cards
         with self.app.batch_update():
@@ -120,7 +130,7 @@ class TableScreen(Screen[None]):
 
     def _cells(self, card: Card, now: float) -> list[Text]:
         cells = []
-        for name, shown, _ in COLUMNS:
+        for name, shown, _ in self.columns:
             style = _STATE_STYLE.get(card.word, "") if name == "state" else ""
             cells.append(Text(printable(shown(card, now)), style=style, no_wrap=True))
         return cells
@@ -138,7 +148,7 @@ class TableScreen(Screen[None]):
     def tick(self) -> None:
         """The countdown column of open rows only: nothing else moves with the clock."""
         table = self.query_one(DataTable)
-        column = COLUMNS[_LEFT][0]
+        column = "probe in"
         for card in self.cards:
             if card.state == "open":
                 table.update_cell(_row_key(card), column, Text(_left(card, self.now(card))))
@@ -158,7 +168,7 @@ class TableScreen(Screen[None]):
         return True
 
     def action_sort(self) -> None:
-        self._sort(0 if self.sort_by is None else (self.sort_by + 1) % len(COLUMNS))
+        self._sort(0 if self.sort_by is None else (self.sort_by + 1) % len(self.columns))
 
     @on(DataTable.HeaderSelected)
     def _header(self, event: DataTable.HeaderSelected) -> None:

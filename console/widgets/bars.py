@@ -27,7 +27,7 @@ class SummaryBar(Static):
         label: str,
         stale_since: float | None,
     ) -> None:
-        width = self.size.width or 80
+        width = self.size.width or self.app.size.width  # before its first layout: the screen's
         counts = Text(no_wrap=True)
         # NO_COLOR greys every colour, and red on the bar's grey is the faintest of them:
         # there, trouble counts are reversed instead, the loudest thing without colour.
