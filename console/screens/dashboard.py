@@ -184,7 +184,7 @@ class DashboardScreen(Screen[None]):
         self.post_message(TableRequested())
 
     def action_details(self) -> None:
-        card = self.cards.selected_card
+        card = self.cards.shown_selection()
         if card is not None:
             self.post_message(DetailsRequested(card))
 
@@ -193,17 +193,17 @@ class DashboardScreen(Screen[None]):
         self.post_message(DetailsRequested(event.card))
 
     def action_reset(self) -> None:
-        card = self.cards.selected_card
+        card = self.cards.shown_selection()
         if card is not None:
             self.post_message(ResetRequested(card))
 
     def action_reset_every(self) -> None:
-        card = self.cards.selected_card
+        card = self.cards.shown_selection()
         if card is not None:
             self.post_message(ResetRequested(card, every=True))
 
     def action_fix(self) -> None:
-        card = self.cards.selected_card
+        card = self.cards.shown_selection()
         if card is not None:
             self.post_message(FixRequested(card))
 

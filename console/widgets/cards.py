@@ -239,6 +239,25 @@ class CardList(ScrollView, can_focus=True):
         index = row * self._columns + column
         return index if index < len(self.cards) else None
 
+    def in_view(self, index: int) -> bool:
+        """Whether card `index`'s title line is on screen."""
+        row = index // self._columns
+        if row >= len(self._row_h):
+            return False
+        return row in self.visible_rows()
+
+    def shown_selection(self) -> Card | None:
+        """The selected card if the operator can see it; if not (the wheel scrolled, or a
+        re-sort pushed it off), scroll it into view and return None: a key acts only on a
+        card on screen, and the next press acts on the one now shown."""
+        index = self.selected_index
+        if index is None:
+            return None
+        if self.in_view(index):
+            return self.cards[index]
+        self.select_index(index)
+        return None
+
     def select_index(self, index: int) -> None:
         if not self.cards:
             return

@@ -76,7 +76,7 @@ async def test_a_click_selects_the_card_under_the_pointer(agent_world):
         await pilot.click(CardList, offset=(10, 7))  # the third card's lines are 6 to 8
         await settle(pilot)
         assert cards.selected_index == 2
-        assert isinstance(app.screen, type(app.screen)) and app.screen.id == "dashboard"
+        assert app.screen.id == "dashboard"
 
 
 async def test_a_double_click_opens_the_card(agent_world):
@@ -88,3 +88,23 @@ async def test_a_double_click_opens_the_card(agent_world):
         await settle(pilot)
         assert isinstance(app.screen, DetailScreen)
         assert app.screen.card.agent == AGENTS[1]
+
+
+async def test_a_key_on_a_selected_card_out_of_view_first_brings_it_into_view(agent_world):
+    await agent_world.trip_upstream("ava")
+    await many_cards(agent_world)
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        cards = app.screen.query_one(CardList)
+        assert cards.selected == ("ava", "ava")
+        cards.scroll_end(animate=False, immediate=True)  # the wheel: ava is off screen
+        await settle(pilot)
+        assert "ava" not in cards_text(app)
+        await pilot.press("r")
+        await settle(pilot)
+        assert app.screen.id == "dashboard"  # no dialog for a card the operator cannot see
+        assert "ava" in selected_line(app)
+        await pilot.press("r")
+        await settle(pilot)
+        assert app.screen.id == "confirm"
