@@ -203,9 +203,15 @@ class CardList(ScrollView, can_focus=True):
         return self._index.get(ident)
 
     def move(self, delta: int) -> None:
+        """Move the selection; from a selection out of view (a re-sort pushed it off), the
+        first press selects the top card on screen instead of a card the operator cannot see."""
         if not self.cards:
             return
         index = self.selected_index
+        if index is not None and not self.in_view(index):
+            rows = self.visible_rows()
+            self.select_index(rows.start * self._columns if rows else 0)
+            return
         index = 0 if index is None else max(0, min(len(self.cards) - 1, index + delta))
         self.select_index(index)
 

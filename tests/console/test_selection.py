@@ -108,3 +108,17 @@ async def test_a_key_on_a_selected_card_out_of_view_first_brings_it_into_view(ag
         await pilot.press("r")
         await settle(pilot)
         assert app.screen.id == "confirm"
+
+
+async def test_j_from_a_selection_pushed_out_of_view_selects_the_top_card_on_screen(agent_world):
+    await many_cards(agent_world)
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        cards = app.screen.query_one(CardList)
+        cards.select_index(len(AGENTS) - 1)  # the last card, then back to the top of the list
+        cards.scroll_home(animate=False, immediate=True)
+        await settle(pilot)
+        await pilot.press("j")
+        await settle(pilot)
+        assert cards.selected_index == 0 and AGENTS[0] in selected_line(app)
