@@ -330,7 +330,7 @@ class BreakerdeckApp(App[None]):
         reason = f"reset from the console ({card.word} on {cause})"
 
         title = f"Reset {card.key}" + (f" on {where}?" if where else "?")
-        live = self._live_state(card, 1 if where else 0)
+        live = self._live_state(card, 2 if where else 1)  # after "Source:" and "Agent:"
         screen = ConfirmScreen(title, lines, warning=warning, yes="Reset", live=live)
         self.push_screen(screen, self._then_reset(card, [card], reason))
 

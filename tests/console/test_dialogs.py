@@ -70,7 +70,9 @@ async def test_the_reset_dialogs_countdown_moves_with_the_clock(agent_world):
         agent_world.clock.advance(65)
         app.tick()
         await settle(pilot)
-        assert "OPEN 03:55 to the probe" in static_text(app.screen, "#confirm-body")
+        body = static_text(app.screen, "#confirm-body")
+        assert "OPEN 03:55 to the probe" in body and "OPEN 05:00" not in body
+        assert body.startswith("Agent: ava")
 
 
 async def test_a_page_rings_once_and_shouts_in_the_header_and_card_not_in_a_toast(agent_world):
