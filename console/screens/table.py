@@ -19,7 +19,14 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 
 from breakerdeck.console.messages import Deck, DetailsRequested, ResetRequested
-from breakerdeck.console.model import RANK_PAGED, Card, cause_word, clock_text, mmss
+from breakerdeck.console.model import (
+    HISTORY,
+    RANK_PAGED,
+    Card,
+    cause_word,
+    clock_text,
+    mmss,
+)
 from breakerdeck.console.widgets.bars import SummaryBar
 from breakerdeck.engine.text import printable
 
@@ -29,6 +36,11 @@ _SEP = "\x1f"
 def _left(card: Card, now: float) -> str:
     left = card.seconds_left(now)  # `now`: the card's own source clock (see `TableScreen.now`)
     return mmss(left) if left is not None else ""
+
+
+def _denied(card: Card) -> str:
+    """Recent denied calls: the board keeps the last `HISTORY`, so a full list reads `6+`."""
+    return f"{len(card.denied)}{'+' if len(card.denied) >= HISTORY else ''}"
 
 
 def _since(card: Card) -> str:
@@ -48,7 +60,7 @@ COLUMNS: list[Column] = [
      lambda c, now: c.view.trip_cause or ""),
     ("probe in", _left, lambda c, now: c.seconds_left(now) or float("inf")),
     ("since", lambda c, now: _since(c), lambda c, now: -(c.changed_wall or 0.0)),
-    ("denied", lambda c, now: str(len(c.denied)), lambda c, now: -len(c.denied)),
+    ("denied", lambda c, now: _denied(c), lambda c, now: -len(c.denied)),
     ("trips", lambda c, now: str(max(c.trip_total, len(c.trips))),
      lambda c, now: -max(c.trip_total, len(c.trips))),
     ("platform", lambda c, now: c.platform or "", lambda c, now: c.platform or ""),
