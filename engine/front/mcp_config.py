@@ -1,0 +1,210 @@
+"""`breakerdeck mcp`'s config file (DESIGN, "`breakerdeck mcp`"): strict, checked at start.
+
+A typo must never start a proxy that silently ignores it: unknown keys, wrong types, missing
+files, credential files others could write and bad URLs are refused with one message naming
+the file, the table and the key (`ConfigError`), which the command prints before exiting 2.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from breakerdeck.engine import statedir
+from breakerdeck.engine.errors import BreakerdeckError, StateDirError
+from breakerdeck.engine.text import printable
+
+#: `<server>__<tool>` may be at most this long: hosts refuse longer tool names.
+MAX_TOOL_NAME = 64
+SEPARATOR = "__"
+SERVER_NAME = re.compile(r"[A-Za-z0-9-]{1,40}")
+#: An upstream tool name we can relay: what hosts accept after our prefix.
+TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+CREDENTIAL_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Starting a stdio upstream and its handshake: real seconds, never sped up (DESIGN).
+START_DEADLINE_SECONDS = 10.0
+MAX_ATTEMPTS = 10
+
+
+class ConfigError(BreakerdeckError):
+    """A config the proxy refuses to start with; the message names file, table and key."""
+
+    def __init__(self, path: Path, table: str, key: str, problem: str) -> None:
+        self.path, self.table, self.key, self.problem = path, table, key, problem
+        where = f"[{table}] " if table else ""
+        super().__init__(f"{path}: {where}{key}: {printable(problem)}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Credential(_Strict):
+    """Where a server's credential comes from, and the id its breaker key carries."""
+
+    env: str | None = None
+    file: str | None = None
+    command: list[str] | None = None
+    id: str = "default"
+    #: The env var a stdio server reads the credential from.
+    name: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Credential:
+        given = [s for s in ("env", "file", "command") if getattr(self, s) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of env, file or command")
+        if self.command is not None and not self.command:
+            raise ValueError("command must name a program")
+        if not CREDENTIAL_ID.fullmatch(self.id):
+            raise ValueError("id: letters, digits, '_', '.' and '-' only (at most 64)")
+        if self.name is not None and not ENV_NAME.fullmatch(self.name):
+            raise ValueError("name must be an environment variable's name")
+        return self
+
+    @property
+    def source(self) -> Literal["env", "file", "command"]:
+        if self.env is not None:
+            return "env"
+        return "file" if self.file is not None else "command"
+
+
+class ServerConfig(_Strict):
+    command: list[str] | None = None
+    url: str | None = None
+    credential: Credential | None = None
+    deadline_seconds: float = 30.0
+    attempts: int = 2
+    backoff_seconds: float = 1.0
+    probe_wait_seconds: float = 0.0
+    count_is_error: list[str] = Field(default_factory=list)
+
+    @field_validator("deadline_seconds", "backoff_seconds", "probe_wait_seconds", mode="before")
+    @classmethod
+    def _number(cls, value: Any) -> Any:
+        # TOML writes `30` as an integer; strict mode would refuse it for a float field.
+        if isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give exactly one of command (a stdio server) or url (HTTP)")
+        if self.command is not None and not self.command:
+            raise ValueError("command must name a program")
+        if not (math.isfinite(self.deadline_seconds) and self.deadline_seconds > 0):
+            raise ValueError("deadline_seconds must be positive")
+        if not 1 <= self.attempts <= MAX_ATTEMPTS:
+            raise ValueError(f"attempts must be 1 to {MAX_ATTEMPTS}")
+        if not (math.isfinite(self.backoff_seconds) and self.backoff_seconds >= 0):
+            raise ValueError("backoff_seconds must be 0 or more")
+        if not 0 <= self.probe_wait_seconds <= self.deadline_seconds:
+            raise ValueError("probe_wait_seconds must be 0 to deadline_seconds")
+        return self
+
+    @property
+    def credential_id(self) -> str:
+        return self.credential.id if self.credential is not None else "default"
+
+    @property
+    def lease(self) -> float:
+        """The whole retry budget, as the `tool` policy's probe lease."""
+        return self.attempts * self.deadline_seconds + (self.attempts - 1) * self.backoff_seconds
+
+
+class ProxySection(_Strict):
+    state_dir: str | None = None
+    feed_listen: str | None = None
+    metrics_listen: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+
+class ProxyConfig(_Strict):
+    proxy: ProxySection = Field(default_factory=ProxySection)
+    servers: dict[str, ServerConfig]
+
+
+def load(path: str | Path) -> ProxyConfig:
+    """Read and check the whole file; the first problem found is a `ConfigError`."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(path, "", "file", "no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(path, "", "file", str(error)) from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(path, "", "syntax", str(error)) from None
+    try:
+        config = ProxyConfig.model_validate(raw)
+    except ValidationError as error:
+        raise _named(path, error) from None
+    _check(path, config)
+    return config
+
+
+def _named(path: Path, error: ValidationError) -> ConfigError:
+    first = error.errors()[0]
+    loc = [str(part) for part in first["loc"]]
+    problem = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
+    problem = problem.removeprefix("Value error, ")
+    if not loc:
+        return ConfigError(path, "", "servers", problem)
+    if first["type"] == "model_type" or len(loc) == 1:
+        return ConfigError(path, "", loc[0], problem)
+    if loc[0] == "servers" and len(loc) == 2:
+        return ConfigError(path, "servers", loc[1], problem)
+    if loc[0] == "servers" and loc[2] == "credential" and len(loc) > 3:
+        return ConfigError(path, f"servers.{loc[1]}.credential", loc[3], problem)
+    return ConfigError(path, ".".join(loc[:2]), ".".join(loc[2:]) or loc[-1], problem)
+
+
+def _check(path: Path, config: ProxyConfig) -> None:
+    if not config.servers:
+        raise ConfigError(path, "", "servers", "name at least one server")
+    for name, server in config.servers.items():
+        table = f"servers.{name}"
+        if not SERVER_NAME.fullmatch(name):
+            raise ConfigError(path, "servers", name, "letters, digits and '-' only (at most 40)")
+        if server.url is not None:
+            _check_url(path, table, server.url)
+        for number, pattern in enumerate(server.count_is_error):
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise ConfigError(path, table, f"count_is_error[{number}]", str(error)) from None
+        if server.credential is not None:
+            _check_credential(path, table, server)
+
+
+def _check_url(path: Path, table: str, url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(path, table, "url", f"not an http(s) URL: {url!r}")
+    if parts.username or parts.password:
+        raise ConfigError(path, table, "url", "put the credential in `credential`, not the URL")
+
+
+def _check_credential(path: Path, table: str, server: ServerConfig) -> None:
+    credential = server.credential
+    assert credential is not None
+    where = f"{table}.credential"
+    if server.command is not None and credential.name is None and credential.env is None:
+        raise ConfigError(path, where, "name", "a stdio server needs the env var to read it from")
+    if credential.env is not None and credential.env not in os.environ:
+        raise ConfigError(path, where, "env", f"environment variable {credential.env} is not set")
+    if credential.file is not None:
+        try:
+            statedir.read_private(credential.file)
+        except StateDirError as error:
+            raise ConfigError(path, where, "file", str(error)) from None

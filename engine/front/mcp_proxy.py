@@ -1,0 +1,456 @@
+"""`breakerdeck mcp`: an MCP server to the host in front of upstream MCP servers, one `tool`
+policy breaker per `<server>@<credential id>` (DESIGN, "`breakerdeck mcp`").
+
+Built on the SDK's lowlevel server, which serves both protocol eras on one connection: the
+handshake era gets `notifications/tools/list_changed` on every transition, the 2026-07-28 era
+a tools-changed event on `subscriptions/listen`. Every answer the proxy makes itself is a
+`CallToolResult` with `isError: true` and the policy's object as `structuredContent`; the
+model never sees a JSON-RPC error for a breaker decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import itertools
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import Any, TextIO
+
+import anyio
+import anyio.abc
+import jsonschema
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from breakerdeck.engine import results
+from breakerdeck.engine.engine import Call
+from breakerdeck.engine.events import Event
+from breakerdeck.engine.front import mcp_classify as classify
+from breakerdeck.engine.front.mcp_config import (
+    SEPARATOR,
+    START_DEADLINE_SECONDS,
+    ProxyConfig,
+    ServerConfig,
+)
+from breakerdeck.engine.front.mcp_engine import (
+    ANNOUNCED,
+    Breakers,
+    FrontClock,
+    ServerState,
+    cancelled_outcome,
+    result_for,
+)
+from breakerdeck.engine.front.mcp_upstream import Upstream
+from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.results import ToolResult
+from breakerdeck.engine.text import printable
+
+#: The agent named on cards and in the trace is at most this long.
+MAX_AGENT_CHARS = 64
+UNKNOWN_AGENT = "unknown"
+
+
+class Proxy:
+    def __init__(
+        self,
+        config: ProxyConfig,
+        breakers: Breakers,
+        clock: FrontClock,
+        *,
+        errlog: TextIO = sys.stderr,
+        upstream_mode: str = "auto",
+        start_deadline: float = START_DEADLINE_SECONDS,
+    ) -> None:
+        self.config = config
+        self.breakers = breakers
+        self.clock = clock
+        self.errlog = errlog
+        self.upstreams = {
+            name: Upstream(
+                name,
+                server,
+                on_tools_changed=self.announce,
+                errlog=errlog,
+                mode=upstream_mode,
+                start_deadline=start_deadline,
+            )
+            for name, server in config.servers.items()
+        }
+        self._keys = {
+            self.breakers.key(name, server.credential_id): name
+            for name, server in config.servers.items()
+        }
+        self._hosts: dict[int, Any] = {}
+        self._bus = InMemorySubscriptionBus()
+        self._listen = ListenHandler(self._bus)
+        self._validators: dict[tuple[str, str], Any] = {}
+        self._attempt_ids = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake_send, self._wake_receive = anyio.create_memory_object_stream[None](1)
+        self.server = self._build_server()
+
+    # -- the host-facing server --------------------------------------------------------------
+
+    def _build_server(self) -> Server:
+        server = Server(
+            "breakerdeck-mcp",
+            version="0.1.0",
+            instructions=(
+                "Tools are relayed to their servers through circuit breakers. A tool whose "
+                "server is failing stays listed with a description starting 'Unavailable'; a "
+                "call to it is answered at once with a structured result saying why and when "
+                "to retry."
+            ),
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_subscriptions_listen=self._listen,
+        )
+        server.middleware.append(self._remember_host)
+        return server
+
+    def initialization_options(self) -> InitializationOptions:
+        return self.server.create_initialization_options(NotificationOptions(tools_changed=True))
+
+    async def _remember_host(self, ctx: ServerRequestContext, call_next: Any) -> Any:
+        """Handshake-era hosts get list changes on their connection's own channel."""
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            connection = getattr(ctx.session, "_connection", ctx.session)
+            self._hosts.setdefault(id(connection), ctx.session)
+        return await call_next(ctx)
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        listed: list[types.Tool] = []
+        for name, upstream in self.upstreams.items():
+            state = self._state(name)
+            for tool in upstream.tools.values():
+                listed.append(_annotated(name, tool, state))
+        # Hosts must not serve a listing cached across a transition: no time to live.
+        return types.ListToolsResult(tools=listed, ttl_ms=0)
+
+    def _state(self, server: str) -> ServerState:
+        config = self.config.servers[server]
+        return self.breakers.state(self.breakers.key(server, config.credential_id))
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        called = params.name
+        server, _, tool_name = called.partition(SEPARATOR)
+        upstream = self.upstreams.get(server)
+        tool = upstream.tools.get(tool_name) if upstream is not None else None
+        if upstream is None or tool is None:
+            return own_result(_unknown_tool(called, self.upstreams))
+        return await CallRun(self, ctx, upstream, tool, called, params.arguments).run()
+
+    # -- announcements -------------------------------------------------------------------------
+
+    def announce(self) -> None:
+        """Ask for one list-change announcement soon (coalesced; any thread)."""
+        loop = self._loop
+        if loop is None:
+            return
+        loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        with suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._wake_send.send_nowait(None)
+
+    def _on_event(self, event: Event) -> None:
+        if event.type in ANNOUNCED and event.key in self._keys:
+            self.announce()
+
+    async def _announcer(self) -> None:
+        async for _ in self._wake_receive:
+            await self._bus.publish(ToolsListChanged())
+            for key, session in list(self._hosts.items()):
+                try:
+                    await session.send_tool_list_changed()
+                except Exception:  # the host went away: stop announcing to it
+                    self._hosts.pop(key, None)
+
+    # -- lifetime ------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Proxy]:
+        """Upstreams started and listed, transitions announced, until the block ends."""
+        self._loop = asyncio.get_running_loop()
+        unsubscribe = self.breakers.subscribe(self._on_event)
+        try:
+            async with anyio.create_task_group() as group:
+                for upstream in self.upstreams.values():
+                    upstream.attach(group)
+                group.start_soon(self._announcer)
+                await self._connect_all()
+                try:
+                    yield self
+                finally:
+                    for upstream in self.upstreams.values():
+                        upstream.drop()
+                    self._listen.close()
+                    group.cancel_scope.cancel()
+        finally:
+            unsubscribe()
+
+    async def _connect_all(self) -> None:
+        """List every server's tools at start; one that cannot start is reported, not fatal."""
+
+        async def connect(upstream: Upstream) -> None:
+            try:
+                await upstream.ensure()
+            except classify.StartFailed as error:
+                line = f"{upstream.name}: could not start: {error}"
+                upstream.problems.append(line)
+                print(f"breakerdeck mcp: {line}", file=self.errlog, flush=True)
+
+        async with anyio.create_task_group() as group:
+            for upstream in self.upstreams.values():
+                group.start_soon(connect, upstream)
+
+    @property
+    def problems(self) -> list[str]:
+        return [line for upstream in self.upstreams.values() for line in upstream.problems]
+
+    def next_attempt_id(self) -> str:
+        return f"attempt-{next(self._attempt_ids)}"
+
+    def validator(self, server: str, tool: types.Tool) -> Any:
+        """The tool's input schema, compiled once; None when the upstream's schema is unusable."""
+        key = (server, tool.name)
+        if key not in self._validators:
+            try:
+                cls = jsonschema.validators.validator_for(tool.input_schema)
+                cls.check_schema(tool.input_schema)
+                self._validators[key] = cls(tool.input_schema)
+            except (jsonschema.SchemaError, TypeError):
+                self._validators[key] = None
+        return self._validators[key]
+
+
+class CallRun:
+    """One `tools/call` from the host: checks, admission, the retry budget, the answer."""
+
+    def __init__(
+        self,
+        proxy: Proxy,
+        ctx: ServerRequestContext,
+        upstream: Upstream,
+        tool: types.Tool,
+        called: str,
+        arguments: dict[str, Any] | None,
+    ) -> None:
+        self.proxy = proxy
+        self.ctx = ctx
+        self.upstream = upstream
+        self.tool = tool
+        self.called = called
+        self.arguments = arguments
+        self.settings: ServerConfig = upstream.config
+        self.breakers = proxy.breakers
+        self.key = self.breakers.key(upstream.name, self.settings.credential_id)
+        self.repeatable = classify.may_repeat(tool)
+        self.call: Call | None = None
+        self.finished = False
+
+    async def run(self) -> types.CallToolResult | types.InputRequiredResult:
+        agent = agent_of(self.ctx)
+        self.call = call = self.breakers.ticket(
+            self.key, agent, self.upstream.name, self.called, self.settings.deadline_seconds
+        )
+        refusal = self._precheck()
+        if refusal is not None:
+            outcome, result = refusal
+            self.breakers.refuse(call, outcome, result)
+            return own_result(result)
+        denied = await self.breakers.admit(call, self.settings.lease, self.called)
+        if denied is not None:
+            return own_result(denied)
+        try:
+            return await self._budget(call)
+        except anyio.get_cancelled_exc_class():
+            if not self.finished:
+                self.finished = True
+                self.breakers.complete_now(call, cancelled_outcome(), "cancelled", "cancelled")
+            raise
+
+    def _precheck(self) -> tuple[Outcome, ToolResult] | None:
+        """Refusals before the breaker: arguments that fail the schema, a revoked credential."""
+        validator = self.proxy.validator(self.upstream.name, self.tool)
+        if validator is not None:
+            errors = sorted(validator.iter_errors(self.arguments or {}), key=lambda e: e.path)
+            if errors:
+                fix = "; ".join(_schema_error(e) for e in errors[:5])
+                detail = f"arguments rejected: {fix}"
+                outcome = Outcome(OutcomeClass.CALLER_ERROR, detail=detail)
+                return outcome, results.invalid_request(self.called, detail)
+        if self.breakers.paused(self.key):
+            outcome = Outcome(OutcomeClass.CREDENTIAL_REVOKED, detail="credential revoked")
+            return outcome, results.credential_revoked(self.called, self.settings.credential_id)
+        return None
+
+    async def _budget(self, call: Call) -> types.CallToolResult | types.InputRequiredResult:
+        verdict: classify.Verdict | None = None
+        answer: Any = None
+        for number in range(self.settings.attempts):
+            if number:
+                assert verdict is not None
+                await self._pause(call, verdict)
+                if not self.breakers.may_retry(call):
+                    self.finished = True
+                    return own_result(
+                        self.breakers.stopped_by_recheck(
+                            call, self.called, verdict.outcome, verdict.fault
+                        )
+                    )
+            call.attempts += 1
+            verdict, answer = await self._attempt(call)
+            if verdict.resend:
+                call.attempts += 1
+                self.upstream.drop()
+                verdict, answer = await self._attempt(call)
+            if not verdict.retry:
+                break
+        assert verdict is not None
+        return await self._finish(call, verdict, answer)
+
+    async def _pause(self, call: Call, verdict: classify.Verdict) -> None:
+        """The backoff, or a Retry-After being waited out (which extends a probe's lease)."""
+        if verdict.wait is not None:
+            self.breakers.extend_probe(call, verdict.wait)
+            await anyio.sleep(self.proxy.clock.real(verdict.wait))
+        else:
+            await anyio.sleep(self.proxy.clock.real(self.settings.backoff_seconds))
+
+    async def _attempt(self, call: Call) -> tuple[classify.Verdict, Any]:
+        deadline = self.settings.deadline_seconds
+        attempt_id = self.proxy.next_attempt_id()
+        try:
+            result = await self.upstream.call(
+                self.tool.name,
+                self.arguments,
+                deadline_real=self.proxy.clock.real(deadline),
+                progress=self._progress,
+                attempt_id=attempt_id,
+            )
+        except Exception as error:
+            wire = self.upstream.wire.pop(attempt_id, None)
+            verdict = classify.of_error(
+                error,
+                repeatable=self.repeatable,
+                deadline=deadline,
+                wire=wire,
+                credential_worked=self.breakers.credential_worked(self.key),
+                now_wall=self.proxy.clock.wall(),
+            )
+            return verdict, None
+        self.upstream.wire.pop(attempt_id, None)
+        verdict = classify.of_result(
+            result, repeatable=self.repeatable, count_is_error=self.upstream.count_is_error
+        )
+        return verdict, result
+
+    async def _progress(self, done: float, total: float | None, message: str | None) -> None:
+        """Relay the upstream's progress to the host; each one extends a probe's lease."""
+        assert self.call is not None
+        self.breakers.extend_probe(self.call, self.settings.deadline_seconds)
+        await self.ctx.session.report_progress(done, total, message)
+
+    async def _finish(
+        self, call: Call, verdict: classify.Verdict, answer: Any
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        outcome = verdict.outcome
+        if verdict.relay:
+            status = _relayed_status(outcome)
+            shown: Any = answer
+        else:
+            result = result_for(self.called, outcome, call.attempts, self.settings.credential_id)
+            status = result["status"]
+            shown = own_result(result)
+        self.finished = True
+        await self.breakers.complete(call, outcome, verdict.fault, status, verdict.platform_status)
+        return shown
+
+
+def _relayed_status(outcome: Outcome) -> str:
+    """The status a relayed result is written with in the call's line."""
+    if outcome.is_success:
+        return "ok"
+    return "tool_error" if outcome.counted else "is_error"
+
+
+def own_result(result: ToolResult) -> types.CallToolResult:
+    """The proxy's own answer: the policy's object as structured content and as JSON text."""
+    text = json.dumps(result, separators=(",", ":"), ensure_ascii=False)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=result,
+        is_error=True,
+    )
+
+
+def agent_of(ctx: ServerRequestContext) -> str:
+    """The handshake's `clientInfo.name`, else the request's `_meta` client info, else unknown."""
+    params = ctx.session.client_params
+    name: Any = params.client_info.name if params is not None else None
+    if not name and ctx.meta is not None:
+        info = dict(ctx.meta).get(types.CLIENT_INFO_META_KEY)
+        name = info.get("name") if isinstance(info, dict) else None
+    if not isinstance(name, str) or not name.strip():
+        return UNKNOWN_AGENT
+    return printable(name.strip())[:MAX_AGENT_CHARS]
+
+
+def _annotated(server: str, tool: types.Tool, state: ServerState) -> types.Tool:
+    """The upstream's tool under its proxied name; while its server is out, the description's
+    first line says so (the model keeps seeing the tool and learns why it fails fast)."""
+    description = tool.description or ""
+    if not state.available:
+        description = f"{unavailable_line(state)}\n{description}".rstrip()
+    return tool.model_copy(
+        update={"name": f"{server}{SEPARATOR}{tool.name}", "description": description}
+    )
+
+
+def unavailable_line(state: ServerState) -> str:
+    if state.paused:
+        return (
+            "Unavailable: its credential was revoked; calls are refused until an operator "
+            "marks it fixed."
+        )
+    if state.state == "half_open":
+        return (
+            "Unavailable: its server was failing; the next call is let through as a probe and "
+            "others are refused until it answers."
+        )
+    until = _utc(state.until_wall) if state.until_wall is not None else "the cooldown ends"
+    return f"Unavailable until {until}: {state.reason}"
+
+
+def _utc(wall: float) -> str:
+    stamp = datetime.datetime.fromtimestamp(wall, datetime.UTC)
+    return stamp.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _unknown_tool(called: str, upstreams: dict[str, Upstream]) -> ToolResult:
+    names = sorted(
+        f"{name}{SEPARATOR}{tool}" for name, up in upstreams.items() for tool in up.tools
+    )
+    shown = ", ".join(names[:20]) or "none"
+    more = f" and {len(names) - 20} more" if len(names) > 20 else ""
+    return results.invalid_request(
+        printable(called)[:100], f"no tool named {printable(called)[:100]!r}; known: {shown}{more}"
+    )
+
+
+def _schema_error(error: jsonschema.ValidationError) -> str:
+    where = ".".join(str(part) for part in error.absolute_path) or "arguments"
+    return f"{where}: {printable(error.message)[:200]}"

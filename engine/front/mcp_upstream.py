@@ -1,0 +1,351 @@
+"""One upstream MCP server as the proxy reaches it: a connection started on demand, its tools.
+
+A connection is owned by one task (the SDK's client must be entered and left in the same
+task); calls from any task share its session. A connection that died (the process exited, the
+stream closed) is dropped, and the next attempt the breaker admits starts a new one: nothing
+here starts a server on its own while calls are refused. Starting and the handshake have a
+real-time deadline (`START_DEADLINE_SECONDS`), never sped up.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from breakerdeck.engine import statedir
+from breakerdeck.engine.errors import StateDirError
+from breakerdeck.engine.front.mcp_classify import (
+    AttemptTimedOut,
+    ResultTooLarge,
+    StartFailed,
+    WireStatus,
+)
+from breakerdeck.engine.front.mcp_config import (
+    MAX_TOOL_NAME,
+    SEPARATOR,
+    START_DEADLINE_SECONDS,
+    TOOL_NAME,
+    ServerConfig,
+)
+from breakerdeck.engine.text import printable
+
+log = logging.getLogger(__name__)
+
+#: A result whose text and data add up to more than this is `malformed` (DESIGN's size limit).
+RESULT_LIMIT_BYTES = 16 * 1024 * 1024
+#: Each progress notification extends an attempt's deadline by one deadline, at most this often.
+MAX_PROGRESS_EXTENSIONS = 10
+#: A credential command gets this long (real seconds) to print the credential.
+CREDENTIAL_COMMAND_SECONDS = 10.0
+
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+@dataclass
+class _Connection:
+    client: Client | None = None
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    dead: bool = False
+
+    def drop(self) -> None:
+        self.dead = True
+        self.stop.set()
+
+
+class Upstream:
+    """An upstream server: its config, its live connection (if any) and its listed tools."""
+
+    def __init__(
+        self,
+        name: str,
+        config: ServerConfig,
+        *,
+        on_tools_changed: Callable[[], None],
+        errlog: TextIO = sys.stderr,
+        mode: str = "auto",
+        start_deadline: float = START_DEADLINE_SECONDS,
+    ) -> None:
+        self.name = name
+        self.start_deadline = start_deadline
+        self.config = config
+        self.mode = mode
+        self.tools: dict[str, types.Tool] = {}
+        self.problems: list[str] = []
+        self.count_is_error = [re.compile(p) for p in config.count_is_error]
+        self._on_tools_changed = on_tools_changed
+        self._errlog = errlog
+        self._group: anyio.abc.TaskGroup | None = None
+        self._connection: _Connection | None = None
+        self._starting = anyio.Lock()
+        self._env_credential = _read_env(config)
+        self.wire: dict[str, WireStatus] = {}
+
+    def attach(self, group: anyio.abc.TaskGroup) -> None:
+        """The task group connection owners run in: the proxy's own."""
+        self._group = group
+
+    @property
+    def connected(self) -> bool:
+        return self._connection is not None and not self._connection.dead
+
+    async def ensure(self) -> Client:
+        """The live connection, started now if there is none (once, for concurrent callers)."""
+        connection = self._connection
+        if connection is not None and not connection.dead and connection.client is not None:
+            return connection.client
+        async with self._starting:
+            connection = self._connection
+            if connection is None or connection.dead or connection.client is None:
+                connection = await self._start()
+                self._connection = connection
+            assert connection.client is not None
+            return connection.client
+
+    def drop(self) -> None:
+        """Forget the connection (it died, or a session expired); the owner task ends it."""
+        if self._connection is not None:
+            self._connection.drop()
+            self._connection = None
+
+    async def _start(self) -> _Connection:
+        assert self._group is not None, "attach() the upstream to a task group first"
+        try:
+            return await self._group.start(self._own)
+        except StartFailed:
+            raise
+        except Exception as error:
+            raise StartFailed(_describe(error)) from None
+
+    async def _own(self, *, task_status: anyio.abc.TaskStatus[_Connection]) -> None:
+        """Owns one connection from start to end; never lets an error out into the group.
+
+        The start deadline is the deadline of a scope around the connection's whole life,
+        lifted once the tools are listed: the client's own task groups must nest inside it."""
+        connection = _Connection()
+        started = False
+        try:
+            with anyio.CancelScope(deadline=anyio.current_time() + self.start_deadline) as life:
+                async with self._client() as client:
+                    listing = await _list_all(client)
+                    life.deadline = math.inf
+                    connection.client = client
+                    self._absorb(listing)
+                    started = True
+                    task_status.started(connection)
+                    await connection.stop.wait()
+            if not started:
+                raise StartFailed(f"no answer to the handshake within {self.start_deadline:g} s")
+        except StartFailed:
+            raise
+        except Exception as error:
+            if not started:
+                raise StartFailed(_describe(error)) from None
+            log.debug("upstream %s: connection ended: %s", self.name, error)
+        finally:
+            connection.dead = True
+
+    def _client(self) -> Client:
+        if self.config.command is not None:
+            command, *args = self.config.command
+            env = self._stdio_env()
+            target: Any = StdioServerParameters(command=command, args=args, env=env)
+        else:
+            target = self._http_transport()
+        return Client(
+            target,
+            mode=self.mode,
+            message_handler=self._on_message,
+            client_info=types.Implementation(name="breakerdeck-mcp", version="0.1.0"),
+            cache=None,
+        )
+
+    def _http_transport(self) -> Any:
+        from breakerdeck.engine.front.mcp_http import upstream_transport
+
+        assert self.config.url is not None
+        return upstream_transport(self.config.url, self.credential(), self.wire)
+
+    def _stdio_env(self) -> dict[str, str] | None:
+        credential = self.config.credential
+        if credential is None:
+            return None
+        name = credential.name or credential.env
+        assert name is not None
+        return {name: self.credential() or ""}
+
+    def credential(self) -> str | None:
+        """The credential's value: an env var as read at start, a file or command now."""
+        credential = self.config.credential
+        if credential is None:
+            return None
+        if credential.env is not None:
+            return self._env_credential
+        if credential.file is not None:
+            try:
+                return statedir.read_private(credential.file).strip()
+            except StateDirError as error:
+                raise StartFailed(f"the credential file: {error}") from None
+        assert credential.command is not None
+        return _run_credential_command(credential.command)
+
+    async def _on_message(self, message: Any) -> None:
+        """The upstream said its tools changed: list them again, then tell the hosts."""
+        if isinstance(message, types.ServerNotification) and isinstance(
+            message, types.ToolListChangedNotification
+        ):
+            await self.relist()
+
+    async def relist(self) -> None:
+        connection = self._connection
+        if connection is None or connection.client is None or connection.dead:
+            return
+        try:
+            with anyio.fail_after(self.start_deadline):
+                listing = await _list_all(connection.client)
+        except Exception as error:
+            self.problems.append(f"{self.name}: could not list tools again: {_describe(error)}")
+            return
+        self._absorb(listing)
+        self._on_tools_changed()
+
+    def _absorb(self, listing: list[types.Tool]) -> None:
+        """Keep the tools the proxy can relay; say why any other one is left out."""
+        kept: dict[str, types.Tool] = {}
+        for tool in listing:
+            shown = printable(tool.name)[:80]
+            full = f"{self.name}{SEPARATOR}{tool.name}"
+            if not TOOL_NAME.fullmatch(tool.name):
+                self._problem(f"tool {shown!r} left out: its name has characters hosts refuse")
+            elif len(full) > MAX_TOOL_NAME:
+                self._problem(f"tool {shown!r} left out: {full[:70]}… is over {MAX_TOOL_NAME}")
+            elif tool.name in kept:
+                self._problem(f"tool {shown!r} left out: listed twice (the first is kept)")
+            else:
+                kept[tool.name] = tool
+        changed = kept != self.tools
+        self.tools = kept
+        if changed:
+            self._on_tools_changed()
+
+    def _problem(self, text: str) -> None:
+        line = f"{self.name}: {text}"
+        if line not in self.problems:
+            self.problems.append(line)
+            print(f"breakerdeck mcp: {line}", file=self._errlog)
+
+    async def call(
+        self,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        *,
+        deadline_real: float,
+        progress: Progress,
+        attempt_id: str,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """One attempt. Raises `StartFailed`, `AttemptTimedOut`, `MCPError`, ... for the
+        classifier; a dead connection is dropped so the next admitted attempt starts anew."""
+        client = await self.ensure()
+        extensions = 0
+        with anyio.CancelScope(deadline=anyio.current_time() + deadline_real) as scope:
+
+            async def on_progress(done: float, total: float | None, message: str | None) -> None:
+                nonlocal extensions
+                if extensions < MAX_PROGRESS_EXTENSIONS:
+                    extensions += 1
+                    scope.deadline += deadline_real
+                await progress(done, total, message)
+
+            try:
+                result = await client.session.call_tool(
+                    tool,
+                    arguments,
+                    progress_callback=on_progress,
+                    meta=self._meta(attempt_id),
+                    allow_input_required=True,
+                )
+            except MCPError as error:
+                if error.code == types.CONNECTION_CLOSED:
+                    self.drop()
+                raise
+        if scope.cancelled_caught:
+            raise AttemptTimedOut()
+        assert isinstance(result, types.CallToolResult | types.InputRequiredResult)
+        if isinstance(result, types.CallToolResult) and _size(result) > RESULT_LIMIT_BYTES:
+            raise ResultTooLarge(f"the result is over {RESULT_LIMIT_BYTES} bytes")
+        return result
+
+    def _meta(self, attempt_id: str) -> Any:
+        """Over HTTP, the attempt's id rides in `_meta` so its POST's status can be found."""
+        return {ATTEMPT_META: attempt_id} if self.config.url is not None else None
+
+    async def close(self) -> None:
+        self.drop()
+
+
+#: Each attempt carries its own id in `_meta`, so the HTTP status of its POST can be found.
+ATTEMPT_META = "dev.breakerdeck/attempt"
+
+
+async def _list_all(client: Client) -> list[types.Tool]:
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    for _ in range(100):
+        page = await client.session.list_tools(
+            params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        )
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
+
+
+def _size(result: types.CallToolResult) -> int:
+    total = 0
+    for block in result.content:
+        text = getattr(block, "text", None) or getattr(block, "data", None) or ""
+        total += len(text)
+    return total
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, BaseExceptionGroup) and error.exceptions:
+        return _describe(error.exceptions[0])
+    text = str(error).splitlines()[0] if str(error) else ""
+    return printable(f"{type(error).__name__}: {text}" if text else type(error).__name__)[:300]
+
+
+def _read_env(config: ServerConfig) -> str | None:
+    credential = config.credential
+    if credential is None or credential.env is None:
+        return None
+    return os.environ.get(credential.env)
+
+
+def _run_credential_command(command: list[str]) -> str:
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            timeout=CREDENTIAL_COMMAND_SECONDS,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise StartFailed(f"the credential command failed: {_describe(error)}") from None
+    if done.returncode != 0:
+        raise StartFailed(f"the credential command exited {done.returncode}")
+    return done.stdout.decode("utf-8", "replace").strip()

@@ -1,0 +1,166 @@
+"""The MCP proxy's test bench: the proxy in this process, its host (the SDK's real client) on
+the other end of two OS pipes, and each upstream a fixture server in its own process."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import Client
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+
+from breakerdeck.engine import Engine, ToolPolicy
+from breakerdeck.engine.events import Event
+from breakerdeck.engine.front.mcp_config import ProxyConfig
+from breakerdeck.engine.front.mcp_engine import Breakers, ManualFrontClock
+from breakerdeck.engine.front.mcp_proxy import Proxy
+from breakerdeck.fixtures.mcp_server import FixtureControl
+
+FIXTURE = [sys.executable, "-m", "breakerdeck.fixtures.mcp_server"]
+
+
+def fixture_server(control: Path, *extra: str, **settings: Any) -> dict[str, Any]:
+    """A `[servers.<name>]` table for a stdio fixture server with the control dir given."""
+    return {"command": [*FIXTURE, "--control", str(control), *extra], **settings}
+
+
+@dataclass
+class Bench:
+    host: Client
+    proxy: Proxy
+    engine: Engine
+    clock: ManualFrontClock
+    errlog: io.StringIO
+    notices: list[Any] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None = None
+    ) -> types.CallToolResult:
+        return await self.host.call_tool(name, arguments)
+
+    def key(self, server: str, credential: str = "default") -> str:
+        return f"{server}@{credential}"
+
+    def state(self, server: str, credential: str = "default") -> str:
+        return self.engine.view(self.key(server, credential)).state
+
+    def cool_down(self, seconds: float = 30.0) -> None:
+        """Moves the manual clock past a cooldown and lets the engine write the half-open."""
+        self.clock.advance(seconds)
+        self.engine.poll()
+
+
+@asynccontextmanager
+async def pipe_transport(read_fd: int, write_fd: int) -> AsyncIterator[tuple[Any, Any]]:
+    """The host's end of two OS pipes, as the SDK's client wants a transport: newline-framed
+    JSON-RPC, read and written without threads so that leaving never waits on a blocked read.
+    Leaving closes the write end, which the proxy reads as the host going away."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=64 * 1024 * 1024, loop=loop)
+    read_transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader, loop=loop), os.fdopen(read_fd, "rb")
+    )
+    write_transport, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(write_fd, "wb"))
+    incoming, read_stream = anyio.create_memory_object_stream[Any](0)
+    write_stream, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def pump_in() -> None:
+        async with incoming:
+            while line := await reader.readline():
+                try:
+                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                except ValueError as error:
+                    await incoming.send(error)
+                    continue
+                await incoming.send(SessionMessage(message))
+
+    async def pump_out() -> None:
+        async with outgoing:
+            async for item in outgoing:
+                data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+                write_transport.write(data.encode() + b"\n")
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(pump_in)
+            group.start_soon(pump_out)
+            try:
+                yield read_stream, write_stream
+            finally:
+                group.cancel_scope.cancel()
+    finally:
+        write_transport.close()
+        read_transport.close()
+
+
+@asynccontextmanager
+async def proxied(
+    servers: dict[str, dict[str, Any]],
+    *,
+    host_mode: str = "legacy",
+    upstream_mode: str = "auto",
+    agent: str | None = "test-agent",
+    start_deadline: float = 10.0,
+) -> AsyncIterator[Bench]:
+    config = ProxyConfig.model_validate({"servers": servers})
+    clock = ManualFrontClock()
+    errlog = io.StringIO()
+    with Engine(ToolPolicy(), clock=clock) as engine:
+        proxy = Proxy(
+            config,
+            Breakers(engine),
+            clock,
+            errlog=errlog,
+            upstream_mode=upstream_mode,
+            start_deadline=start_deadline,
+        )
+        async with proxy.running():
+            to_proxy = os.pipe()
+            to_host = os.pipe()
+            proxy_in = anyio.wrap_file(open(to_proxy[0], encoding="utf-8"))  # noqa: SIM115
+            proxy_out = anyio.wrap_file(open(to_host[1], "w", encoding="utf-8"))  # noqa: SIM115
+            notices: list[Any] = []
+
+            async def on_message(message: Any) -> None:
+                notices.append(message)
+
+            async with anyio.create_task_group() as group:
+
+                async def serve() -> None:
+                    async with stdio_server(proxy_in, proxy_out) as (read, write):
+                        await proxy.server.run(read, write, proxy.initialization_options())
+
+                group.start_soon(serve)
+                info = types.Implementation(name=agent, version="1.0") if agent else None
+                try:
+                    async with Client(
+                        pipe_transport(to_host[0], to_proxy[1]),
+                        mode=host_mode,
+                        client_info=info,
+                        message_handler=on_message,
+                        cache=None,
+                    ) as host:
+                        bench = Bench(host, proxy, engine, clock, errlog, notices)
+                        engine.subscribe(bench.events.append)
+                        yield bench
+                finally:
+                    group.cancel_scope.cancel()
+            with suppress(OSError):
+                await proxy_in.aclose()
+            with suppress(OSError):
+                await proxy_out.aclose()
+
+
+def control(tmp_path: Path, name: str = "search") -> FixtureControl:
+    return FixtureControl(tmp_path / name)
