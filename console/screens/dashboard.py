@@ -83,6 +83,8 @@ class DashboardScreen(Screen[None]):
     # -- updates -----------------------------------------------------------------------------
 
     def board_changed(self) -> None:
+        if not self.query(CardList):  # torn down (the app is exiting): nothing to draw
+            return
         board = self.deck.board
         every = board.cards()
         shown = [c for c in every if c.matches(self.filter_text)] if self.filter_text else every
@@ -123,6 +125,8 @@ class DashboardScreen(Screen[None]):
         )
 
     def tick(self) -> None:
+        if not self.query(CardList):  # torn down (the app is exiting)
+            return
         if self.deck.board.summary().open:
             self.cards.tick()
         self.show_summary()

@@ -19,7 +19,7 @@ KEYS: list[tuple[str, str]] = [
     ("pgdn / pgup", "a page of cards down / up"),
     ("g / home", "first card"),
     ("G / end", "last card"),
-    ("click / double click", "select a card / open its details"),
+    ("click / dbl-click", "select a card / open its details"),
     ("t", "table: every breaker as a row; s or a click on a header sorts, t goes back"),
     ("/", "filter by agent, key or state (enter keeps it, escape clears)"),
     ("enter", "details: audit log, failures before each trip, the hint"),

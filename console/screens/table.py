@@ -121,6 +121,8 @@ class TableScreen(Screen[None]):
     # -- data --------------------------------------------------------------------------------
 
     def board_changed(self) -> None:
+        if not self.query(DataTable):  # torn down (the app is exiting): nothing to draw
+            return
         table = self.query_one(DataTable)
         selected = self.selected_card
         cards = list(self.deck.board.cards())
@@ -159,6 +161,8 @@ class TableScreen(Screen[None]):
 
     def tick(self) -> None:
         """The countdown column of open rows only: nothing else moves with the clock."""
+        if not self.query(DataTable):  # torn down (the app is exiting)
+            return
         table = self.query_one(DataTable)
         column = "probe in"
         for card in self.cards:

@@ -422,7 +422,8 @@ class CardList(ScrollView, can_focus=True):
             room = width - 1 - len(gutter)
             # Every word in a body line may come from outside (keys, platforms, actors).
             body = self._body(card, line, dim, room, fixed)
-            segments = [Segment(gutter, state_style)]
+            # the gutter in the state's colour, never reversed (NO_COLOR reverses the word)
+            segments = [Segment(gutter, state_style + Style(reverse=False, bold=False))]
             segments += [Segment(printable(s.text), s.style) for s in body]
         strip = _fit(segments, width - 1, base).apply_style(base)
         return Strip.join([strip, Strip.blank(1, self.rich_style)])
