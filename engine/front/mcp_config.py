@@ -61,13 +61,13 @@ class Credential(_Strict):
     def _one_source(self) -> Credential:
         given = [s for s in ("env", "file", "command") if getattr(self, s) is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of env, file or command")
+            raise ValueError("env: give exactly one of env, file or command")
         if self.command is not None and not self.command:
-            raise ValueError("command must name a program")
+            raise ValueError("command: must name a program")
         if not CREDENTIAL_ID.fullmatch(self.id):
             raise ValueError("id: letters, digits, '_', '.' and '-' only (at most 64)")
         if self.name is not None and not ENV_NAME.fullmatch(self.name):
-            raise ValueError("name must be an environment variable's name")
+            raise ValueError("name: must be an environment variable's name")
         return self
 
     @property
@@ -98,17 +98,17 @@ class ServerConfig(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> ServerConfig:
         if (self.command is None) == (self.url is None):
-            raise ValueError("give exactly one of command (a stdio server) or url (HTTP)")
+            raise ValueError("command: give exactly one of command (a stdio server) or url (HTTP)")
         if self.command is not None and not self.command:
-            raise ValueError("command must name a program")
+            raise ValueError("command: must name a program")
         if not (math.isfinite(self.deadline_seconds) and self.deadline_seconds > 0):
-            raise ValueError("deadline_seconds must be positive")
+            raise ValueError("deadline_seconds: must be positive")
         if not 1 <= self.attempts <= MAX_ATTEMPTS:
-            raise ValueError(f"attempts must be 1 to {MAX_ATTEMPTS}")
+            raise ValueError(f"attempts: must be 1 to {MAX_ATTEMPTS}")
         if not (math.isfinite(self.backoff_seconds) and self.backoff_seconds >= 0):
-            raise ValueError("backoff_seconds must be 0 or more")
+            raise ValueError("backoff_seconds: must be 0 or more")
         if not 0 <= self.probe_wait_seconds <= self.deadline_seconds:
-            raise ValueError("probe_wait_seconds must be 0 to deadline_seconds")
+            raise ValueError("probe_wait_seconds: must be 0 to deadline_seconds")
         return self
 
     @property
@@ -153,20 +153,27 @@ def load(path: str | Path) -> ProxyConfig:
     return config
 
 
+_KEYED = re.compile(r"([a-z_]+): (.*)", re.DOTALL)
+
+
 def _named(path: Path, error: ValidationError) -> ConfigError:
+    """The first problem, placed as a reader of the file sees it: `[table] key`."""
     first = error.errors()[0]
     loc = [str(part) for part in first["loc"]]
     problem = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
     problem = problem.removeprefix("Value error, ")
-    if not loc:
-        return ConfigError(path, "", "servers", problem)
-    if first["type"] == "model_type" or len(loc) == 1:
-        return ConfigError(path, "", loc[0], problem)
-    if loc[0] == "servers" and len(loc) == 2:
+    named = _KEYED.fullmatch(problem)
+    if named is not None:  # a check across a table's keys says which key it is about
+        loc, problem = [*loc, named[1]], named[2]
+    if len(loc) <= 1:
+        return ConfigError(path, "", loc[0] if loc else "servers", problem)
+    if loc[0] != "servers":
+        return ConfigError(path, loc[0], ".".join(loc[1:]), problem)
+    if len(loc) == 2:
         return ConfigError(path, "servers", loc[1], problem)
-    if loc[0] == "servers" and loc[2] == "credential" and len(loc) > 3:
+    if loc[2] == "credential" and len(loc) > 3:
         return ConfigError(path, f"servers.{loc[1]}.credential", loc[3], problem)
-    return ConfigError(path, ".".join(loc[:2]), ".".join(loc[2:]) or loc[-1], problem)
+    return ConfigError(path, f"servers.{loc[1]}", ".".join(loc[2:]), problem)
 
 
 def _check(path: Path, config: ProxyConfig) -> None:

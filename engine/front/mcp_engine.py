@@ -8,9 +8,6 @@ that clock into real seconds for the event loop's timers).
 
 from __future__ import annotations
 
-import asyncio
-import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -47,26 +44,6 @@ class FrontClock(Protocol):
     def real(self, seconds: float) -> float: ...
 
 
-class SpedClock:
-    """`anchor + speed × (now − anchor)`: the front door's `--speed N` (DESIGN, "Both policies")."""
-
-    def __init__(self, speed: float = 1.0, anchor: float | None = None) -> None:
-        if not (math.isfinite(speed) and speed > 0):
-            raise ValueError(f"speed must be positive, got {speed}")
-        self.speed = speed
-        self._anchor = time.time() if anchor is None else anchor
-        self._start = time.monotonic()
-
-    def monotonic(self) -> float:
-        return self._start + self.speed * (time.monotonic() - self._start)
-
-    def wall(self) -> float:
-        return self._anchor + self.speed * (time.time() - self._anchor)
-
-    def real(self, seconds: float) -> float:
-        return seconds / self.speed
-
-
 @dataclass
 class ManualFrontClock(ManualClock):
     """A manual clock for cooldowns and leases whose deadlines run in real seconds: tests move
@@ -88,20 +65,6 @@ class ServerState:
     @property
     def available(self) -> bool:
         return self.state == "closed" and not self.paused
-
-
-Scheduler = Callable[[float, Callable[[], object]], None]
-
-
-def scheduler_for(clock: FrontClock, loop: asyncio.AbstractEventLoop) -> Scheduler:
-    """Runs the engine's timed work (a half-open, an expired probe) at its moment on `clock`,
-    so the list-change announcement goes out when the cooldown ends, not at the next call."""
-
-    def schedule(when: float, callback: Callable[[], object]) -> None:
-        delay = max(0.0, clock.real(when - clock.monotonic()))
-        loop.call_soon_threadsafe(loop.call_later, delay, callback)
-
-    return schedule
 
 
 class Breakers:

@@ -1,0 +1,122 @@
+"""`breakerdeck mcp`: its arguments and its run, for the console's command line.
+
+`add_mcp_parser(subparsers)` adds the command; `run_mcp(args)` runs it and returns the exit
+status: 0 after a clean stop (or a config that checks out), 2 when it cannot start (a config
+problem names the file, the table and the key). `python -m breakerdeck.engine.front.mcp_cli
+mcp …` runs it alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from breakerdeck.engine.front.cli import EXIT_START, _address, _speed
+
+
+def add_mcp_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    mcp: argparse.ArgumentParser = subparsers.add_parser(
+        "mcp",
+        help="the tool policy for MCP: a breaker in front of every MCP server a host uses",
+        description="An MCP server to the host (stdio, or streamable HTTP with --http) in front "
+        "of the upstream MCP servers the config names; their tools are listed as "
+        "<server>__<tool>, each server behind its own breaker.",
+    )
+    mcp.add_argument("--config", metavar="FILE", help="the proxy's TOML file")
+    mcp.add_argument("--state-dir", metavar="DIR")
+    mcp.add_argument("--feed-listen", type=_address, metavar="HOST:PORT")
+    mcp.add_argument("--metrics-listen", type=_address, metavar="HOST:PORT")
+    mcp.add_argument("--speed", type=_speed, default=1.0, metavar="N")
+    mcp.add_argument(
+        "--http", type=_address, metavar="HOST:PORT", help="serve streamable HTTP, not stdio"
+    )
+    mcp.add_argument("--token-file", metavar="FILE", help="the bearer token hosts send (--http)")
+    mcp.add_argument("--check-config", action="store_true", help="validate and exit")
+    mcp.add_argument(
+        "--insecure-bind", action="store_true", help="allow a non-loopback address without TLS"
+    )
+    mcp.add_argument("--viewer-token-file", metavar="FILE")
+    mcp.add_argument("--operator-token-file", metavar="FILE")
+    mcp.add_argument(
+        "--demo",
+        action="store_true",
+        help="the proxy over fixture MCP servers with a scripted MCP client driving it",
+    )
+    return mcp
+
+
+def run_mcp(args: argparse.Namespace) -> int:
+    import anyio
+
+    from breakerdeck.engine import statedir
+    from breakerdeck.engine.errors import StateDirError
+    from breakerdeck.engine.front.mcp_config import ConfigError, load
+    from breakerdeck.engine.front.mcp_serve import (
+        McpOptions,
+        check_bind,
+        quiet_logging,
+        say,
+        serve,
+    )
+    from breakerdeck.engine.front.server import StartError
+
+    quiet_logging()
+    if args.demo:
+        from breakerdeck.engine.front.mcp_demo import run_demo
+
+        return run_demo(args)
+    if not args.config:
+        say("--config FILE is required (or --demo)")
+        return EXIT_START
+    try:
+        config = load(args.config)
+    except ConfigError as error:
+        say(str(error))
+        return EXIT_START
+    if args.check_config:
+        say(f"{args.config}: ok ({len(config.servers)} servers)")
+        return 0
+    if args.http and not args.token_file:
+        say("--http needs --token-file FILE: the bearer token hosts must send")
+        return EXIT_START
+    table = config.proxy
+    state_dir = args.state_dir or table.state_dir
+    options = McpOptions(
+        config_path=Path(args.config),
+        config=config,
+        state_dir=None if state_dir is None else Path(state_dir).expanduser(),
+        feed_listen=args.feed_listen or table.feed_listen,
+        metrics_listen=args.metrics_listen or table.metrics_listen,
+        speed=args.speed,
+        http_listen=args.http,
+        token_file=args.token_file,
+        insecure_bind=args.insecure_bind,
+        viewer_token_file=args.viewer_token_file,
+        operator_token_file=args.operator_token_file,
+    )
+    try:
+        check_bind(options)
+        if options.state_dir is not None:
+            statedir.prepare(options.state_dir)
+        anyio.run(serve, options)
+    except (StartError, StateDirError) as error:
+        say(str(error))
+        return EXIT_START
+    except OSError as error:
+        say(f"cannot listen: {error.strerror or error}")
+        return EXIT_START
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="breakerdeck")
+    add_mcp_parser(parser.add_subparsers(dest="command", required=True))
+    return run_mcp(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

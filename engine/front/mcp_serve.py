@@ -1,0 +1,205 @@
+"""Running `breakerdeck mcp`: the engine on its state dir (or an instance under it), the feed,
+the metrics, and the proxy served to the host over stdio or streamable HTTP.
+
+In stdio mode standard output is the host's JSON-RPC channel and nothing else: everything the
+proxy says goes to standard error, and the SDK's stdio transport points fd 1 at stderr while it
+serves, so a stray print from a library cannot corrupt the wire either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import anyio
+from mcp.server.stdio import stdio_server
+
+from breakerdeck.engine import ToolPolicy, statedir
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.errors import StateDirError
+from breakerdeck.engine.feed.server import serve_feed
+from breakerdeck.engine.front.mcp_config import ProxyConfig
+from breakerdeck.engine.front.mcp_engine import Breakers
+from breakerdeck.engine.front.mcp_proxy import Proxy
+from breakerdeck.engine.front.metrics import Counts, registry_for
+from breakerdeck.engine.front.server import StartError, feed_tokens, is_loopback, split_address
+from breakerdeck.engine.front.speed import SpeedClock
+from breakerdeck.engine.text import printable
+
+#: A held state dir gets at most this many instances under it (hosts start one proxy a window).
+MAX_INSTANCES = 64
+INSTANCES = "instances"
+FEED_URL_FILE = "feed.url"
+
+
+@dataclass(frozen=True, slots=True)
+class McpOptions:
+    """What the command line and the file decided together (flags win)."""
+
+    config_path: Path
+    config: ProxyConfig
+    state_dir: Path | None
+    feed_listen: str | None
+    metrics_listen: str | None
+    speed: float = 1.0
+    http_listen: str | None = None
+    token_file: str | None = None
+    insecure_bind: bool = False
+    viewer_token_file: str | None = None
+    operator_token_file: str | None = None
+
+
+def say(message: str) -> None:
+    print(f"breakerdeck mcp: {message}", file=sys.stderr, flush=True)
+
+
+class _OneLine(logging.Formatter):
+    """Library warnings on one line each: an upstream that speaks garbage logs a traceback
+    per line it sends, which would bury the proxy's own messages."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.exc_info = None
+        record.exc_text = None
+        return printable(super().format(record))[:500]
+
+
+def quiet_logging() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine("breakerdeck mcp: %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
+
+
+def open_engine(
+    options: McpOptions, clock: SpeedClock, loop: asyncio.AbstractEventLoop
+) -> tuple[Engine, Path | None]:
+    """The engine on the state dir, or on the first free `instances/<n>` when another proxy
+    holds the dir (a host starts one stdio proxy per window)."""
+    policy = ToolPolicy()
+    scheduler = clock.scheduler(loop)
+    if options.state_dir is None:
+        return Engine(policy, clock=clock, scheduler=scheduler), None
+    try:
+        return Engine(policy, clock=clock, state_dir=options.state_dir, scheduler=scheduler), None
+    except StateDirError as error:
+        if "in use" not in str(error):
+            raise
+    for number in range(1, MAX_INSTANCES + 1):
+        directory = options.state_dir / INSTANCES / str(number)
+        try:
+            statedir.prepare(options.state_dir / INSTANCES)
+            engine = Engine(policy, clock=clock, state_dir=directory, scheduler=scheduler)
+        except StateDirError as error:
+            if "in use" in str(error):
+                continue
+            raise
+        return engine, directory
+    raise StartError(f"{options.state_dir}: all {MAX_INSTANCES} instances are in use")
+
+
+@contextlib.asynccontextmanager
+async def feed_for(
+    engine: Engine, options: McpOptions, instance: Path | None
+) -> AsyncIterator[str | None]:
+    """The live feed as `serve` has it; an instance serves on an ephemeral loopback port and
+    writes its URL to `instances/<n>/feed.url`, where `watch --state-dir` finds it."""
+    listen = options.feed_listen
+    if instance is not None:
+        listen = "127.0.0.1:0"
+    if listen is None:
+        yield None
+        return
+    if options.state_dir is None:
+        raise StartError("the feed needs a state dir (for its tokens): pass --state-dir")
+    viewer, operator = feed_tokens(cast(Any, options), options.state_dir)
+    host, port = split_address(listen)
+    async with serve_feed(
+        engine, host=host, port=port, viewer_token=viewer, operator_token=operator
+    ) as feed:
+        if instance is not None:
+            statedir.write_private(instance / FEED_URL_FILE, feed.url + "\n")
+        say(f"feed on {feed.url}")
+        yield feed.url
+
+
+def start_metrics(engine: Engine, listen: str | None) -> Any:
+    """Prometheus text on `metrics_listen`, read at scrape time from the engine's counts."""
+    if listen is None:
+        return None
+    from prometheus_client import start_http_server
+
+    counts = Counts()
+    engine.subscribe(counts.on_event)
+    host, port = split_address(listen)
+    server, _thread = start_http_server(port, addr=host, registry=registry_for(engine, counts))
+    say(f"metrics on http://{listen}/metrics")
+    return server
+
+
+def check_bind(options: McpOptions) -> None:
+    """Loopback unless told otherwise: a host's bearer token and its tools' answers would cross
+    the network in the clear."""
+    for listen in (options.http_listen, options.metrics_listen, options.feed_listen):
+        if listen is None:
+            continue
+        host, _ = split_address(listen)
+        tls = options.config.proxy.tls_cert is not None
+        if not is_loopback(host) and not tls and not options.insecure_bind:
+            raise StartError(
+                f"refusing to listen on {host} without TLS: set tls_cert and tls_key in [proxy], "
+                "or pass --insecure-bind if a TLS proxy in front of it is yours"
+            )
+
+
+async def serve(options: McpOptions) -> None:
+    """Serve until the host goes away or a signal; the engine is closed on the way out."""
+    loop = asyncio.get_running_loop()
+    clock = SpeedClock(options.speed)
+    engine, instance = open_engine(options, clock, loop)
+    metrics = None
+    try:
+        engine.restore()
+        problems = list(engine.problems)
+        if instance is not None:
+            problems.append(
+                f"state dir {options.state_dir} is held by another proxy: this one is "
+                f"instance {instance.name} ({instance})"
+            )
+        for problem in problems:
+            say(problem)
+        metrics = start_metrics(engine, options.metrics_listen)
+        proxy = Proxy(options.config, Breakers(engine), clock)
+        async with feed_for(engine, options, instance), proxy.running():
+            await _serve_host(proxy, options)
+    finally:
+        if metrics is not None:
+            metrics.shutdown()
+        engine.close()
+
+
+async def _serve_host(proxy: Proxy, options: McpOptions) -> None:
+    async with anyio.create_task_group() as group:
+        group.start_soon(_stop_on_signals, group.cancel_scope)
+        if options.http_listen is not None:
+            from breakerdeck.engine.front.mcp_http import serve_http
+
+            await serve_http(proxy, options)
+        else:
+            async with stdio_server() as (read, write):
+                await proxy.server.run(read, write, proxy.initialization_options())
+        group.cancel_scope.cancel()
+
+
+async def _stop_on_signals(scope: anyio.CancelScope) -> None:
+    """The first SIGTERM stops serving; a second exits at once."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            if scope.cancel_called:
+                raise SystemExit(0)
+            scope.cancel()
