@@ -332,8 +332,11 @@ class GatewayApp:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.deadline) as deadline:
-                # The deadline runs from the last request byte: each uploaded chunk moves it.
-                body.on_chunk = lambda: deadline.reschedule(loop.time() + self.deadline)
+                # While the agent uploads, its idle timeout rules; the deadline for the
+                # response head runs from the last request byte.
+                body.on_progress = lambda done: deadline.reschedule(
+                    loop.time() + self.deadline if done else None
+                )
                 response = await self.session().request(
                     scope["method"],
                     URL(url, encoded=True),
@@ -350,7 +353,7 @@ class GatewayApp:
             attempt.platform_status = None
             raise _upstream(call.platform, detail) from None
         finally:
-            body.on_chunk = None
+            body.on_progress = None
         attempt.fault = f"http_{response.status}"
         attempt.platform_status = response.status
         return response

@@ -64,7 +64,8 @@ class RequestBody:
         self.finished = False
         self.problem: UploadProblem | None = None
         self.first: bytes = b""
-        self.on_chunk: Callable[[], None] | None = None
+        #: Told when the upload starts streaming (False) and when its last byte is read (True).
+        self.on_progress: Callable[[bool], None] | None = None
 
     async def start(self) -> None:
         """Read the first message: most bodies (and every GET) end there."""
@@ -87,6 +88,7 @@ class RequestBody:
         return self._stream()
 
     async def _stream(self) -> AsyncIterator[bytes]:
+        self._progress(False)
         yield self.first
         while not self.finished:
             chunk, more = await self._next()
@@ -95,9 +97,13 @@ class RequestBody:
                 self.kept.append(chunk)
                 if self.size > self.replay_limit:
                     self.kept = None
-            if self.on_chunk is not None:
-                self.on_chunk()
+            if self.finished:
+                self._progress(True)
             yield chunk
+
+    def _progress(self, done: bool) -> None:
+        if self.on_progress is not None:
+            self.on_progress(done)
 
     async def _next(self) -> tuple[bytes, bool]:
         try:

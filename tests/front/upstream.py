@@ -109,7 +109,7 @@ async def _read_body(reader: asyncio.StreamReader, seen: Seen) -> int:
         total = int(length[0])
         remaining = total
         while remaining:
-            remaining -= len(await reader.read(min(remaining, 1 << 20)))
+            remaining -= len(await reader.readexactly(min(remaining, 1 << 20)))
         return total
     if "chunked" in ",".join(seen.header("transfer-encoding")).lower():
         total = 0
