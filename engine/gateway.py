@@ -90,32 +90,28 @@ class Gateway:
                 },
             )
         call = self.engine.new_call(
-            key=agent,
-            agent=agent,
-            platform=platform,
-            tool=tool or platform,
-            deadline_seconds=self.policy.deadline_seconds,
+            agent, agent, platform, tool or platform, self.policy.deadline_seconds
         )
         request = _prepare(self.clients[platform].base_url, method, path, json)
         refusal = self._precheck(agent, platform, json, request)
         if refusal is not None:
             response = _refusal_response(refusal)
             outcome = Outcome(refusal.cls, detail=refusal.reason)
-            self.engine.refuse(call, outcome, agent_status=response.status)
+            self.engine.refuse(call, outcome, response.status)
             return response
-        admission = self.engine.admit(call, self.policy.probe_lease())
+        admission = await self.engine.admit_async(call, self.policy.probe_lease())
         if not admission.allowed:
             return results.agent_halted(admission)
         assert not isinstance(request, Refusal)
         exchange = _Exchange()
         outcome, response = await self._exchange(call, exchange, request)
-        self.engine.complete(
+        await self.engine.complete_async(
             call,
             outcome,
-            fault=exchange.fault,
-            agent_status=response.status,
-            refresh=exchange.refresh,
-            platform_status=exchange.platform_status,
+            exchange.fault,
+            response.status,
+            exchange.refresh,
+            exchange.platform_status,
         )
         return response
 
@@ -175,7 +171,7 @@ class Gateway:
             content=prepared.content,
             headers={
                 **json_headers(prepared.content),
-                "Idempotency-Key": self.engine.idempotency_key(call.call_id),
+                "Idempotency-Key": self.engine.idempotency_key(call.number),
                 "Authorization": f"Bearer {token}",
             },
             timeout=self.policy.deadline_seconds,

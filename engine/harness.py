@@ -19,6 +19,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from breakerdeck.engine import results
+from breakerdeck.engine.breaker import Admission
 from breakerdeck.engine.classify import (
     Attempt,
     Classifier,
@@ -110,34 +111,41 @@ class Harness:
             known = ", ".join(sorted(self._tools)) or "none"
             return results.invalid_request(name, f"no tool named {name!r}; known tools: {known}")
         body = json_body(args) if tool.function is None else None
-        entered = self._enter(agent, tool, args, credential, body)
+        entered = self._check(agent, tool, args, credential, body)
         if not isinstance(entered, Call):
             return entered
+        call = entered
+        admission = await self.engine.admit_async(call, tool.lease)
+        if not admission.allowed:
+            return self._denied(tool, call, admission)
         assert not isinstance(body, Refusal)
-        return await self._run_budget(tool, entered, args, body, credential)
+        budget = RetryBudget(self, tool, call, credential)
+        while budget.more():
+            if call.attempts:
+                await asyncio.sleep(budget.wait())
+                if not budget.recheck():
+                    break
+            call.attempts += 1
+            budget.report(await self._attempt(tool, call, args, body, credential))
+        await self.engine.complete_async(call, *budget.completion())
+        return budget.answer()
 
-    def _enter(
+    def _check(
         self, agent: str, tool: Tool, args: Any, credential: str, body: Body = None
     ) -> Call | ToolResult:
-        """The checks before any request: refusals, then the breaker's admission."""
+        """The checks before any request: a refusal is answered and written here."""
         key = self.engine.key_for(agent, tool.backend, credential)
-        call = self.engine.new_call(
-            key=key,
-            agent=agent,
-            platform=tool.backend,
-            tool=tool.name,
-            deadline_seconds=tool.deadline_seconds,
-        )
+        call = self.engine.new_call(key, agent, tool.backend, tool.name, tool.deadline_seconds)
         refusal = self._precheck(agent, tool, args, key, body)
-        if refusal is not None:
-            outcome = Outcome(refusal.cls, detail=refusal.reason)
-            result = _result_for(tool, outcome, None, 0, credential)
-            self.engine.refuse(call, outcome, agent_status=result["status"])
-            return result
-        admission = self.engine.admit(call, tool.lease)
-        if not admission.allowed:
-            return results.denied(tool.name, admission, self._open_reason(key), tool.alternatives)
-        return call
+        if refusal is None:
+            return call
+        outcome = Outcome(refusal.cls, detail=refusal.reason)
+        result = _result_for(tool, outcome, None, 0, credential)
+        self.engine.refuse(call, outcome, result["status"])
+        return result
+
+    def _denied(self, tool: Tool, call: Call, admission: Admission) -> ToolResult:
+        return results.denied(tool.name, admission, self.open_reason(call.key), tool.alternatives)
 
     def _precheck(self, agent: str, tool: Tool, args: Any, key: str, body: Body) -> Refusal | None:
         if tool.args_schema is not None:
@@ -159,29 +167,6 @@ class Harness:
             return Refusal(OutcomeClass.CREDENTIAL_REVOKED, "credential revoked")
         return None
 
-    async def _run_budget(
-        self, tool: Tool, call: Call, args: Any, content: bytes | None, credential: str
-    ) -> ToolResult:
-        attempt: Attempt | None = None
-        for number in range(tool.attempts):
-            if number:
-                await asyncio.sleep(self._wait_before_retry(tool, call, attempt))
-                if not self.engine.may_retry(call):
-                    return self._stopped_by_recheck(tool, call, attempt)
-            call.attempts += 1
-            attempt = await self._attempt(tool, call, args, content, credential)
-            if not attempt.retry:
-                break
-        assert attempt is not None
-        return self._finish(tool, call, attempt, credential)
-
-    def _wait_before_retry(self, tool: Tool, call: Call, attempt: Attempt | None) -> float:
-        """The backoff, or a Retry-After being waited out (which extends a probe's lease)."""
-        if attempt is not None and attempt.wait is not None:
-            self.engine.extend_probe(call, attempt.wait)
-            return attempt.wait
-        return tool.backoff_seconds
-
     async def _attempt(
         self, tool: Tool, call: Call, args: Any, content: bytes | None, credential: str
     ) -> Attempt:
@@ -194,7 +179,7 @@ class Harness:
             content=content,
             headers={
                 **json_headers(content),
-                "Idempotency-Key": self.engine.idempotency_key(call.call_id),
+                "Idempotency-Key": self.engine.idempotency_key(call.number),
                 "Authorization": f"Bearer {credential}",
             },
             timeout=tool.deadline_seconds,
@@ -221,38 +206,7 @@ class Harness:
             return _classified(tool, None, error)
         return _classified(tool, value, None)
 
-    def _finish(self, tool: Tool, call: Call, attempt: Attempt, credential: str) -> ToolResult:
-        outcome = attempt.outcome
-        result = _result_for(tool, attempt.outcome, attempt.data, call.attempts, credential)
-        self.engine.complete(
-            call,
-            outcome,
-            fault=attempt.fault,
-            agent_status=result["status"],
-            platform_status=attempt.platform_status,
-        )
-        return result
-
-    def _stopped_by_recheck(self, tool: Tool, call: Call, attempt: Attempt | None) -> ToolResult:
-        """The breaker opened while this call waited to retry: report what it saw, stop."""
-        assert attempt is not None
-        self.engine.complete(
-            call,
-            attempt.outcome,
-            fault=attempt.fault,
-            agent_status="circuit_open",
-            platform_status=attempt.platform_status,
-        )
-        view = self.engine.view(call.key)
-        if view.reopens_at is None:  # half-open: another call holds the probe slot
-            left = self.engine.policy.probe_retry_after_seconds
-        else:
-            left = view.reopens_at - self.engine.clock.wall()
-        return results.circuit_open(
-            tool.name, self._open_reason(call.key), max(left, 0), tool.alternatives
-        )
-
-    def _open_reason(self, key: str) -> str:
+    def open_reason(self, key: str) -> str:
         breaker = self.engine.breaker(key)
         last = breaker.last_failure_detail or "unknown"
         return (
@@ -270,27 +224,29 @@ class Harness:
         settings, or any other name, which guards with the defaults and the name as backend.
         """
         settings = self._guarded_tool(tool)
+        engine = self.engine
 
         def decorate(function: Callable[..., Any]) -> Callable[..., ToolResult]:
             def guarded(
                 *args: Any, agent: str = "local", credential: str = "default", **kwargs: Any
             ) -> ToolResult:
-                entered = self._enter(agent, settings, kwargs, credential)
+                entered = self._check(agent, settings, kwargs, credential)
                 if not isinstance(entered, Call):
                     return entered
                 call = entered
-                attempt: Attempt | None = None
-                for number in range(settings.attempts):
-                    if number:
-                        sleep(self._wait_before_retry(settings, call, attempt))
-                        if not self.engine.may_retry(call):
-                            return self._stopped_by_recheck(settings, call, attempt)
+                admission = engine.admit(call, settings.lease)
+                if not admission.allowed:
+                    return self._denied(settings, call, admission)
+                budget = RetryBudget(self, settings, call, credential)
+                while budget.more():
+                    if call.attempts:
+                        sleep(budget.wait())
+                        if not budget.recheck():
+                            break
                     call.attempts += 1
-                    attempt = _sync_attempt(settings, function, args, kwargs)
-                    if not attempt.retry:
-                        break
-                assert attempt is not None
-                return self._finish(settings, call, attempt, credential)
+                    budget.report(_sync_attempt(settings, function, args, kwargs))
+                engine.complete(call, *budget.completion())
+                return budget.answer()
 
             return guarded
 
@@ -300,6 +256,81 @@ class Harness:
         if isinstance(tool, Tool):
             return tool
         return self._tools.get(tool) or Tool(tool, backend=tool)
+
+
+class RetryBudget:
+    """One call's retry budget, sans I/O: it decides, the shell (async `call_tool` or the sync
+    `guard`) sleeps and makes the attempts. The breaker wraps the whole budget: it is asked
+    again before every retry, and the budget's last attempt is the call's one outcome.
+
+    The shell's loop: while `more()`: on a retry sleep `wait()` and stop unless `recheck()`;
+    count the attempt, make it, `report()` it. Then complete the call with `completion()` and
+    answer with `answer()` (read after completing: a refusal's reason shows the new count).
+    """
+
+    __slots__ = ("attempt", "call", "credential", "harness", "stopped", "tool")
+
+    def __init__(self, harness: Harness, tool: Tool, call: Call, credential: str) -> None:
+        self.harness = harness
+        self.tool = tool
+        self.call = call
+        self.credential = credential
+        self.attempt: Attempt | None = None
+        self.stopped = False
+
+    def more(self) -> bool:
+        """Another attempt is due: none made yet, or the last asks for a retry and one is left."""
+        attempt = self.attempt
+        if attempt is None:
+            return True
+        return attempt.retry and self.call.attempts < self.tool.attempts
+
+    def wait(self) -> float:
+        """Before a retry: the backoff, or a Retry-After being waited out (which extends a
+        probe's lease by as much)."""
+        attempt = self.attempt
+        if attempt is not None and attempt.wait is not None:
+            self.harness.engine.extend_probe(self.call, attempt.wait)
+            return attempt.wait
+        return self.tool.backoff_seconds
+
+    def recheck(self) -> bool:
+        """After the wait: a closed breaker or this call's own probe slot lets the retry go."""
+        self.stopped = not self.harness.engine.may_retry(self.call)
+        return not self.stopped
+
+    def report(self, attempt: Attempt) -> None:
+        self.attempt = attempt
+
+    def completion(self) -> tuple[Outcome, str, int | str, int | str | None, int | None]:
+        """What `Engine.complete` takes: outcome, fault, agent status, refresh, platform status."""
+        attempt = self.attempt
+        assert attempt is not None
+        if self.stopped:
+            status: int | str = "circuit_open"
+        else:
+            status = self._result()["status"]
+        return attempt.outcome, attempt.fault, status, None, attempt.platform_status
+
+    def answer(self) -> ToolResult:
+        if not self.stopped:
+            return self._result()
+        harness, engine, call = self.harness, self.harness.engine, self.call
+        view = engine.view(call.key)
+        if view.reopens_at is None:  # half-open: another call holds the probe slot
+            left = engine.policy.probe_retry_after_seconds
+        else:
+            left = view.reopens_at - engine.clock.wall()
+        return results.circuit_open(
+            self.tool.name, harness.open_reason(call.key), max(left, 0), self.tool.alternatives
+        )
+
+    def _result(self) -> ToolResult:
+        attempt = self.attempt
+        assert attempt is not None
+        return _result_for(
+            self.tool, attempt.outcome, attempt.data, self.call.attempts, self.credential
+        )
 
 
 def json_body(args: Any) -> Body:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import selectors
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -28,8 +28,12 @@ class _SimulatedWaitSelector(selectors.DefaultSelector):
         if speed is not None:
             return super().select(None if timeout is None else timeout / speed)
         ready = super().select(0)
-        if ready or timeout is None:
-            return ready or super().select(None)
+        if ready or timeout == 0:
+            return ready
+        if timeout is None or self._loop.working:
+            # A thread working for the loop (a commit being awaited) takes real time, in which
+            # simulated time stands still: wait for it to call back instead of jumping ahead.
+            return super().select(None)
         self._loop.jump(timeout)
         return []
 
@@ -41,7 +45,20 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self.speed = speed
         self._virtual = start
         self._real_start = time.monotonic()
+        #: Jobs handed to an executor and not yet back (`asyncio.to_thread` among them).
+        self.working = 0
         super().__init__(_SimulatedWaitSelector(self))
+
+    def run_in_executor(  # type: ignore[override]
+        self, executor: Any, func: Callable[..., T], *args: Any
+    ) -> asyncio.Future[T]:
+        self.working += 1
+        future = super().run_in_executor(executor, func, *args)
+        future.add_done_callback(self._back)
+        return future
+
+    def _back(self, _: object) -> None:
+        self.working -= 1
 
     def time(self) -> float:
         if self.speed is None:

@@ -8,6 +8,7 @@ SIGKILL.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -253,6 +254,32 @@ def test_a_stalled_disk_holds_a_trips_call_about_a_second_and_lists_the_write(st
         )
         assert engine.store.flush(timeout=10)
         assert stored_state(state, KEY) == "open"  # written when the disk allowed
+
+
+async def test_a_coroutine_waiting_for_its_trips_commit_leaves_the_event_loop_to_others(state):
+    with Engine(ToolPolicy(), clock=ManualClock(), state_dir=state) as engine:
+        call(engine, UPSTREAM)
+        call(engine, UPSTREAM)
+        finished: list[str] = []
+
+        async def one_call(key: str) -> None:
+            ticket = engine.new_call(key, "ava", "payments", "charge", 30)
+            await engine.admit_async(ticket, 61)
+            await engine.complete_async(ticket, UPSTREAM, "x", "x")
+            finished.append(key)
+
+        holder = sqlite3.connect(state / "verdicts.sqlite3", isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        try:
+            # The trip starts first and waits for a disk that does not answer; the other
+            # coroutine's call (a counted failure, nothing to wait for) goes on meanwhile.
+            await asyncio.gather(one_call(KEY), one_call("search@default"))
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+
+        assert finished == ["search@default", KEY]
+        assert engine.view(KEY).state == "open"
 
 
 def test_no_other_call_waits_while_a_trip_waits_for_its_commit(state):
