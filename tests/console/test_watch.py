@@ -249,14 +249,26 @@ async def test_details_show_the_events_received_and_where_the_full_log_is(worlds
 
 async def test_replicas_served_under_one_name_keep_their_own_event_counters(worlds):
     a, b = worlds("a"), worlds("b")
-    await a.call("ava", "crm", 20)  # A's seqs run far ahead of B's
     await b.call("bob", "crm")
     async with served(a, "replica") as fa, served(b, "replica") as fb:
         app = await watch(fa.url, fb.url)
         async with app.run_test(size=(100, 40)) as pilot:
             await until(pilot, lambda: "bob" in cards_text(app))
+            await a.trip_upstream("ava")
+            await a.call("ava", "payments", 20)  # denied: A's seqs run far ahead of B's
+            await until(pilot, lambda: "payments breaker open" in cards_text(app))
             await b.trip_upstream("bob")  # B's events carry seqs A already used
-            await until(pilot, lambda: "OPEN" in cards_text(app))
+            await until(
+                pilot,
+                lambda: (
+                    "bob: open on 1 of 1" in cards_text(app)
+                    or any(
+                        "bob on replica" in line and "OPEN" in line
+                        for line in cards_text(app).splitlines()
+                    )
+                ),
+                timeout=3,
+            )
             assert any(
                 "bob on replica" in line and "OPEN" in line for line in cards_text(app).splitlines()
             )
