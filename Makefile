@@ -22,6 +22,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy -p breakerdeck.engine
 	$(BIN)/pytest
 
 bench: $(STAMP)

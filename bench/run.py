@@ -248,8 +248,15 @@ def render(metrics: list[Metric], baseline: dict[str, float], seconds: float) ->
 def main() -> None:
     warnings.simplefilter("ignore", DeprecationWarning)  # aiobreaker's datetime.utcnow()
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
-    if only not in (None, "peers", "durability", "feed", "console"):
-        sys.exit("usage: bench/run.py [--only peers|durability|feed|console]")
+    if only not in (None, "peers", "shell", "durability", "feed", "console"):
+        sys.exit("usage: bench/run.py [--only peers|shell|durability|feed|console]")
+    if only in (None, "shell"):
+        from bench import shell  # issue 9's targets, each beside its figure
+
+        _progress("the shell against its targets ...")
+        print(shell.render(shell.run()), flush=True)
+        if only is None:
+            print()
     if only == "durability":
         print(run_durability())
     if only in (None, "peers"):

@@ -472,6 +472,17 @@ class Engine:
         await self.settle_async(owed)
         return line
 
+    def _unchanging(self, slot: _Slot, outcome: Outcome) -> bool:
+        """A success on a closed breaker with no failures counted and a known credential: it
+        changes nothing, so it needs only its line (no expiry check, no record, no verdict)."""
+        breaker = slot.breaker
+        return (
+            outcome.cls is _SUCCESS
+            and breaker.state is _CLOSED
+            and breaker.count == 0
+            and (self._agent_policy or slot.credential_worked_at is not None)
+        )
+
     def _untouched(self, call: Call, outcome: Outcome) -> bool:
         """Nothing would change and nobody is watching: a healthy call costs no lock and no
         line (the audit log keeps no successes)."""
@@ -495,6 +506,16 @@ class Engine:
         platform_status: int | None,
     ) -> tuple[Event, Owed]:
         slot = self._slots[call.key]
+        if self._unchanging(slot, outcome):
+            with slot.lock:
+                quiet = self._unchanging(slot, outcome)  # again, now that no one can change it
+                if quiet:
+                    line = self._call_line(
+                        call, outcome, False, fault, agent_status, refresh, platform_status
+                    )
+            if quiet:
+                self._deliver()
+                return line, None
         with slot.lock:
             now = self.clock.monotonic()
             self._expire(slot, now)
@@ -533,11 +554,12 @@ class Engine:
         refresh: str | None,
         platform_status: int | None,
     ) -> Event:
+        admitted = call.admitted_wall
         fields = {
-            "call_id": call.call_id,
+            "call_id": f"call-{call.number:06d}",
             "platform": call.platform,
             "tool": call.tool,
-            "admitted_t": self._t(call.admitted_wall),
+            "admitted_t": None if admitted is None else round(admitted - self.epoch, 3),
             "admitted_as": call.admitted_as,
             "probe": is_probe,
             "attempts": call.attempts,

@@ -302,7 +302,7 @@ class RetryBudget:
     def report(self, attempt: Attempt) -> None:
         self.attempt = attempt
 
-    def completion(self) -> tuple[Outcome, str, int | str, int | str | None, int | None]:
+    def completion(self) -> tuple[Outcome, str, int | str, str | None, int | None]:
         """What `Engine.complete` takes: outcome, fault, agent status, refresh, platform status."""
         attempt = self.attempt
         assert attempt is not None

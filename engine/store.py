@@ -333,7 +333,7 @@ class VerdictStore:
         except sqlite3.Error as exc:
             self._report(f"The verdict store {self.path} could not be read ({exc}).")
             return None
-        return newest
+        return None if newest is None else float(newest)
 
     def close(self) -> None:
         """Commit what is queued (one last try if the disk is failing), then close the file."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from breakerdeck.engine.breaker import State
+
 
 @dataclass(slots=True)
 class Verdict:
@@ -34,7 +36,7 @@ def is_stale(
     Only the breaker's part ages: what is known about the key's credential is kept however old.
     """
     keep = max(longest_cooldown, verdict.cooldown)
-    if verdict.state == "closed" and verdict.count > 0 and window is not None:
+    if verdict.state == State.CLOSED and verdict.count > 0 and window is not None:
         keep = max(keep, window)
     return now - verdict.saved_at > keep
 
@@ -81,7 +83,7 @@ def bounded(
         notes.append(f"last_retry_after={retry_after!r}")
         retry_after = None
     opened_at = when("opened_at", verdict.opened_at)
-    if opened_at is None and verdict.state != "closed":
+    if opened_at is None and verdict.state != State.CLOSED:
         opened_at = now  # open with no usable start: one cooldown from now
     saved_at = when("saved_at", verdict.saved_at)
     fixed = replace(
