@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from breakerdeck.engine.classify import parse_retry_after
+from breakerdeck.engine.front.mcp_stdio import RESULT_TOO_LARGE
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 
 #: JSON-RPC errors that say the caller must fix the request: never counted.
@@ -133,6 +134,11 @@ def of_error(
 
 def _of_code(error: MCPError, repeatable: bool, deadline: float) -> Verdict:
     code = error.code
+    if code == RESULT_TOO_LARGE:
+        detail = f"the result is not a valid CallToolResult: {_short(error)}"
+        return Verdict(
+            counted(OutcomeClass.MALFORMED_OUTPUT, detail), "malformed", retry=repeatable
+        )
     if code == types.CONNECTION_CLOSED:
         detail = "the server closed the connection or exited mid-call"
         return Verdict(counted(OutcomeClass.UPSTREAM_FAILURE, detail), "closed", retry=repeatable)

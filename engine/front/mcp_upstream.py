@@ -22,7 +22,7 @@ from typing import Any, TextIO
 import anyio
 import anyio.abc
 import mcp_types as types
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from breakerdeck.engine import statedir
@@ -40,6 +40,7 @@ from breakerdeck.engine.front.mcp_config import (
     TOOL_NAME,
     ServerConfig,
 )
+from breakerdeck.engine.front.mcp_stdio import bounded_stdio
 from breakerdeck.engine.text import printable
 
 log = logging.getLogger(__name__)
@@ -159,9 +160,7 @@ class Upstream:
 
     def _client(self) -> Client:
         if self.config.command is not None:
-            command, *args = self.config.command
-            env = self._stdio_env()
-            target: Any = StdioServerParameters(command=command, args=args, env=env)
+            target: Any = bounded_stdio(self.config.command, self._stdio_env(), RESULT_LIMIT_BYTES)
         else:
             target = self._http_transport()
         return Client(
