@@ -63,6 +63,29 @@ class Transition:
     fields: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class BreakerState:
+    """Everything a breaker keeps between calls except a probe in flight, with its times on
+    whatever clock the reader asked for: what a view shows and a verdict stores."""
+
+    state: State
+    count: int
+    last_failure_at: float | None
+    last_failure_detail: str
+    opened_at: float | None
+    reopens_at: float | None
+    cooldown: float
+    failed_probes: int
+    paged: bool
+    rate_limited_streak: int
+    last_retry_after: float | None
+    trip_cause: OutcomeClass | None
+
+
+def _shifted(value: float | None, offset: float) -> float | None:
+    return None if value is None else value + offset
+
+
 class Breaker:
     """State for one key. Only counted failures move `count`; only a success resets it."""
 
@@ -102,6 +125,43 @@ class Breaker:
         self.trip_cause: OutcomeClass | None = None
         self.probe_id: CallId | None = None
         self.probe_deadline = 0.0
+
+    def snapshot(self, offset: float = 0.0) -> BreakerState:
+        """The breaker's fields in one record, times moved by `offset` (monotonic to wall)."""
+        return BreakerState(
+            state=self.state,
+            count=self.count,
+            last_failure_at=_shifted(self.last_failure_at, offset),
+            last_failure_detail=self.last_failure_detail,
+            opened_at=_shifted(self.opened_at, offset),
+            reopens_at=_shifted(self.reopens_at, offset),
+            cooldown=self.cooldown,
+            failed_probes=self.failed_probes,
+            paged=self.paged,
+            rate_limited_streak=self.rate_limited_streak,
+            last_retry_after=self.last_retry_after,
+            trip_cause=self.trip_cause,
+        )
+
+    @classmethod
+    def from_state(
+        cls, key: str, policy: AgentPolicy | ToolPolicy, saved: BreakerState, offset: float = 0.0
+    ) -> Breaker:
+        """A breaker holding `saved`, times moved by `offset` (wall to monotonic). No probe is
+        in flight in a new process: a saved half-open breaker comes back open."""
+        breaker = cls(key, policy)
+        breaker.state = _OPEN if saved.state is _HALF_OPEN else saved.state
+        breaker.count = saved.count
+        breaker.last_failure_at = _shifted(saved.last_failure_at, offset)
+        breaker.last_failure_detail = saved.last_failure_detail
+        breaker.opened_at = _shifted(saved.opened_at, offset)
+        breaker.cooldown = saved.cooldown
+        breaker.failed_probes = saved.failed_probes
+        breaker.paged = saved.paged
+        breaker.rate_limited_streak = saved.rate_limited_streak
+        breaker.last_retry_after = saved.last_retry_after
+        breaker.trip_cause = saved.trip_cause
+        return breaker
 
     @property
     def reopens_at(self) -> float | None:

@@ -34,7 +34,14 @@ from typing import Any, Self
 from breakerdeck.engine import events as ev
 from breakerdeck.engine import statedir
 from breakerdeck.engine.audit import AuditLog
-from breakerdeck.engine.breaker import ADMIT_NORMAL, Admission, Breaker, State, Transition
+from breakerdeck.engine.breaker import (
+    ADMIT_NORMAL,
+    Admission,
+    Breaker,
+    BreakerState,
+    State,
+    Transition,
+)
 from breakerdeck.engine.clock import Clock, SystemClock
 from breakerdeck.engine.errors import StateDirError, UnknownKey
 from breakerdeck.engine.events import Event
@@ -305,22 +312,12 @@ class Engine:
         return kept
 
     def _restore_one(self, slot: _Slot, verdict: Verdict) -> Event:
-        breaker = slot.breaker
         to_mono = self.clock.monotonic() - self.clock.wall()
-        breaker.count = verdict.count
-        breaker.last_failure_at = _shift(verdict.last_failure_at, to_mono)
-        breaker.cooldown = verdict.cooldown
-        breaker.failed_probes = verdict.failed_probes
-        breaker.paged = verdict.paged
-        breaker.rate_limited_streak = verdict.rate_limited_streak
-        breaker.last_retry_after = verdict.last_retry_after
-        breaker.last_failure_detail = verdict.last_failure_detail
-        breaker.trip_cause = OutcomeClass(verdict.trip_cause) if verdict.trip_cause else None
-        if verdict.state != State.CLOSED and verdict.opened_at is not None:
-            # A half-open verdict lost its probe with the old process: open, and due now.
-            breaker.state = State.OPEN
-            breaker.opened_at = verdict.opened_at + to_mono
-            if verdict.state == State.HALF_OPEN:
+        saved = _saved_state(verdict)
+        breaker = slot.breaker = Breaker.from_state(verdict.key, self.policy, saved, to_mono)
+        if breaker.opened_at is not None:
+            if saved.state is State.HALF_OPEN:
+                # It lost its probe with the old process: open, and due now.
                 breaker.opened_at = min(
                     breaker.opened_at, self.clock.monotonic() - breaker.cooldown
                 )
@@ -665,21 +662,20 @@ class Engine:
 
     def view(self, key: str) -> BreakerView:
         slot = self._known(key)
-        b = slot.breaker
-        to_wall = self.clock.wall() - self.clock.monotonic()
+        b = slot.breaker.snapshot(self.clock.wall() - self.clock.monotonic())
         return BreakerView(
             key=key,
             agents=tuple(slot.agents),
             state=b.state.value,
             count=b.count,
             trip_cause=b.trip_cause.value if b.trip_cause else None,
-            opened_at=_shift(b.opened_at, to_wall),
-            reopens_at=_shift(b.reopens_at, to_wall),
+            opened_at=b.opened_at,
+            reopens_at=b.reopens_at,
             cooldown=b.cooldown,
             failed_probes=b.failed_probes,
             paged=b.paged,
             paused=slot.credential_revoked,
-            last_failure_at=_shift(b.last_failure_at, to_wall),
+            last_failure_at=b.last_failure_at,
         )
 
     def views(self, keys: Iterable[str] | None = None) -> list[BreakerView]:
@@ -919,16 +915,14 @@ class Engine:
         self._seq_saved = max(self._seq_saved, seq)
 
     def _verdict(self, slot: _Slot) -> Verdict:
-        b = slot.breaker
-        key = b.key
-        to_wall = self.clock.wall() - self.clock.monotonic()
+        b = slot.breaker.snapshot(self.clock.wall() - self.clock.monotonic())
         return Verdict(
-            key=key,
+            key=slot.breaker.key,
             agent=slot.agents[0] if slot.agents else None,
             state=b.state.value,
             count=b.count,
-            last_failure_at=_shift(b.last_failure_at, to_wall),
-            opened_at=_shift(b.opened_at, to_wall),
+            last_failure_at=b.last_failure_at,
+            opened_at=b.opened_at,
             cooldown=b.cooldown,
             failed_probes=b.failed_probes,
             paged=b.paged,
@@ -992,9 +986,25 @@ def _lock_state_dir(directory: Path) -> int:
     return fd
 
 
+def _saved_state(verdict: Verdict) -> BreakerState:
+    """A stored verdict as the breaker's fields (wall times). A breaker stored as not closed
+    without an opening time comes back closed: it could never be due."""
+    state = State(verdict.state) if verdict.opened_at is not None else State.CLOSED
+    return BreakerState(
+        state=state,
+        count=verdict.count,
+        last_failure_at=verdict.last_failure_at,
+        last_failure_detail=verdict.last_failure_detail,
+        opened_at=None if state is State.CLOSED else verdict.opened_at,
+        reopens_at=None,
+        cooldown=verdict.cooldown,
+        failed_probes=verdict.failed_probes,
+        paged=verdict.paged,
+        rate_limited_streak=verdict.rate_limited_streak,
+        last_retry_after=verdict.last_retry_after,
+        trip_cause=OutcomeClass(verdict.trip_cause) if verdict.trip_cause else None,
+    )
+
+
 def _written(event: Event) -> str:
     return f"{event.key}: {event.type} (seq {event.seq})"
-
-
-def _shift(value: float | None, offset: float) -> float | None:
-    return None if value is None else value + offset

@@ -160,3 +160,26 @@ def test_a_late_failure_during_half_open_does_not_take_the_probe_slot():
     b.admit("probe", 30, lease=61)
     assert b.record("admitted-before-trip", FAIL, 31) == []
     assert b.state is State.HALF_OPEN and b.probe_id == "probe" and b.count == 4
+
+
+def test_a_snapshot_read_back_with_from_state_is_the_same_breaker_on_another_clock():
+    b = breaker()
+    trip(b, at=100.0)
+    fail_probe(b)
+
+    copy = Breaker.from_state(b.key, b.policy, b.snapshot(offset=1000.0), offset=-1000.0)
+
+    assert copy.snapshot() == b.snapshot()
+    assert copy.reopens_at == b.reopens_at
+
+
+def test_a_half_open_breaker_read_back_with_from_state_is_open_with_no_probe():
+    b = breaker()
+    trip(b)
+    b.admit("probe", 31.0, 90.0)
+    assert b.state is State.HALF_OPEN
+
+    copy = Breaker.from_state(b.key, b.policy, b.snapshot())
+
+    assert copy.state is State.OPEN and copy.probe_id is None
+    assert copy.opened_at == b.opened_at and copy.count == b.count
