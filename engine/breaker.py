@@ -190,6 +190,17 @@ class Breaker:
             transitions
         )
 
+    def cooling(self, now: float) -> Admission | None:
+        """The refusal an open breaker gives inside its cooldown, or None. It only reads, so a
+        caller may ask without a lock: at worst it refuses a call a moment after the cooldown
+        ended, as a call that came a moment sooner would have been."""
+        opened_at = self.opened_at
+        if self.state is _OPEN and opened_at is not None:
+            left = opened_at + self.cooldown - now
+            if left > 0:
+                return self._deny(_DENY_OPEN, left)
+        return None
+
     def _deny(self, reason: DenyReason, left: float) -> Admission:
         floor = self.min_retry_after
         return Admission(False, False, reason, left if left > floor else floor, self.trip_cause)

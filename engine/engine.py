@@ -374,6 +374,11 @@ class Engine:
             call.admitted_wall = self._wall()
             call.admitted_seq = seq
             return ADMIT_NORMAL
+        if not self._watched():
+            # Nobody reads a refusal's line: a breaker in its cooldown refuses without a lock.
+            refusal = breaker.cooling(self.clock.monotonic())
+            if refusal is not None:
+                return refusal
         admission, owed = self._admit_slow(call, lease)
         self._settle(owed)
         return admission
@@ -387,6 +392,10 @@ class Engine:
             call.admitted_wall = self._wall()
             call.admitted_seq = seq
             return ADMIT_NORMAL
+        if not self._watched():
+            refusal = breaker.cooling(self.clock.monotonic())
+            if refusal is not None:
+                return refusal
         admission, owed = self._admit_slow(call, lease)
         await self.settle_async(owed)
         return admission

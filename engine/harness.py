@@ -8,6 +8,7 @@ act on (`engine.results`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import time
@@ -74,7 +75,7 @@ class Tool:
         if not (math.isfinite(self.backoff_seconds) and self.backoff_seconds >= 0):
             raise ValueError(f"tool {self.name!r}: backoff_seconds must be 0 or more and finite")
 
-    @property
+    @functools.cached_property
     def lease(self) -> float:
         """The whole retry budget: what a probe may use before it counts as lost."""
         return self.attempts * self.deadline_seconds + (self.attempts - 1) * self.backoff_seconds
@@ -268,7 +269,7 @@ class RetryBudget:
     answer with `answer()` (read after completing: a refusal's reason shows the new count).
     """
 
-    __slots__ = ("attempt", "call", "credential", "harness", "stopped", "tool")
+    __slots__ = ("attempt", "call", "credential", "harness", "result", "stopped", "tool")
 
     def __init__(self, harness: Harness, tool: Tool, call: Call, credential: str) -> None:
         self.harness = harness
@@ -276,6 +277,7 @@ class RetryBudget:
         self.call = call
         self.credential = credential
         self.attempt: Attempt | None = None
+        self.result: ToolResult | None = None
         self.stopped = False
 
     def more(self) -> bool:
@@ -326,11 +328,15 @@ class RetryBudget:
         )
 
     def _result(self) -> ToolResult:
-        attempt = self.attempt
-        assert attempt is not None
-        return _result_for(
-            self.tool, attempt.outcome, attempt.data, self.call.attempts, self.credential
-        )
+        """The answer to the last attempt, made once (the line's status and the reply)."""
+        if self.result is None:
+            attempt = self.attempt
+            assert attempt is not None
+            call, tool = self.call, self.tool
+            self.result = _result_for(
+                tool, attempt.outcome, attempt.data, call.attempts, self.credential
+            )
+        return self.result
 
 
 def json_body(args: Any) -> Body:
