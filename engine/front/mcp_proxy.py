@@ -53,6 +53,8 @@ from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.results import ToolResult
 from breakerdeck.engine.text import printable
 
+#: After these, file and command credentials are read again (DESIGN): the upstream restarts.
+REREAD = frozenset({"credential.restored", "circuit_breaker_reset"})
 #: The agent named on cards and in the trace is at most this long.
 MAX_AGENT_CHARS = 64
 UNKNOWN_AGENT = "unknown"
@@ -166,8 +168,14 @@ class Proxy:
             self._wake_send.send_nowait(None)
 
     def _on_event(self, event: Event) -> None:
-        if event.type in ANNOUNCED and event.key in self._keys:
-            self.announce()
+        server = self._keys.get(event.key)
+        if server is None or event.type not in ANNOUNCED:
+            return
+        self.announce()
+        if event.type in REREAD and self._loop is not None:
+            # The operator fixed the credential: the next admitted attempt starts the upstream
+            # again and reads a file or command credential anew.
+            self._loop.call_soon_threadsafe(self.upstreams[server].drop)
 
     async def _announcer(self) -> None:
         async for _ in self._wake_receive:

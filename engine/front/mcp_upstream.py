@@ -40,6 +40,7 @@ from breakerdeck.engine.front.mcp_config import (
     TOOL_NAME,
     ServerConfig,
 )
+from breakerdeck.engine.front.mcp_http import ATTEMPT_META, upstream_transport
 from breakerdeck.engine.front.mcp_stdio import bounded_stdio
 from breakerdeck.engine.text import printable
 
@@ -172,8 +173,6 @@ class Upstream:
         )
 
     def _http_transport(self) -> Any:
-        from breakerdeck.engine.front.mcp_http import upstream_transport
-
         assert self.config.url is not None
         return upstream_transport(self.config.url, self.credential(), self.wire)
 
@@ -292,10 +291,6 @@ class Upstream:
 
     async def close(self) -> None:
         self.drop()
-
-
-#: Each attempt carries its own id in `_meta`, so the HTTP status of its POST can be found.
-ATTEMPT_META = "dev.breakerdeck/attempt"
 
 
 async def _list_all(client: Client) -> list[types.Tool]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -164,3 +165,33 @@ async def proxied(
 
 def control(tmp_path: Path, name: str = "search") -> FixtureControl:
     return FixtureControl(tmp_path / name)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@asynccontextmanager
+async def http_fixture(control_dir: Path) -> AsyncIterator[str]:
+    """The fixture server on streamable HTTP in its own process; yields its URL."""
+    port = free_port()
+    command = [*FIXTURE, "--control", str(control_dir), "--http", f"127.0.0.1:{port}"]
+    process = await anyio.open_process(command, stdout=None, stderr=None)
+    try:
+        with anyio.fail_after(15):
+            while True:
+                try:
+                    stream = await anyio.connect_tcp("127.0.0.1", port)
+                except OSError:
+                    await anyio.sleep(0.05)
+                    continue
+                await stream.aclose()
+                break
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        with anyio.move_on_after(5):
+            await process.wait()
+        await process.aclose()

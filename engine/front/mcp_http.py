@@ -1,0 +1,142 @@
+"""Streamable HTTP on both sides of the proxy.
+
+Toward an upstream: the SDK's client transport on an HTTP client that sends the credential as
+a Bearer and writes down each `tools/call` POST's status and `Retry-After` by the attempt's id,
+because the SDK turns every error status without a JSON-RPC body into -32603 (a 403 would read
+as a counted failure) and a session's 404 into -32600.
+
+Toward hosts (`--http HOST:PORT`): the SDK's streamable HTTP app, behind a bearer token check,
+on uvicorn.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import AsyncIterator, MutableMapping
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import httpx2
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from breakerdeck.engine import statedir
+from breakerdeck.engine.errors import StateDirError
+from breakerdeck.engine.front.mcp_classify import WireStatus
+from breakerdeck.engine.front.server import StartError, split_address
+
+if TYPE_CHECKING:
+    from breakerdeck.engine.front.mcp_proxy import Proxy
+    from breakerdeck.engine.front.mcp_serve import McpOptions
+
+#: Each attempt's id rides in its request's `_meta` under this key.
+ATTEMPT_META = "dev.breakerdeck/attempt"
+SESSION_HEADER = "mcp-session-id"
+#: Statuses that are kept only until the attempt reads them; an attempt that never does (the
+#: host cancelled) must not leave its entry behind forever.
+MAX_KEPT = 4096
+
+
+@asynccontextmanager
+async def upstream_transport(
+    url: str, credential: str | None, wire: MutableMapping[str, WireStatus]
+) -> AsyncIterator[Any]:
+    """The SDK's streamable HTTP client transport, its statuses recorded from the wire."""
+
+    async def record(response: httpx2.Response) -> None:
+        if response.request.method != "POST" or response.status_code < 400:
+            return
+        attempt = _attempt_of(response.request.content)
+        if attempt is None:
+            return
+        if len(wire) >= MAX_KEPT:
+            wire.clear()
+        wire[attempt] = WireStatus(
+            response.status_code,
+            response.headers.get("retry-after"),
+            had_session=SESSION_HEADER in response.request.headers,
+        )
+
+    headers = {"Authorization": f"Bearer {credential}"} if credential else None
+    async with create_mcp_http_client(headers=headers) as client:
+        client.event_hooks["response"].append(record)
+        async with streamable_http_client(url, http_client=client) as streams:
+            yield streams
+
+
+def _attempt_of(content: bytes) -> str | None:
+    """The attempt id in a `tools/call` body, or None for any other message."""
+    if b"tools/call" not in content:
+        return None
+    try:
+        message = json.loads(content)
+    except ValueError:
+        return None
+    meta = (message.get("params") or {}).get("_meta") or {}
+    attempt = meta.get(ATTEMPT_META) if isinstance(meta, dict) else None
+    return attempt if isinstance(attempt, str) else None
+
+
+def read_host_token(path: str) -> str:
+    try:
+        token = statedir.read_private(path).strip()
+    except StateDirError as error:
+        raise StartError(f"--token-file: {error}") from None
+    if len(token) < 16:
+        raise StartError(f"--token-file {path}: the token must be at least 16 characters")
+    return token
+
+
+def bearer_only(app: Any, token: str) -> Any:
+    """Every HTTP request needs `Authorization: Bearer <token>`; anything else is a 401 that
+    never reaches the SDK (nor an upstream)."""
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not secrets.compare_digest(given, expected):
+                body = b'{"error": "unauthenticated"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b"Bearer"),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def host_app(proxy: Proxy, token: str, host: str) -> Any:
+    """The SDK's streamable HTTP app for the proxy's server, behind the bearer check."""
+    app = proxy.server.streamable_http_app(host=host)
+    return bearer_only(app, token)
+
+
+async def serve_http(proxy: Proxy, options: McpOptions) -> None:
+    import uvicorn
+
+    assert options.http_listen is not None and options.token_file is not None
+    token = read_host_token(options.token_file)
+    host, port = split_address(options.http_listen)
+    tls = options.config.proxy
+    config = uvicorn.Config(
+        host_app(proxy, token, host),
+        host=host,
+        port=port,
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        ssl_certfile=tls.tls_cert,
+        ssl_keyfile=tls.tls_key,
+    )
+    await uvicorn.Server(config).serve()
