@@ -122,6 +122,7 @@ class GatewayApp:
         self.registry = registry_for(engine, self.counts)
         self._shared_lost = shared_lost
         self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._unsubscribe = engine.subscribe(self._on_event)
 
     def __repr__(self) -> str:
@@ -149,6 +150,7 @@ class GatewayApp:
     def session(self) -> aiohttp.ClientSession:
         """The relay's client session, made on first use inside the running loop."""
         if self._session is None:
+            self._loop = asyncio.get_running_loop()
             self._session = new_session(self.deadline, self.deadline)
         return self._session
 
@@ -165,8 +167,8 @@ class GatewayApp:
             # again, and let any waiter ask the engine now. Listeners may run on the feed's
             # thread; the event loop is only touched through its thread-safe door.
             self.vault.forget(event.key)
-            loop = self.session()._loop
-            loop.call_soon_threadsafe(self.calls.reset_seen, event.key)
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self.calls.reset_seen, event.key)
 
     # -- the request ---------------------------------------------------------------------
 

@@ -189,3 +189,24 @@ async def test_credentials_never_appear_in_a_repr_or_an_error_body(
     assert answer.status_code == 401
     for shown in (answer.text, repr(rig.app), repr(rig.app.vault), repr(rig.app.vault._held)):
         assert "very-secret-credential" not in shown
+
+
+async def test_a_reset_reads_a_file_credential_again(
+    tmp_path: Path, payments: tuple[FakePlatform, PlatformServer], start_gateway: StartRig
+) -> None:
+    _platform, server = payments
+    secret = tmp_path / "secret"
+    secret.write_text("old\n")
+    secret.chmod(0o600)
+    entry = f'{{ file = "{secret}" }}'
+    config = write_config(
+        tmp_path, {"payments": server.url("payments")}, {"a": {"payments": entry}}
+    )
+    rig = await start_gateway(config)
+    await rig.call("a", "/p/payments/x")
+    assert rig.app.vault._held[("a", "payments")].value == "old"
+    secret.write_text("fixed\n")
+    rig.engine.reset("a", actor="test", reason="credential fixed")
+    assert rig.app.vault._held[("a", "payments")].value is None
+    await rig.call("a", "/p/payments/x")
+    assert rig.app.vault._held[("a", "payments")].value == "fixed"

@@ -1,0 +1,186 @@
+"""`breakerdeck gateway` as a process: SIGTERM's drain, the feed, memory under a huge upload."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from breakerdeck.engine.feed.client import fetch_snapshot
+from breakerdeck.fixtures.faults import TIMEOUT, Fault, FaultKind
+from breakerdeck.fixtures.platform import FakePlatform
+from breakerdeck.fixtures.server import PlatformServer
+from tests.front.conftest import auth, credential_file, write_config
+from tests.front.upstream import Recorder
+
+
+class Gateway:
+    """A gateway process and the addresses it printed."""
+
+    def __init__(self, config: Path, *extra: str) -> None:
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "breakerdeck.engine.front.cli",
+                "gateway",
+                "--config",
+                str(config),
+                "--listen",
+                "127.0.0.1:0",
+                *extra,
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self.url = self._printed(r"gateway on (http://\S+)")
+
+    def _printed(self, pattern: str) -> str:
+        assert self.process.stderr is not None
+        for line in self.lines:
+            found = re.search(pattern, line)
+            if found:
+                return found.group(1)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            line = self.process.stderr.readline()
+            self.lines.append(line)
+            found = re.search(pattern, line)
+            if found:
+                return found.group(1)
+            if not line and self.process.poll() is not None:
+                break
+        raise AssertionError(f"the gateway never printed {pattern!r}: {''.join(self.lines)}")
+
+    def rss_peak_kib(self) -> int:
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1))  # type: ignore[union-attr]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+@pytest.fixture
+def payments() -> Iterator[tuple[FakePlatform, PlatformServer]]:
+    platform = FakePlatform("payments")
+    with PlatformServer({"payments": platform}, hang_seconds=30) as server:
+        yield platform, server
+
+
+@pytest.fixture
+def gateway_config(tmp_path: Path, payments: tuple[FakePlatform, PlatformServer]) -> Path:
+    _, server = payments
+    cred = credential_file(tmp_path)
+    return write_config(
+        tmp_path, {"payments": server.url("payments")}, {"billing": {"payments": cred}}
+    )
+
+
+async def test_sigterm_lets_an_in_flight_call_finish_then_exits_0(
+    gateway_config: Path, payments: tuple[FakePlatform, PlatformServer]
+) -> None:
+    platform, _ = payments
+    platform.set_fault(Fault(FaultKind.SLOW, delay=1.0))
+    gateway = Gateway(gateway_config)
+    try:
+        async with httpx.AsyncClient(timeout=10) as client:
+            call = asyncio.create_task(
+                client.get(gateway.url + "/p/payments/x", headers=auth("billing"))
+            )
+            await asyncio.sleep(0.4)
+            gateway.process.send_signal(signal.SIGTERM)
+            answer = await call
+        assert answer.status_code == 200
+        assert await asyncio.to_thread(gateway.process.wait, 10) == 0
+    finally:
+        gateway.stop()
+
+
+async def test_a_second_sigterm_exits_at_once(
+    gateway_config: Path, payments: tuple[FakePlatform, PlatformServer]
+) -> None:
+    platform, _ = payments
+    platform.set_fault(TIMEOUT)
+    gateway = Gateway(gateway_config)
+    try:
+        async with httpx.AsyncClient(timeout=30) as client:
+            call = asyncio.create_task(
+                client.get(gateway.url + "/p/payments/x", headers=auth("billing"))
+            )
+            await asyncio.sleep(0.4)
+            gateway.process.send_signal(signal.SIGTERM)
+            await asyncio.sleep(0.3)
+            started = time.monotonic()
+            gateway.process.send_signal(signal.SIGTERM)
+            await asyncio.to_thread(gateway.process.wait, 10)
+            assert time.monotonic() - started < 3
+            call.cancel()
+    finally:
+        gateway.stop()
+
+
+async def test_the_feed_serves_the_gateways_breakers_with_serves_tokens(
+    tmp_path: Path, gateway_config: Path, payments: tuple[FakePlatform, PlatformServer]
+) -> None:
+    state = tmp_path / "state"
+    gateway = Gateway(gateway_config, "--state-dir", str(state), "--feed-listen", "127.0.0.1:0")
+    try:
+        feed_url = gateway._printed(r"feed on (ws://\S+)")
+        async with httpx.AsyncClient(timeout=10) as client:
+            await client.get(gateway.url + "/p/payments/x", headers=auth("billing"))
+        token = (state / "viewer.token").read_text().strip()
+        snapshot = await fetch_snapshot(feed_url, token, timeout=10)
+        assert [b.key for b in snapshot.breakers] == ["billing"]
+    finally:
+        gateway.stop()
+
+
+@pytest.fixture
+async def sink() -> AsyncIterator[Recorder]:
+    recorder = await Recorder().start()
+    yield recorder
+    await recorder.close()
+
+
+async def test_a_1_gb_upload_streams_through_in_under_100_mb_of_memory(
+    tmp_path: Path, sink: Recorder
+) -> None:
+    cred = credential_file(tmp_path)
+    config = write_config(
+        tmp_path,
+        {"payments": sink.url("/api")},
+        {"billing": {"payments": cred}},
+        gateway=f"body_limit_bytes = {2 << 30}",
+    )
+    gateway = Gateway(config)
+    size = 1 << 30
+    piece = os.urandom(1 << 20)
+
+    async def upload() -> AsyncIterator[bytes]:
+        for _ in range(size // len(piece)):
+            yield piece
+
+    try:
+        async with httpx.AsyncClient(timeout=120) as client:
+            answer = await client.post(
+                gateway.url + "/p/payments/upload",
+                headers={**auth("billing"), "Content-Length": str(size)},
+                content=upload(),
+            )
+        assert answer.status_code == 200
+        assert sink.seen[0].body_bytes == size
+        assert gateway.rss_peak_kib() < 100 * 1024
+    finally:
+        gateway.stop()
