@@ -62,6 +62,7 @@ def add_gateway_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
     )
     gateway.add_argument("--viewer-token-file", metavar="FILE")
     gateway.add_argument("--operator-token-file", metavar="FILE")
+    gateway.add_argument("--scenario", help="with --demo: the scenario to play (default live-demo)")
     gateway.add_argument(
         "--demo",
         action="store_true",

@@ -184,3 +184,43 @@ async def test_a_1_gb_upload_streams_through_in_under_100_mb_of_memory(
         assert gateway.rss_peak_kib() < 100 * 1024
     finally:
         gateway.stop()
+
+
+async def test_the_demo_runs_agents_through_the_gateway_and_the_feed_shows_a_trip(
+    tmp_path: Path,
+) -> None:
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "breakerdeck.engine.front.cli",
+            "gateway",
+            "--demo",
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--listen",
+            "127.0.0.1:0",
+            "--feed-listen",
+            "127.0.0.1:0",
+            "--speed",
+            "10",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    demo = Gateway.__new__(Gateway)
+    demo.process, demo.lines = process, []
+    try:
+        feed_url = demo._printed(r"feed on (ws://\S+)")
+        token = (tmp_path / "state" / "viewer.token").read_text().strip()
+        states: dict[str, str] = {}
+        for _ in range(100):
+            snapshot = await fetch_snapshot(feed_url, token, timeout=10)
+            states = {b.key: b.state for b in snapshot.breakers}
+            if states.get("billing-assistant") == "open":
+                break
+            await asyncio.sleep(0.2)
+        assert states.get("billing-assistant") == "open"  # payments refuses from t=1
+        assert len(states) >= 10
+    finally:
+        demo.stop()
