@@ -8,12 +8,14 @@ that clock into real seconds for the event loop's timers).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from breakerdeck.engine import results
-from breakerdeck.engine.breaker import DenyReason
+from breakerdeck.engine.breaker import DenyReason, State
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.errors import UnknownKey
@@ -70,8 +72,10 @@ class ServerState:
 class Breakers:
     """The engine under the `tool` policy, as the proxy uses it."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, clock: FrontClock) -> None:
         self.engine = engine
+        self.clock = clock
+        self._probe_done: dict[str, asyncio.Event] = {}
 
     def key(self, server: str, credential_id: str) -> str:
         return f"{server}@{credential_id}"
@@ -88,17 +92,19 @@ class Breakers:
         return self.engine.credential_worked(key)
 
     async def admit(
-        self, call: Call, lease: float, tool: str, alternatives: tuple[str, ...] = ()
+        self, call: Call, lease: float, tool: str, wait_seconds: float = 0.0
     ) -> ToolResult | None:
-        """None when the call may go out; otherwise the refusal the model gets."""
+        """None when the call may go out; otherwise the refusal the model gets. With a probe
+        wait (`probe_wait_seconds`), a call that finds the probe out first waits (at most that
+        long on the engine's clock) for its outcome."""
+        if wait_seconds > 0 and self._probe_out(call.key):
+            await self._wait_for_probe(call.key, self.clock.real(wait_seconds))
         admission = await self.engine.admit_async(call, lease)
         if admission.allowed:
             return None
         if admission.reason is DenyReason.PROBE_IN_FLIGHT:
-            return results.denied(tool, admission, "", alternatives)
-        return results.circuit_open(
-            tool, self.open_reason(call.key), admission.retry_after, alternatives
-        )
+            return results.denied(tool, admission, "", ())
+        return results.circuit_open(tool, self.open_reason(call.key), admission.retry_after, ())
 
     def refuse(self, call: Call, outcome: Outcome, result: ToolResult) -> None:
         """A refusal before the breaker: a line, never counted, no probe slot."""
@@ -116,10 +122,39 @@ class Breakers:
         await self.engine.complete_async(
             call, outcome, fault=fault, agent_status=status, platform_status=platform_status
         )
+        self._wake(call)
 
     def complete_now(self, call: Call, outcome: Outcome, fault: str, status: str) -> None:
         """For a call the host cancelled: no await is possible once cancelled."""
         self.engine.complete(call, outcome, fault=fault, agent_status=status)
+        self._wake(call)
+
+    def _probe_out(self, key: str) -> bool:
+        try:
+            breaker = self.engine.breaker(key)
+        except UnknownKey:
+            return False
+        return breaker.state is State.HALF_OPEN and breaker.probe_id is not None
+
+    async def _wait_for_probe(self, key: str, real_seconds: float) -> None:
+        """Until no probe is out or the bound is spent: after an uncounted probe the first
+        waiter to run becomes the next probe, and the others wait on it in turn."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + real_seconds
+        while self._probe_out(key):
+            left = until - loop.time()
+            if left <= 0:
+                return
+            done = self._probe_done.setdefault(key, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):
+                    await done.wait()
+
+    def _wake(self, call: Call) -> None:
+        if call.admitted_as == "probe":
+            done = self._probe_done.pop(call.key, None)
+            if done is not None:
+                done.set()
 
     def stopped_by_recheck(self, call: Call, tool: str, outcome: Outcome, fault: str) -> ToolResult:
         """The breaker opened while this call waited to retry: record what it saw, stop."""

@@ -279,7 +279,9 @@ class CallRun:
             outcome, result = refusal
             self.breakers.refuse(call, outcome, result)
             return own_result(result)
-        denied = await self.breakers.admit(call, self.settings.lease, self.called)
+        denied = await self.breakers.admit(
+            call, self.settings.lease, self.called, self.settings.probe_wait_seconds
+        )
         if denied is not None:
             return own_result(denied)
         try:

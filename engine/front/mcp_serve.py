@@ -174,7 +174,7 @@ async def serve(options: McpOptions) -> None:
         for problem in problems:
             say(problem)
         metrics = start_metrics(engine, options.metrics_listen)
-        proxy = Proxy(options.config, Breakers(engine), clock)
+        proxy = Proxy(options.config, Breakers(engine, clock), clock)
         async with feed_for(engine, options, instance), proxy.running():
             await _serve_host(proxy, options)
     finally:

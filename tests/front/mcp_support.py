@@ -120,7 +120,7 @@ async def proxied(
     with Engine(ToolPolicy(), clock=clock) as engine:
         proxy = Proxy(
             config,
-            Breakers(engine),
+            Breakers(engine, clock),
             clock,
             errlog=errlog,
             upstream_mode=upstream_mode,

@@ -194,3 +194,27 @@ async def test_every_refusal_is_an_is_error_result_whose_text_is_its_structured_
             "tool_error",
             "circuit_open",
         ]
+
+
+async def test_with_a_probe_wait_calls_behind_a_successful_probe_go_through(
+    tmp_path: Path,
+) -> None:
+    ctl = control(tmp_path)
+    settings = server(ctl, deadline_seconds=5.0, probe_wait_seconds=5.0)
+    async with proxied({"search": settings}) as bench:
+        ctl.set_mode("internal_error")
+        for _ in range(3):
+            await bench.call("search__charge", {"amount": 1})
+        before = ctl.calls()
+        ctl.set_mode("progress", steps=2, every=0.1)
+        bench.cool_down()
+        answers = []
+
+        async def one() -> None:
+            answers.append(await bench.call("search__charge", {"amount": 1}))
+
+        async with anyio.create_task_group() as group:
+            for _ in range(5):
+                group.start_soon(one)
+        assert [a.is_error for a in answers] == [False] * 5
+        assert ctl.calls() - before == 5
