@@ -14,6 +14,7 @@ import asyncio
 import datetime
 import itertools
 import json
+import math
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -55,6 +56,8 @@ from breakerdeck.engine.text import printable
 
 #: After these, file and command credentials are read again (DESIGN): the upstream restarts.
 REREAD = frozenset({"credential.restored", "circuit_breaker_reset"})
+#: A server whose tools could not be listed is tried again at most this often (engine clock).
+RELIST_SECONDS = 30.0
 #: The agent named on cards and in the trace is at most this long.
 MAX_AGENT_CHARS = 64
 UNKNOWN_AGENT = "unknown"
@@ -97,6 +100,8 @@ class Proxy:
         self._attempt_ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake_send, self._wake_receive = anyio.create_memory_object_stream[None](1)
+        self._group: anyio.abc.TaskGroup | None = None
+        self._relisted: dict[str, float] = {}
         self.server = self._build_server()
 
     # -- the host-facing server --------------------------------------------------------------
@@ -134,6 +139,8 @@ class Proxy:
         listed: list[types.Tool] = []
         for name, upstream in self.upstreams.items():
             state = self._state(name)
+            if not upstream.tools and state.available:
+                self._list_again(upstream)
             for tool in upstream.tools.values():
                 listed.append(_annotated(name, tool, state))
         # Hosts must not serve a listing cached across a transition: no time to live.
@@ -153,6 +160,24 @@ class Proxy:
         if upstream is None or tool is None:
             return own_result(_unknown_tool(called, self.upstreams))
         return await CallRun(self, ctx, upstream, tool, called, params.arguments).run()
+
+    def _list_again(self, upstream: Upstream) -> None:
+        """A server that could not start at launch is tried again when a host lists tools
+        (while its breaker is closed, at most once per `RELIST_SECONDS`); its tools arrive with
+        a list-change announcement."""
+        now = self.clock.monotonic()
+        if (
+            self._group is None
+            or now - self._relisted.get(upstream.name, -math.inf) < RELIST_SECONDS
+        ):
+            return
+        self._relisted[upstream.name] = now
+
+        async def start() -> None:
+            with suppress(classify.StartFailed):
+                await upstream.ensure()
+
+        self._group.start_soon(start)
 
     # -- announcements -------------------------------------------------------------------------
 
@@ -197,6 +222,7 @@ class Proxy:
             async with anyio.create_task_group() as group:
                 for upstream in self.upstreams.values():
                     upstream.attach(group)
+                self._group = group
                 group.start_soon(self._announcer)
                 await self._connect_all()
                 try:
@@ -205,6 +231,7 @@ class Proxy:
                     for upstream in self.upstreams.values():
                         upstream.drop()
                     self._listen.close()
+                    self._group = None
                     group.cancel_scope.cancel()
         finally:
             unsubscribe()

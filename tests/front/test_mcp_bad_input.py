@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
 
-from tests.front.mcp_support import control, fixture_server, proxied
+from tests.front.mcp_support import FIXTURE, control, fixture_server, proxied
 
 FAST = {"deadline_seconds": 0.5, "backoff_seconds": 0.01, "attempts": 1}
 
@@ -118,3 +119,21 @@ async def test_a_stream_closed_mid_call_is_a_counted_upstream_failure(tmp_path: 
         result = await bench.call("search__charge", {"amount": 1})
         assert result.structured_content["status"] == "tool_error"
         assert bench.engine.breaker("search@default").count == 1
+
+
+async def test_a_server_that_could_not_start_is_listed_once_it_can(tmp_path: Path) -> None:
+    launcher = tmp_path / "launch-search"
+    ctl = control(tmp_path)
+    async with proxied({"search": {"command": [str(launcher)], **FAST}}) as bench:
+        assert (await bench.host.list_tools()).tools == []
+        assert "search: could not start" in bench.errlog.getvalue()
+        launcher.write_text(f"#!/bin/sh\nexec {' '.join(FIXTURE)} --control {ctl.dir}\n")
+        launcher.chmod(0o755)
+        bench.clock.advance(30)
+        await bench.host.list_tools()  # asks for the server again, in the background
+        with anyio.fail_after(10):
+            while not bench.proxy.upstreams["search"].tools:
+                await anyio.sleep(0.05)
+        names = sorted(t.name for t in (await bench.host.list_tools()).tools)
+        assert names == ["search__charge", "search__lookup"]
+        assert bench.engine.keys() == []  # listing is not a call: nothing counted
