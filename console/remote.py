@@ -175,14 +175,6 @@ def run_serve(args: argparse.Namespace) -> int:
     chosen = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
     try:
         state_dir = statedir.prepare(chosen)
-        viewer, operator = serve_tokens(args, state_dir)
-    except StateDirError as error:
-        say(str(error))
-        return EXIT_START
-    except (OSError, FeedError) as error:
-        say(f"cannot set up tokens: {error}")
-        return EXIT_START
-    try:
         loaded = scenarios.load(args.scenario or DEFAULT_SCENARIO)
         policy, warning = scenario_policy(loaded, args.policy)
         if warning:
@@ -198,6 +190,13 @@ def run_serve(args: argparse.Namespace) -> int:
         )
     except (scenarios.ScenarioError, StateDirError) as error:
         say(str(error))
+        return EXIT_START
+    # Tokens only once the engine holds the state dir: a second `serve` on it touches nothing.
+    try:
+        viewer, operator = serve_tokens(args, state_dir)
+    except (OSError, FeedError, StateDirError) as error:
+        simulation.close()
+        say(f"cannot set up tokens: {error}")
         return EXIT_START
     for problem in simulation.engine.problems:
         say(problem)

@@ -167,6 +167,19 @@ def test_a_state_dir_another_engine_holds_is_a_message(cli_run, tmp_path):
     assert "in use by another breakerdeck process" in err
 
 
+def test_a_second_serve_on_a_held_state_dir_touches_no_token(cli_run, tmp_path):
+    """The lock is taken before the tokens: the refused process writes and reads nothing."""
+    held = tmp_path / "held"
+    holder = Engine(AgentPolicy(), state_dir=held)
+    try:
+        code, err = cli_run(["serve", "--state-dir", str(held), "--port", "0"])
+    finally:
+        holder.close()
+    assert code == headless.EXIT_START
+    assert "in use by another breakerdeck process" in err
+    assert not list(held.glob("*.token"))
+
+
 def test_the_console_demo_refuses_a_bad_state_dir_before_opening_the_screen(
     cli_run, tmp_path, monkeypatch
 ):
