@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
+import httpx
+
 from bench.common import (
     AGENT,
     ALTERNATIVES,
@@ -335,7 +337,9 @@ class HarnessSubject(EngineSubject):
     fast_fail_agent_is_async = True
 
     def fast_fail_agent(self) -> Callable[[], Any]:
-        gateway = Gateway(self._agent_engine(), {PLATFORM: None}, vault=None)  # type: ignore[dict-item,arg-type]
+        # Refused before the vault or the client is used: neither is ever called.
+        client = httpx.AsyncClient(base_url=f"https://{PLATFORM}.example")
+        gateway = Gateway(self._agent_engine(), {PLATFORM: client}, vault=None)  # type: ignore[arg-type]
         return partial(gateway.call, AGENT, PLATFORM)
 
     memory_factory = None  # type: ignore[assignment]
