@@ -275,8 +275,10 @@ def main() -> None:
         # The console at 10,000 breakers (docs/bench.md, "The console"): about 30 s, bounded.
         if only is None:
             print(flush=True)
-        script = Path(__file__).resolve().parent / "console.py"
-        subprocess.run([sys.executable, str(script)], check=False, timeout=180)
+        here = Path(__file__).resolve().parent
+        subprocess.run([sys.executable, str(here / "console.py")], check=False, timeout=180)
+        # Bytes the demo writes to a real pty at 80x24 (docs/bench.md, "Quiet over SSH").
+        subprocess.run([sys.executable, str(here / "console_bytes.py")], check=False, timeout=120)
 
 
 if __name__ == "__main__":
