@@ -277,7 +277,7 @@ def main() -> None:
             print(flush=True)
         here = Path(__file__).resolve().parent
         subprocess.run([sys.executable, str(here / "console.py")], check=False, timeout=180)
-        # Bytes the demo writes to a real pty at 80x24 (docs/bench.md, "Quiet over SSH").
+        # Bytes the demo writes to a real pty at 80x24 (docs/console.md).
         subprocess.run([sys.executable, str(here / "console_bytes.py")], check=False, timeout=120)
 
 
