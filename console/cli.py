@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 from breakerdeck.console.output import EXIT_IO, discard
 from breakerdeck.engine.feed.protocol import MAX_ACTOR_CHARS, MAX_KEY_CHARS, MAX_REASON_CHARS
+from breakerdeck.engine.front.cli import add_gateway_parser, run_gateway
+from breakerdeck.engine.front.mcp_cli import add_mcp_parser, run_mcp
 from breakerdeck.engine.text import printable
 
 #: A command-line usage error (sysexits' EX_USAGE): DESIGN's number for `status`, kept for all.
@@ -211,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--operator", type=_actor, default=None, help="name written on the reset (default: login)"
     )
     reset.add_argument("--timeout", type=_timeout, default=10.0)
+
+    add_gateway_parser(commands)
+    add_mcp_parser(commands)
     return parser
 
 
@@ -237,6 +242,10 @@ def _run(args: argparse.Namespace) -> int:
 
         runner = {"serve": remote.run_serve, "status": remote.run_status, "reset": remote.run_reset}
         return runner[args.command](args)
+    if args.command == "gateway":
+        return run_gateway(args)
+    if args.command == "mcp":
+        return run_mcp(args)
     if args.command == "watch":
         from breakerdeck.console.remote_source import run_watch
 

@@ -292,3 +292,12 @@ def test_a_standard_error_nobody_reads_leaves_the_exit_status_alone(tmp_path):
     )
     os.close(write_end)
     assert done.returncode == 3
+
+
+@pytest.mark.parametrize("command", ["gateway", "mcp"])
+def test_the_front_doors_are_breakerdeck_commands(cli_run, tmp_path, command):
+    """A config that is not there is named, from the one `breakerdeck` entry point."""
+    missing = tmp_path / "nowhere.toml"
+    code, err = cli_run([command, "--config", str(missing), "--check-config"])
+    assert code == 2
+    assert str(missing) in err
