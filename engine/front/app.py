@@ -32,7 +32,7 @@ from breakerdeck.engine.classify import agent_outcome_for_response
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.errors import VaultUnavailable
 from breakerdeck.engine.events import Event
-from breakerdeck.engine.front.calls import Call, Calls
+from breakerdeck.engine.front.calls import Admission, Call, Calls
 from breakerdeck.engine.front.config import GatewayConfig
 from breakerdeck.engine.front.credentials import Vault
 from breakerdeck.engine.front.metrics import Counts, registry_for
@@ -60,6 +60,8 @@ CALL_HEADER = b"x-breakerdeck-call"
 _JSON = (b"content-type", b"application/json")
 _AUTH_REJECTED = frozenset({401, 403})
 _BEARER = b"bearer "
+#: A relayed body of known length up to this size is read whole and sent in one message.
+_READ_WHOLE = 65_536
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +125,7 @@ class GatewayApp:
         self._shared_lost = shared_lost
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._halted_cache: dict[tuple[Any, ...], tuple[bytes, list[tuple[bytes, bytes]]]] = {}
         self._unsubscribe = engine.subscribe(self._on_event)
 
     def __repr__(self) -> str:
@@ -189,18 +192,39 @@ class GatewayApp:
         if not self.vault.granted(agent, platform.name):
             await _answer(send, 403, {"error": "permission_denied"})
             return
-        if _declared_length(scope["headers"]) > self.body_limit:
+        declared = _declared_length(scope["headers"])
+        if declared > self.body_limit:
             await _answer(send, 413, {"error": "body_too_large"})
             return
         call = self.calls.open(agent, platform.name)
         admission = await self.calls.admit(call, platform.probe_wait_seconds)
         if not admission.allowed:
-            halted = results.agent_halted(admission)
-            retry = str(halted.body["halt"]["retry_after_seconds"]).encode()
-            await _answer(send, 403, halted.body, call, [(b"retry-after", retry)])
+            await self._halted(send, admission, call)
             return
         url = upstream_url(platform.base, target[1], scope["query_string"])
-        await self._call(scope, receive, send, call, platform, url)
+        await self._call(scope, receive, send, call, platform, url, declared != 0)
+
+    async def _halted(self, send: Send, admission: Admission, call: Call) -> None:
+        """403 `agent_halted`: the fast-fail path, so its body and headers are encoded once per
+        (reason, cause, whole seconds left) and reused until the second changes."""
+        shape = (admission.reason, admission.cause, max(5, math.ceil(admission.retry_after)))
+        encoded = self._halted_cache.get(shape)
+        if encoded is None:
+            if len(self._halted_cache) > 1024:
+                self._halted_cache.clear()
+            halted = results.agent_halted(admission)
+            content = json.dumps(halted.body).encode()
+            retry = str(halted.body["halt"]["retry_after_seconds"]).encode()
+            headers = [_JSON, (b"content-length", str(len(content)).encode())]
+            encoded = self._halted_cache[shape] = (content, [*headers, (b"retry-after", retry)])
+        content, headers = encoded
+        start = {
+            "type": "http.response.start",
+            "status": 403,
+            "headers": [*headers, (CALL_HEADER, call.call_id.encode())],
+        }
+        await send(start)
+        await send({"type": "http.response.body", "body": content})
 
     def _agent(self, headers: Iterable[tuple[bytes, bytes]]) -> str | None:
         """The agent whose token this is, compared in constant time against every agent's
@@ -232,7 +256,14 @@ class GatewayApp:
     # -- the call ------------------------------------------------------------------------
 
     async def _call(
-        self, scope: Scope, receive: Receive, send: Send, call: Call, platform: Platform, url: str
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        call: Call,
+        platform: Platform,
+        url: str,
+        has_body: bool,
     ) -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -240,7 +271,7 @@ class GatewayApp:
         body = RequestBody(receive, self.body_limit, self.replay_limit, self.deadline)
         response: aiohttp.ClientResponse | None = None
         try:
-            await body.start()
+            await body.start(has_body)
             response, outcome = await self._exchange(scope, call, platform, url, body, attempt)
         except UploadProblem as problem:
             await self._upload_refused(send, call, problem, attempt)
@@ -408,10 +439,15 @@ def _auth_failed(platform: str, refresh: str) -> _Failed:
 
 
 def _declared_length(headers: Iterable[tuple[bytes, bytes]]) -> float:
+    """Content-Length, or infinity for a chunked body (its size is known only at its end:
+    never over the limit here, checked as it streams), or 0 for no body at all."""
+    length: float = 0
     for name, value in headers:
         if name == b"content-length":
             return int(value) if value.isdigit() else math.inf
-    return 0
+        if name == b"transfer-encoding":
+            length = -1
+    return length
 
 
 async def _answer(
@@ -438,7 +474,12 @@ async def _stream_back(send: Send, response: aiohttp.ClientResponse, call: Call)
     headers = relayed_headers(response.raw_headers)
     headers.append((CALL_HEADER, call.call_id.encode()))
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    length = response.content_length
     try:
+        if length is not None and length <= _READ_WHOLE:
+            # A small body of known length goes back in one message (one write).
+            await send({"type": "http.response.body", "body": await response.read()})
+            return
         async for chunk in response.content.iter_any():
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
     except (aiohttp.ClientError, TimeoutError, OSError) as error:

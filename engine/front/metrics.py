@@ -51,7 +51,7 @@ class Counts:
         self.transitions: Counter[tuple[str, str]] = Counter()
         self.pages: Counter[str] = Counter()
         self.buckets: defaultdict[str, list[int]] = defaultdict(lambda: [0] * (len(BUCKETS) + 1))
-        self.duration_sums: Counter[str] = Counter()
+        self.duration_sums: defaultdict[str, float] = defaultdict(float)
 
     def on_event(self, event: Event) -> None:
         """The engine listener: one dict lookup and one add per event."""

@@ -67,8 +67,12 @@ class RequestBody:
         #: Told when the upload starts streaming (False) and when its last byte is read (True).
         self.on_progress: Callable[[bool], None] | None = None
 
-    async def start(self) -> None:
-        """Read the first message: most bodies (and every GET) end there."""
+    async def start(self, has_body: bool = True) -> None:
+        """Read the first message: most bodies end there. A request that declares no body
+        (neither Content-Length nor Transfer-Encoding, as most GETs) is not read at all."""
+        if not has_body:
+            self.finished = True
+            return
         chunk, more = await self._next()
         self.first = chunk
         self.finished = not more

@@ -174,3 +174,25 @@ async def test_one_agents_trip_leaves_another_agent_on_the_same_platform_alone(
         await rig.call("billing", "/p/payments/x")
     assert (await rig.call("billing", "/p/payments/x")).status_code == 403
     assert (await rig.call("other", "/p/payments/x")).status_code == 200
+
+
+async def test_a_platform_with_a_token_url_gets_the_refresh_token_grant(
+    tmp_path: Path, payments: tuple[FakePlatform, PlatformServer], start_gateway: StartRig
+) -> None:
+    platform, server = payments
+    refresh = tmp_path / "refresh"
+    refresh.write_text("the-refresh-token\n")
+    refresh.chmod(0o600)
+    entry = f'{{ file = "{refresh}", refresh_token = {{ file = "{refresh}" }} }}'
+    config = write_config(
+        tmp_path,
+        {"payments": server.url("payments")},
+        {"billing": {"payments": entry}},
+        platform_extra=f'token_url = "{server.url("payments")}/oauth/token"',
+    )
+    rig = await start_gateway(config)
+    platform.set_fault(Fault.http(401), requests=1)
+    answer = await rig.call("billing", "/p/payments/x")
+    assert answer.status_code == 200
+    assert (platform.refreshes, platform.requests) == (1, 2)
+    assert rig.app.vault._held[("billing", "payments")].value == "payments-refreshed-1"

@@ -256,3 +256,34 @@ async def _raw_exchange(rig: Rig, raw: bytes) -> bytes:
             return await reader.readline()
     finally:
         writer.close()
+
+
+async def test_a_small_body_rejected_twice_is_retried_once_then_reauth_failed(
+    rig: Rig, platform: Recorder
+) -> None:
+    answer = await rig.call("billing", "/p/payments/status/401", method="POST", content=b"x" * 10)
+    assert (answer.status_code, body(answer)["error"]) == (401, "reauth_failed")
+    assert [seen.body_bytes for seen in platform.seen] == [10, 10]
+    assert rig.count("billing") == 1
+
+
+async def test_a_body_over_the_replay_buffer_gets_the_platforms_401_relayed_uncounted(
+    tmp_path: Path, platform: Recorder, start_gateway: StartRig
+) -> None:
+    cred = credential_file(tmp_path)
+    config = write_config(
+        tmp_path,
+        {"payments": platform.url("/api")},
+        {"billing": {"payments": cred}},
+        gateway="replay_buffer_bytes = 100",
+    )
+    rig = await start_gateway(config)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(5):
+            yield b"z" * 50
+
+    answer = await rig.call("billing", "/p/payments/status/401", method="POST", content=chunks())
+    assert (answer.status_code, body(answer)) == (401, {"status": "as asked"})
+    assert [seen.body_bytes for seen in platform.seen] == [250]
+    assert rig.count("billing") == 0
