@@ -9,7 +9,6 @@ gateway …` runs it alone.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import math
 import sys
 from collections.abc import Sequence
@@ -114,13 +113,13 @@ def run_gateway(args: argparse.Namespace) -> int:
 def _serve(options: Options) -> int:
     from breakerdeck.engine import statedir
     from breakerdeck.engine.errors import StateDirError
-    from breakerdeck.engine.front.server import StartError, check_bind, say, serve
+    from breakerdeck.engine.front.server import StartError, check_bind, run, say, serve
 
     try:
         check_bind(options)
         if options.state_dir is not None:
             statedir.prepare(options.state_dir)
-        asyncio.run(serve(options))
+        run(serve(options))
     except (StartError, StateDirError) as error:
         say(str(error))
         return EXIT_START

@@ -28,7 +28,7 @@ import httpx
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.front.config import ConfigError, load
-from breakerdeck.engine.front.server import Options, StartError, say, serve
+from breakerdeck.engine.front.server import Options, StartError, run, say, serve
 
 if TYPE_CHECKING:
     from breakerdeck.fixtures.platform import FakePlatform
@@ -172,7 +172,7 @@ def run_demo(args: argparse.Namespace) -> int:
             sock = _bind(options.listen)
             host, port = sock.getsockname()[:2]
             agents = DemoAgents(f"http://{host}:{port}", ROSTER, tokens, args.speed)
-            asyncio.run(_demo(options, sock, agents, scenario, fakes))
+            run(_demo(options, sock, agents, scenario, fakes))
         except (StartError, OSError) as error:
             say(f"gateway demo: {error}")
             return EXIT_START

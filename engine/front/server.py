@@ -14,10 +14,11 @@ import logging
 import secrets
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import uvicorn
 
@@ -184,6 +185,18 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
             await server.serve(sockets=[sock])
     finally:
         engine.close()
+
+
+def run(main: Coroutine[Any, Any, None]) -> None:
+    """Run on uvloop when it is installed (uvicorn's `auto` loop only applies when uvicorn makes
+    the loop; here we make it): its transports cost a third of asyncio's per request."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main)
 
 
 def say(message: str) -> None:
