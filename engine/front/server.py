@@ -14,7 +14,7 @@ import logging
 import secrets
 import socket
 import sys
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -175,6 +175,7 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
         )
         for problem in engine.problems:
             say(problem)
+        stop_metrics = _serve_metrics(app, options)
         server = _Server(uvicorn_config(app, options))
         async with _maybe_feed(engine, options):
             if sock is None:
@@ -182,9 +183,31 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
             host, port = sock.getsockname()[:2]
             scheme = "https" if options.config.gateway.tls_cert else "http"
             say(f"gateway on {scheme}://{host}:{port} (speed {options.speed:g}x)")
-            await server.serve(sockets=[sock])
+            try:
+                await server.serve(sockets=[sock])
+            finally:
+                stop_metrics()
     finally:
         engine.close()
+
+
+def _serve_metrics(app: GatewayApp, options: Options) -> Callable[[], None]:
+    """`metrics_listen`: the same metrics on a port of their own too (a scraper that may not
+    reach the agents' port), from prometheus-client's own small server thread."""
+    address = options.config.gateway.metrics_listen
+    if address is None:
+        return lambda: None
+    from prometheus_client import start_http_server
+
+    host, port = split_address(address)
+    httpd, thread = start_http_server(port, host, registry=app.registry)
+    say(f"metrics on http://{host}:{httpd.server_port}/metrics")
+
+    def stop() -> None:
+        httpd.shutdown()
+        thread.join(5)
+
+    return stop
 
 
 def run(main: Coroutine[Any, Any, None]) -> None:

@@ -224,3 +224,25 @@ async def test_the_demo_runs_agents_through_the_gateway_and_the_feed_shows_a_tri
         assert len(states) >= 10
     finally:
         demo.stop()
+
+
+async def test_metrics_listen_serves_the_metrics_on_a_port_of_their_own(
+    tmp_path: Path, payments: tuple[FakePlatform, PlatformServer]
+) -> None:
+    _, server = payments
+    cred = credential_file(tmp_path)
+    config = write_config(
+        tmp_path,
+        {"payments": server.url("payments")},
+        {"billing": {"payments": cred}},
+        gateway='metrics_listen = "127.0.0.1:0"',
+    )
+    gateway = Gateway(config)
+    try:
+        metrics_url = gateway._printed(r"metrics on (http://\S+)")
+        async with httpx.AsyncClient(timeout=10) as client:
+            await client.get(gateway.url + "/p/payments/x", headers=auth("billing"))
+            text = (await client.get(metrics_url)).text
+        assert 'breakerdeck_breaker_state{key="billing",state="closed"} 1.0' in text
+    finally:
+        gateway.stop()
