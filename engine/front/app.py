@@ -180,7 +180,8 @@ class GatewayApp:
         if path.startswith("/-/") and scope["method"] in ("GET", "HEAD"):
             await self._operations(path, send)
             return
-        agent = self._agent(scope["headers"])
+        token, declared = _scan(scope["headers"])
+        agent = self._agent(token)
         if agent is None:
             await _answer(send, 401, {"error": "unauthenticated"})
             return
@@ -192,7 +193,6 @@ class GatewayApp:
         if not self.vault.granted(agent, platform.name):
             await _answer(send, 403, {"error": "permission_denied"})
             return
-        declared = _declared_length(scope["headers"])
         if declared > self.body_limit:
             await _answer(send, 413, {"error": "body_too_large"})
             return
@@ -226,10 +226,9 @@ class GatewayApp:
         await send(start)
         await send({"type": "http.response.body", "body": content})
 
-    def _agent(self, headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    def _agent(self, token: bytes | None) -> str | None:
         """The agent whose token this is, compared in constant time against every agent's
         digest (no early exit, so timing says nothing about which or how many matched)."""
-        token = next((v for n, v in headers if n == b"authorization"), None)
         if token is None or token[:7].lower() != _BEARER:
             return None
         digest = hashlib.sha256(token[7:].strip()).digest()
@@ -438,16 +437,20 @@ def _auth_failed(platform: str, refresh: str) -> _Failed:
     return _Failed(outcome, results.reauth_failed(platform, refresh))
 
 
-def _declared_length(headers: Iterable[tuple[bytes, bytes]]) -> float:
-    """Content-Length, or infinity for a chunked body (its size is known only at its end:
-    never over the limit here, checked as it streams), or 0 for no body at all."""
+def _scan(headers: Iterable[tuple[bytes, bytes]]) -> tuple[bytes | None, float]:
+    """The Authorization header and the body's declared length, in one pass over the headers:
+    Content-Length (infinity when it is not a number), -1 for a chunked body (its size is
+    known only at its end, so it is checked as it streams), 0 for no body at all."""
+    token = None
     length: float = 0
     for name, value in headers:
-        if name == b"content-length":
-            return int(value) if value.isdigit() else math.inf
-        if name == b"transfer-encoding":
+        if name == b"authorization":
+            token = value
+        elif name == b"content-length":
+            length = int(value) if value.isdigit() else math.inf
+        elif name == b"transfer-encoding" and length == 0:
             length = -1
-    return length
+    return token, length
 
 
 async def _answer(
