@@ -12,12 +12,15 @@ on uvicorn.
 from __future__ import annotations
 
 import json
+import math
 import secrets
 from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import httpx2
+import uvicorn
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -78,6 +81,10 @@ def _attempt_of(content: bytes) -> str | None:
     return attempt if isinstance(attempt, str) else None
 
 
+def _longest_budget(proxy: Proxy) -> float:
+    return max(server.lease for server in proxy.config.servers.values())
+
+
 def read_host_token(path: str) -> str:
     try:
         token = statedir.read_private(path).strip()
@@ -122,8 +129,6 @@ def host_app(proxy: Proxy, token: str, host: str) -> Any:
 
 
 async def serve_http(proxy: Proxy, options: McpOptions) -> None:
-    import uvicorn
-
     assert options.http_listen is not None and options.token_file is not None
     token = read_host_token(options.token_file)
     host, port = split_address(options.http_listen)
@@ -136,7 +141,23 @@ async def serve_http(proxy: Proxy, options: McpOptions) -> None:
         log_level="warning",
         access_log=False,
         server_header=False,
+        timeout_graceful_shutdown=math.ceil(proxy.clock.real(_longest_budget(proxy))) or 1,
         ssl_certfile=tls.tls_cert,
         ssl_keyfile=tls.tls_key,
     )
-    await uvicorn.Server(config).serve()
+    await _Server(config, proxy).serve()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, draining as the design asks: the first SIGTERM stops new calls (and uvicorn
+    waits for the ones in flight, up to the longest budget); a second exits at once."""
+
+    def __init__(self, config: uvicorn.Config, proxy: Proxy) -> None:
+        super().__init__(config)
+        self.proxy = proxy
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.proxy.draining = True
+        if self.should_exit:
+            self.force_exit = True
+        self.should_exit = True

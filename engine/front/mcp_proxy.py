@@ -102,6 +102,10 @@ class Proxy:
         self._wake_send, self._wake_receive = anyio.create_memory_object_stream[None](1)
         self._group: anyio.abc.TaskGroup | None = None
         self._relisted: dict[str, float] = {}
+        #: Set on the first SIGTERM: new calls are refused, those in flight finish.
+        self.draining = False
+        self._in_flight = 0
+        self._idle = anyio.Event()
         self.server = self._build_server()
 
     # -- the host-facing server --------------------------------------------------------------
@@ -159,7 +163,20 @@ class Proxy:
         tool = upstream.tools.get(tool_name) if upstream is not None else None
         if upstream is None or tool is None:
             return own_result(_unknown_tool(called, self.upstreams))
-        return await CallRun(self, ctx, upstream, tool, called, params.arguments).run()
+        if self.draining:
+            return own_result(results.refused(called, "the proxy is shutting down; call again"))
+        self._in_flight += 1
+        try:
+            return await CallRun(self, ctx, upstream, tool, called, params.arguments).run()
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0 and self.draining:
+                self._idle.set()
+
+    async def idle(self) -> None:
+        """Returns once no call is in flight (after `draining` is set)."""
+        if self._in_flight:
+            await self._idle.wait()
 
     def _list_again(self, upstream: Upstream) -> None:
         """A server that could not start at launch is tried again when a host lists tools

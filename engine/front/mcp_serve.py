@@ -2,7 +2,7 @@
 the metrics, and the proxy served to the host over stdio or streamable HTTP.
 
 In stdio mode standard output is the host's JSON-RPC channel and nothing else: everything the
-proxy says goes to standard error, and the SDK's stdio transport points fd 1 at stderr while it
+proxy says goes to standard error, and the host transport points fd 1 at stderr while it
 serves, so a stray print from a library cannot corrupt the wire either.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import anyio
-from mcp.server.stdio import stdio_server
+import anyio.abc
 
 from breakerdeck.engine import ToolPolicy, statedir
 from breakerdeck.engine.engine import Engine
@@ -28,6 +28,7 @@ from breakerdeck.engine.feed.server import serve_feed
 from breakerdeck.engine.front.mcp_config import ProxyConfig
 from breakerdeck.engine.front.mcp_engine import Breakers
 from breakerdeck.engine.front.mcp_proxy import Proxy
+from breakerdeck.engine.front.mcp_stdio import host_stdio
 from breakerdeck.engine.front.metrics import Counts, registry_for
 from breakerdeck.engine.front.server import StartError, feed_tokens, is_loopback, split_address
 from breakerdeck.engine.front.speed import SpeedClock
@@ -37,6 +38,8 @@ from breakerdeck.engine.text import printable
 MAX_INSTANCES = 64
 INSTANCES = "instances"
 FEED_URL_FILE = "feed.url"
+#: After the last call in flight returns, this long for its answer to reach the host.
+ANSWER_FLUSH_SECONDS = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,22 +187,34 @@ async def serve(options: McpOptions) -> None:
 
 
 async def _serve_host(proxy: Proxy, options: McpOptions) -> None:
-    async with anyio.create_task_group() as group:
-        group.start_soon(_stop_on_signals, group.cancel_scope)
-        if options.http_listen is not None:
-            from breakerdeck.engine.front.mcp_http import serve_http
+    if options.http_listen is not None:
+        from breakerdeck.engine.front.mcp_http import serve_http
 
-            await serve_http(proxy, options)
-        else:
-            async with stdio_server() as (read, write):
-                await proxy.server.run(read, write, proxy.initialization_options())
+        await serve_http(proxy, options)  # uvicorn drains on SIGTERM, as the gateway does
+        return
+    async with anyio.create_task_group() as group:
+        group.start_soon(_stop_on_signals, proxy, group)
+        async with host_stdio() as (read, write):
+            await proxy.server.run(read, write, proxy.initialization_options())
         group.cancel_scope.cancel()
 
 
-async def _stop_on_signals(scope: anyio.CancelScope) -> None:
-    """The first SIGTERM stops serving; a second exits at once."""
+async def _stop_on_signals(proxy: Proxy, group: anyio.abc.TaskGroup) -> None:
+    """The first SIGTERM stops taking calls and lets those in flight finish (each within its
+    budget); a second one stops at once."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for _ in signals:
-            if scope.cancel_called:
-                raise SystemExit(0)
-            scope.cancel()
+            if proxy.draining:
+                group.cancel_scope.cancel()
+                return
+            proxy.draining = True
+            group.start_soon(_drain, proxy, group.cancel_scope)
+
+
+async def _drain(proxy: Proxy, scope: anyio.CancelScope) -> None:
+    longest = max(server.lease for server in proxy.config.servers.values())
+    with anyio.move_on_after(proxy.clock.real(longest)):
+        await proxy.idle()
+        # The last handler has returned; its answer is written a few steps of the loop later.
+        await anyio.sleep(ANSWER_FLUSH_SECONDS)
+    scope.cancel()

@@ -1,4 +1,4 @@
-"""A stdio upstream as the SDK's client wants a transport, with a bound on each message.
+"""Stdio transports with a bound on each message: toward a stdio upstream, and the host's.
 
 The SDK's stdio client reads a line of any length (and re-joins its chunks on every read, so a
 50 MB answer costs minutes of copying before anything can judge it). This transport keeps at
@@ -9,7 +9,9 @@ most `limit` bytes of a line: a longer one is dropped as it arrives and the requ
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
 import sys
 from collections.abc import AsyncIterator
@@ -20,6 +22,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 from mcp.client.stdio import get_default_environment
+from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
 #: The JSON-RPC error code a too-large answer is delivered as (server-defined range).
@@ -129,3 +132,75 @@ async def _stop(process: anyio.abc.Process) -> None:
             break
     with suppress(Exception):
         await process.aclose()
+
+
+#: The largest message a host may send on stdio (a tools/call with its arguments).
+HOST_MESSAGE_LIMIT = 16 * 1024 * 1024
+
+
+@asynccontextmanager
+async def host_stdio(limit: int = HOST_MESSAGE_LIMIT) -> AsyncIterator[tuple[Any, Any]]:
+    """The host's JSON-RPC on this process's stdin and stdout, read without threads.
+
+    Standard output carries nothing but JSON-RPC: the wire is a private copy of fd 1, and fd 1
+    itself points at stderr while serving, so a stray print (ours, a library's) lands there.
+    Reading without a thread lets a SIGTERM stop the proxy while the host keeps its end open
+    (the SDK's stdio server reads in a thread, which no cancellation reaches). Standard input
+    that is a regular file, not a pipe, falls back to the SDK's transport.
+    """
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=limit, loop=loop)
+    try:
+        read_transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
+            os.fdopen(os.dup(0), "rb", buffering=0),
+        )
+    except ValueError:
+        async with stdio_server() as streams:
+            yield streams
+        return
+    wire_out = os.dup(1)
+    os.dup2(2, 1)
+    write_transport, write_protocol = await loop.connect_write_pipe(
+        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(loop=loop), loop=loop),
+        os.fdopen(wire_out, "wb", buffering=0),
+    )
+    writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
+    incoming, read_stream = anyio.create_memory_object_stream[Any](0)
+    write_stream, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def pump_in() -> None:
+        async with incoming:
+            while True:
+                try:
+                    line = await reader.readline()
+                except ValueError as error:  # a line over the limit: dropped, said so
+                    await incoming.send(error)
+                    continue
+                if not line:
+                    return
+                try:
+                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                except ValueError as error:
+                    await incoming.send(error)
+                    continue
+                await incoming.send(SessionMessage(message))
+
+    async def pump_out() -> None:
+        async with outgoing:
+            async for item in outgoing:
+                data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+                writer.write(data.encode() + b"\n")
+                await writer.drain()
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(pump_in)
+            group.start_soon(pump_out)
+            try:
+                yield read_stream, write_stream
+            finally:
+                group.cancel_scope.cancel()
+    finally:
+        read_transport.close()
+        write_transport.close()

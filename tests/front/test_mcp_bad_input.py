@@ -45,7 +45,7 @@ async def test_an_upstream_that_never_completes_the_handshake_leaves_the_others_
         "search": fixture_server(good.dir, **FAST),
         "broken": fixture_server(control(tmp_path, "broken").dir, "--behaviour", behaviour),
     }
-    async with proxied(servers, start_deadline=6.0) as bench:
+    async with proxied(servers) as bench:
         names = [tool.name for tool in (await bench.host.list_tools()).tools]
         assert names == ["search__lookup", "search__charge"]
         assert "broken: could not start" in bench.errlog.getvalue()

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
 from breakerdeck.engine.feed.client import fetch_snapshot, read_token
+from breakerdeck.fixtures.mcp_server import FixtureControl
 from tests.front.mcp_support import FIXTURE, free_port
 from tests.front.test_mcp_cli import COMMAND
 
@@ -116,3 +118,53 @@ async def test_the_feed_and_the_metrics_serve_the_proxys_breakers(tmp_path: Path
         assert 'breakerdeck_breaker_state{key="search@default",state="closed"} 1.0' in text
     finally:
         stop(process)
+
+
+def send(process: subprocess.Popen[str], *messages: dict[str, object]) -> None:
+    assert process.stdin is not None
+    for message in messages:
+        process.stdin.write(json.dumps(message) + "\n")
+    process.stdin.flush()
+
+
+def call(number: int, tool: str = "search__charge") -> dict[str, object]:
+    params = {"name": tool, "arguments": {"amount": 1}}
+    return {"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params}
+
+
+def test_sigterm_lets_the_call_in_flight_finish_refuses_new_ones_and_exits_0(
+    tmp_path: Path,
+) -> None:
+    FixtureControl(tmp_path / "s").set_mode("progress", steps=4, every=0.25)
+    process = start(config(tmp_path))
+    assert process.stdout is not None
+    send(process, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call(2))
+    time.sleep(0.3)
+    process.send_signal(signal.SIGTERM)
+    time.sleep(0.1)
+    send(process, call(3))
+    answers = {}
+    for line in process.stdout:
+        message = json.loads(line)
+        if "id" in message:
+            answers[message["id"]] = message["result"]
+        if len(answers) == 2:
+            break
+    assert answers[2]["isError"] is False
+    assert answers[3]["structuredContent"]["status"] == "refused"
+    process.wait(timeout=30)
+    assert process.returncode == 0
+
+
+def test_a_second_sigterm_stops_at_once(tmp_path: Path) -> None:
+    FixtureControl(tmp_path / "s").set_mode("hang")
+    process = start(config(tmp_path))
+    send(process, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call(2))
+    time.sleep(0.3)
+    process.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    began = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=30)
+    assert time.monotonic() - began < 10  # not the call's 30 s budget
+    assert process.returncode == 0
