@@ -109,7 +109,6 @@ class GatewayApp:
         self.engine = engine
         self.policy: AgentPolicy = engine.policy
         self.speed = speed
-        self.calls = Calls(engine, self.policy, speed)
         self.vault = Vault(config, Path(config_path))
         self.platforms = {
             name: Platform(name, Base.parse(t.base_url), t.token_url, t.probe_wait_seconds)
@@ -120,13 +119,15 @@ class GatewayApp:
         self.replay_limit = config.gateway.replay_buffer_bytes
         #: The policy's deadline in real seconds (the engine's clock may be sped up).
         self.deadline = self.policy.deadline_seconds / speed
-        self.counts = Counts()
-        self.registry = registry_for(engine, self.counts)
         self._shared_lost = shared_lost
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._halted_cache: dict[tuple[Any, ...], tuple[bytes, list[tuple[bytes, bytes]]]] = {}
-        self._unsubscribe = engine.subscribe(self._on_event)
+        self.counts = Counts()
+        self.calls = Calls(
+            engine, self.policy, speed, counts=self.counts, listener=self._on_event
+        )
+        self.registry = registry_for(engine, self.counts)
 
     def __repr__(self) -> str:
         return f"GatewayApp({sorted(self.platforms)}, {len(self._tokens)} agents)"
@@ -158,7 +159,7 @@ class GatewayApp:
         return self._session
 
     async def aclose(self) -> None:
-        self._unsubscribe()
+        self.calls.close()
         if self._session is not None:
             await self._session.close()
             self._session = None

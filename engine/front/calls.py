@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from breakerdeck.engine.breaker import Admission, State
-from breakerdeck.engine.engine import Call, Engine
+from breakerdeck.engine.engine import Call, Engine, Listener
+from breakerdeck.engine.front.metrics import Counts
 from breakerdeck.engine.outcomes import Outcome
 from breakerdeck.engine.policy import AgentPolicy
 
@@ -25,12 +26,62 @@ __all__ = ["Admission", "Call", "Calls"]
 class Calls:
     """The `agent` policy's calls on one engine, from one event loop."""
 
-    def __init__(self, engine: Engine, policy: AgentPolicy, speed: float = 1.0) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        policy: AgentPolicy,
+        speed: float = 1.0,
+        *,
+        counts: Counts | None = None,
+        listener: Listener | None = None,
+    ) -> None:
         self.engine = engine
         self.policy = policy
         self.speed = speed
+        self.counts = counts or Counts()
         self._probe_done: dict[str, asyncio.Event] = {}
         self._lease = policy.probe_lease()
+        # The listener is attached only while some breaker is not settled (closed, count 0):
+        # any listener makes the engine write a line for every healthy call, and a healthy
+        # gateway has nothing for it to hear (no transition starts without a counted failure).
+        self._listener = listener
+        self._detach: Callable[[], None] | None = None
+        self._unsettled: set[str] = set()
+        self._listener_always = False
+        restored = engine.keys()  # an engine seeded from its store may start with open ones
+        for key in restored:
+            self._settle(key, watch=True)
+
+    def watch_always(self) -> None:
+        """Keep the listener attached: something else (the feed) listens anyway, so healthy
+        calls write their lines already, and an operator's reset of a settled breaker must be
+        heard too."""
+        self._listener_always = True
+        self._attach()
+
+    def close(self) -> None:
+        if self._detach is not None:
+            self._detach()
+            self._detach = None
+
+    def _watch(self, key: str) -> None:
+        self._unsettled.add(key)
+        self._attach()
+
+    def _attach(self) -> None:
+        if self._detach is None and self._listener is not None:
+            self._detach = self.engine.subscribe(self._listener)
+
+    def _settle(self, key: str, *, watch: bool = False) -> None:
+        breaker = self.engine.breaker(key)
+        if breaker.state is not State.CLOSED or breaker.count:
+            if watch:
+                self._watch(key)
+            return
+        self._unsettled.discard(key)
+        if not self._unsettled and self._detach is not None and not self._listener_always:
+            self._detach()
+            self._detach = None
 
     def open(self, agent: str, platform: str) -> Call:
         return self.engine.new_call(
@@ -67,6 +118,10 @@ class Calls:
         platform_status: int | None = None,
     ) -> None:
         was_probe = call.admitted_as == "probe"
+        key = call.key
+        if outcome.counted:
+            self._watch(key)  # it may trip the breaker: the listener hears it
+        self.counts.calls[(key, outcome.cls.value, outcome.counted)] += 1
         await self.engine.complete_async(
             call,
             outcome,
@@ -75,8 +130,10 @@ class Calls:
             refresh=refresh,
             platform_status=platform_status,
         )
+        if key in self._unsettled:
+            self._settle(key)
         if was_probe:
-            self._wake(call.key)
+            self._wake(key)
 
     def _probe_out(self, key: str) -> bool:
         breaker = self.engine.breaker(key)

@@ -54,11 +54,13 @@ class Counts:
         self.duration_sums: defaultdict[str, float] = defaultdict(float)
 
     def on_event(self, event: Event) -> None:
-        """The engine listener: one dict lookup and one add per event."""
+        """The engine listener: one dict lookup and one add per event. Completions are counted
+        by the front door that made them; only the engine's own (an expired probe) here."""
         kind = event.type
         if kind == ev.CALL_COMPLETED:
             fields = event.fields
-            self.calls[(event.key, fields["outcome"], bool(fields["counted"]))] += 1
+            if fields.get("fault") == "expired":
+                self.calls[(event.key, fields["outcome"], bool(fields["counted"]))] += 1
         elif kind == ev.CALL_DENIED:
             self.denied[(event.key, str(event.fields.get("reason")))] += 1
         elif kind == ev.PAGE:

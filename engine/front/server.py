@@ -146,7 +146,7 @@ def open_engine(options: Options, loop: asyncio.AbstractEventLoop) -> Engine:
 
 
 @contextlib.asynccontextmanager
-async def _maybe_feed(engine: Engine, options: Options) -> AsyncIterator[None]:
+async def _maybe_feed(engine: Engine, app: GatewayApp, options: Options) -> AsyncIterator[None]:
     if options.feed_listen is None:
         yield
         return
@@ -157,6 +157,7 @@ async def _maybe_feed(engine: Engine, options: Options) -> AsyncIterator[None]:
     async with serve_feed(
         engine, host=host, port=port, viewer_token=viewer, operator_token=operator
     ) as feed:
+        app.calls.watch_always()
         say(f"feed on {feed.url}")
         yield
 
@@ -177,7 +178,7 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
             say(problem)
         stop_metrics = _serve_metrics(app, options)
         server = _Server(uvicorn_config(app, options))
-        async with _maybe_feed(engine, options):
+        async with _maybe_feed(engine, app, options):
             if sock is None:
                 sock = server.config.bind_socket()
             host, port = sock.getsockname()[:2]

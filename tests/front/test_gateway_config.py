@@ -194,7 +194,7 @@ async def test_credentials_never_appear_in_a_repr_or_an_error_body(
 async def test_a_reset_reads_a_file_credential_again(
     tmp_path: Path, payments: tuple[FakePlatform, PlatformServer], start_gateway: StartRig
 ) -> None:
-    _platform, server = payments
+    platform, server = payments
     secret = tmp_path / "secret"
     secret.write_text("old\n")
     secret.chmod(0o600)
@@ -203,10 +203,13 @@ async def test_a_reset_reads_a_file_credential_again(
         tmp_path, {"payments": server.url("payments")}, {"a": {"payments": entry}}
     )
     rig = await start_gateway(config)
-    await rig.call("a", "/p/payments/x")
+    platform.credential_valid = False
+    for _ in range(3):
+        await rig.call("a", "/p/payments/x")
     assert rig.app.vault._held[("a", "payments")].value == "old"
     secret.write_text("fixed\n")
-    rig.engine.reset("a", actor="test", reason="credential fixed")
+    platform.credential_valid = True
+    rig.engine.reset("a", actor="operator", reason="credential fixed")
     assert rig.app.vault._held[("a", "payments")].value is None
     await rig.call("a", "/p/payments/x")
     assert rig.app.vault._held[("a", "payments")].value == "fixed"

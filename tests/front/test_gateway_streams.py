@@ -78,3 +78,23 @@ async def test_metrics_are_served_without_a_token_with_the_designs_names(
     ]
     for line in expected:
         assert line in text
+
+
+async def test_metrics_count_a_whole_episode_trip_probe_and_recovery(
+    rig: Rig, platform: Recorder
+) -> None:
+    for _ in range(5):
+        await rig.call("billing", "/p/payments/garbage")
+    rig.clock.advance(300)
+    await rig.call("billing", "/p/payments/x")  # the probe, a success
+    await rig.call("billing", "/p/payments/x")  # healthy again
+    text = (await rig.client.get(rig.url + "/-/metrics")).text
+    expected = [
+        'breakerdeck_transitions_total{key="billing",to="open"} 1.0',
+        'breakerdeck_transitions_total{key="billing",to="half_open"} 1.0',
+        'breakerdeck_transitions_total{key="billing",to="closed"} 1.0',
+        'breakerdeck_calls_total{counted="false",key="billing",outcome="success"} 2.0',
+        'breakerdeck_breaker_state{key="billing",state="closed"} 1.0',
+    ]
+    for line in expected:
+        assert line in text
