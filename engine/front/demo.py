@@ -173,7 +173,7 @@ def run_demo(args: argparse.Namespace) -> int:
             host, port = sock.getsockname()[:2]
             agents = DemoAgents(f"http://{host}:{port}", ROSTER, tokens, args.speed)
             run(_demo(options, sock, agents, scenario, fakes))
-        except (StartError, OSError) as error:
+        except (StartError, StateDirError, OSError) as error:
             say(f"gateway demo: {error}")
             return EXIT_START
         except KeyboardInterrupt:
