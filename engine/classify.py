@@ -28,9 +28,12 @@ FAULT_EXTENSION = "breakerdeck.fault"
 RETRY_AFTER_LIMIT_SECONDS = 86_400.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Attempt:
-    """One request's verdict: the outcome, what the wire did, and whether to try again."""
+    """One request's verdict: the outcome, what the wire did, and whether to try again.
+
+    Not frozen: a frozen dataclass sets each field through `object.__setattr__`, which cost
+    more than the rest of a function tool's attempt. Nothing changes one after it is made."""
 
     outcome: Outcome
     fault: str

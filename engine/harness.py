@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from breakerdeck.engine import results
 from breakerdeck.engine.breaker import Admission
+from breakerdeck.engine.callpath import CallPath, Completion
 from breakerdeck.engine.classify import (
     Attempt,
     Classifier,
@@ -29,6 +30,7 @@ from breakerdeck.engine.classify import (
     tool_error_attempt,
     tool_response_attempt,
 )
+from breakerdeck.engine.deadline import Deadlines
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.results import ToolResult
@@ -81,7 +83,7 @@ class Tool:
         return self.attempts * self.deadline_seconds + (self.attempts - 1) * self.backoff_seconds
 
 
-class Harness:
+class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
     def __init__(
         self,
         engine: Engine,
@@ -93,6 +95,7 @@ class Harness:
         self.clients = dict(clients or {})
         self.authorize = authorize
         self._tools: dict[str, Tool] = {}
+        self._deadlines: Deadlines | None = None
 
     def register(self, tool: Tool) -> Tool:
         if tool.function is None and tool.backend not in self.clients:
@@ -115,21 +118,10 @@ class Harness:
         entered = self._check(agent, tool, args, credential, body)
         if not isinstance(entered, Call):
             return entered
-        call = entered
-        admission = await self.engine.admit_async(call, tool.lease)
-        if not admission.allowed:
-            return self._denied(tool, call, admission)
         assert not isinstance(body, Refusal)
-        budget = RetryBudget(self, tool, call, credential)
-        while budget.more():
-            if call.attempts:
-                await asyncio.sleep(budget.wait())
-                if not budget.recheck():
-                    break
-            call.attempts += 1
-            budget.report(await self._attempt(tool, call, args, body, credential))
-        await self.engine.complete_async(call, *budget.completion())
-        return budget.answer()
+        deadlines = self._deadlines = Deadlines.of_running_loop(self._deadlines)
+        budget = RetryBudget(self, tool, entered, credential, args, body, deadlines)
+        return await self._run(budget, tool.lease)
 
     def _check(
         self, agent: str, tool: Tool, args: Any, credential: str, body: Body = None
@@ -142,11 +134,12 @@ class Harness:
             return call
         outcome = Outcome(refusal.cls, detail=refusal.reason)
         result = _result_for(tool, outcome, None, 0, credential)
-        self.engine.refuse(call, outcome, result["status"])
-        return result
+        return self._refused(call, outcome, result["status"], result)
 
-    def _denied(self, tool: Tool, call: Call, admission: Admission) -> ToolResult:
-        return results.denied(tool.name, admission, self.open_reason(call.key), tool.alternatives)
+    def _denied(self, budget: RetryBudget, admission: Admission) -> ToolResult:
+        tool = budget.tool
+        reason = self.open_reason(budget.call.key)
+        return results.denied(tool.name, admission, reason, tool.alternatives)
 
     def _precheck(self, agent: str, tool: Tool, args: Any, key: str, body: Body) -> Refusal | None:
         if tool.args_schema is not None:
@@ -168,11 +161,30 @@ class Harness:
             return Refusal(OutcomeClass.CREDENTIAL_REVOKED, "credential revoked")
         return None
 
-    async def _attempt(
-        self, tool: Tool, call: Call, args: Any, content: bytes | None, credential: str
-    ) -> Attempt:
-        if tool.function is not None:
-            return await self._function_attempt(tool, args)
+    async def _attempt(self, budget: RetryBudget) -> Attempt:
+        """One attempt under the tool's deadline (a function tool's inline: it is the hot
+        path, and a helper coroutine per attempt would cost as much as the deadline)."""
+        tool, deadlines = budget.tool, budget.deadlines
+        assert deadlines is not None
+        budget.call.attempts += 1
+        function = tool.function
+        if function is None:
+            return await self._http_attempt(budget, deadlines)
+        number = deadlines.start(tool.deadline_seconds)
+        try:
+            value = await function(budget.args)
+        except asyncio.CancelledError:
+            if not deadlines.stop(number):
+                raise
+            return _classified(tool, None, TimeoutError())
+        except Exception as error:
+            deadlines.stop(number)
+            return _classified(tool, None, error)
+        deadlines.stop(number)
+        return _classified(tool, value, None)
+
+    async def _http_attempt(self, budget: RetryBudget, deadlines: Deadlines) -> Attempt:
+        tool, call, content = budget.tool, budget.call, budget.body
         client = self.clients[tool.backend]
         request = client.build_request(
             tool.method,
@@ -181,13 +193,12 @@ class Harness:
             headers={
                 **json_headers(content),
                 "Idempotency-Key": self.engine.idempotency_key(call.number),
-                "Authorization": f"Bearer {credential}",
+                "Authorization": f"Bearer {budget.credential}",
             },
             timeout=tool.deadline_seconds,
         )
         try:
-            async with asyncio.timeout(tool.deadline_seconds):
-                response = await client.send(request)
+            response = await deadlines.run(tool.deadline_seconds, client.send(request))
         except (httpx.HTTPError, TimeoutError) as error:
             return tool_error_attempt(error, request, tool.deadline_seconds)
         return tool_response_attempt(
@@ -197,15 +208,6 @@ class Harness:
             credential_worked=self.engine.credential_worked(call.key),
             now_wall=self.engine.clock.wall(),
         )
-
-    async def _function_attempt(self, tool: Tool, args: Any) -> Attempt:
-        assert tool.function is not None
-        try:
-            async with asyncio.timeout(tool.deadline_seconds):
-                value = await tool.function(args)
-        except Exception as error:
-            return _classified(tool, None, error)
-        return _classified(tool, value, None)
 
     def open_reason(self, key: str) -> str:
         breaker = self.engine.breaker(key)
@@ -235,10 +237,10 @@ class Harness:
                 if not isinstance(entered, Call):
                     return entered
                 call = entered
+                budget = RetryBudget(self, settings, call, credential, None, None, None)
                 admission = engine.admit(call, settings.lease)
                 if not admission.allowed:
-                    return self._denied(settings, call, admission)
-                budget = RetryBudget(self, settings, call, credential)
+                    return self._denied(budget, admission)
                 while budget.more():
                     if call.attempts:
                         sleep(budget.wait())
@@ -269,13 +271,38 @@ class RetryBudget:
     answer with `answer()` (read after completing: a refusal's reason shows the new count).
     """
 
-    __slots__ = ("attempt", "call", "credential", "harness", "result", "stopped", "tool")
+    __slots__ = (
+        "args",
+        "attempt",
+        "body",
+        "call",
+        "credential",
+        "deadlines",
+        "harness",
+        "result",
+        "stopped",
+        "tool",
+    )
 
-    def __init__(self, harness: Harness, tool: Tool, call: Call, credential: str) -> None:
+    def __init__(
+        self,
+        harness: Harness,
+        tool: Tool,
+        call: Call,
+        credential: str,
+        args: Any,
+        body: bytes | None,
+        deadlines: Deadlines | None,
+    ) -> None:
+        """`args`, `body` and `deadlines` are what an async attempt sends and runs under; the
+        sync `guard` makes its attempts itself and passes None."""
         self.harness = harness
         self.tool = tool
         self.call = call
         self.credential = credential
+        self.args = args
+        self.body = body
+        self.deadlines = deadlines
         self.attempt: Attempt | None = None
         self.result: ToolResult | None = None
         self.stopped = False
@@ -304,7 +331,7 @@ class RetryBudget:
     def report(self, attempt: Attempt) -> None:
         self.attempt = attempt
 
-    def completion(self) -> tuple[Outcome, str, int | str, str | None, int | None]:
+    def completion(self) -> Completion:
         """What `Engine.complete` takes: outcome, fault, agent status, refresh, platform status."""
         attempt = self.attempt
         assert attempt is not None
@@ -375,8 +402,11 @@ def _classified(tool: Tool, value: Any, error: BaseException | None) -> Attempt:
     if error is not None:
         fault = network_fault(error)
     else:
-        fault = "ok" if outcome.is_success else "error"
-    return Attempt(outcome, fault, data=value, retry=outcome.counted)
+        fault = "ok" if outcome.cls is _SUCCESS else "error"
+    return Attempt(outcome, fault, None, value, outcome.counted)
+
+
+_SUCCESS = OutcomeClass.SUCCESS
 
 
 def _result_for(
@@ -384,7 +414,7 @@ def _result_for(
 ) -> ToolResult:
     """The structured result for any outcome, refused before the breaker or answered after."""
     cls = outcome.cls
-    if cls is OutcomeClass.SUCCESS:
+    if cls is _SUCCESS:
         return results.ok(tool.name, data)
     if outcome.counted:
         return results.tool_error(tool.name, outcome.detail, attempts, outcome.retry_after)

@@ -1,0 +1,95 @@
+"""One call's path through a shell, written once for the harness and the gateway.
+
+Both shells do the same thing around their own attempts: ask the breaker, make attempts while
+the budget wants more (sleeping its wait and asking the breaker again before each retry),
+complete the call with the budget's last outcome, then answer. The budget decides and holds
+the call's state (sans I/O); the shell only makes one attempt (`CallPath._attempt`) and words a
+refusal (`CallPath._denied`). Refusals before the breaker are each shell's own (their checks
+differ) and end in `CallPath._refused`, so they are written alike.
+
+Nothing here is made per call: the budget is the only object a call adds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from typing import Any, Generic, Protocol, TypeVar
+
+from breakerdeck.engine.breaker import Admission
+from breakerdeck.engine.engine import Call, Engine
+from breakerdeck.engine.outcomes import Outcome
+
+A = TypeVar("A")
+A_contra = TypeVar("A_contra", contravariant=True)
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+#: What `Engine.complete` takes: outcome, fault, agent status, refresh, platform status.
+Completion = tuple[Outcome, str, int | str, str | None, int | None]
+
+
+class Budget(Protocol[A_contra, R_co]):
+    """One admitted call's decisions (see `harness.RetryBudget`)."""
+
+    call: Call
+
+    def more(self) -> bool: ...
+    def wait(self) -> float: ...
+    def recheck(self) -> bool: ...
+    def report(self, attempt: A_contra) -> None: ...
+    def completion(self) -> Completion: ...
+    def answer(self) -> R_co: ...
+
+
+B = TypeVar("B", bound=Budget[Any, Any])
+
+
+class OneAttempt:
+    """The budget part of a call that is never retried (the gateway's: its refresh-and-resend
+    happens inside its one attempt)."""
+
+    __slots__ = ()
+
+    def wait(self) -> float:
+        return 0.0
+
+    def recheck(self) -> bool:
+        return True
+
+
+class CallPath(ABC, Generic[B, A, R]):
+    """A shell: `engine`, one attempt, the answer to a refusal."""
+
+    engine: Engine
+
+    async def _run(self, budget: B, lease: float) -> R:
+        """Admit, attempt while the budget wants, complete, answer."""
+        engine = self.engine
+        call = budget.call
+        admission = await engine.admit_async(call, lease)
+        if not admission.allowed:
+            return self._denied(budget, admission)
+        while budget.more():
+            if call.attempts:
+                await asyncio.sleep(budget.wait())
+                if not budget.recheck():
+                    break
+            budget.report(await self._attempt(budget))
+        await engine.complete_async(call, *budget.completion())
+        answer: R = budget.answer()
+        return answer
+
+    def _refused(self, call: Call, outcome: Outcome, status: int | str, answer: R) -> R:
+        """A refusal before the breaker: its line (attempts 0, never counted), its answer."""
+        self.engine.refuse(call, outcome, status)
+        return answer
+
+    @abstractmethod
+    async def _attempt(self, budget: B) -> A:
+        """One attempt, counted in `budget.call.attempts` by the shell (the gateway counts a
+        resend after a refresh as a second one)."""
+
+    @abstractmethod
+    def _denied(self, budget: B, admission: Admission) -> R:
+        """The answer when the breaker refuses."""
