@@ -439,7 +439,7 @@ class RemoteSource(Source):
         feed.views[record.key] = fold_view(feed.views.get(record.key), event)
         feed.last_seq = feed.seq_base + record.seq
         if feed.seq_base:
-            event = replace(event, seq=feed.last_seq)
+            event = event.renumbered(feed.last_seq)
         return event
 
     async def _stop_readers(self) -> None:

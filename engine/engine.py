@@ -44,7 +44,7 @@ from breakerdeck.engine.breaker import (
 )
 from breakerdeck.engine.clock import Clock, SystemClock
 from breakerdeck.engine.errors import StateDirError, UnknownKey
-from breakerdeck.engine.events import Event
+from breakerdeck.engine.events import BreakerView, CallCompleted, CallDenied, Event
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.store import Problems, VerdictStore
@@ -126,28 +126,6 @@ def call_id(number: int) -> str:
 
 
 @dataclass(slots=True)
-class BreakerView:
-    """A read-only picture of one breaker for the console, the feed and `status`."""
-
-    key: str
-    agents: tuple[str, ...]
-    state: str
-    count: int
-    trip_cause: str | None
-    opened_at: float | None
-    reopens_at: float | None
-    cooldown: float
-    failed_probes: int
-    paged: bool
-    paused: bool
-    last_failure_at: float | None
-
-    @property
-    def shared(self) -> bool:
-        return len(self.agents) > 1
-
-
-@dataclass(slots=True)
 class _Slot:
     """A breaker with what the engine knows around it: who calls it, its credential, its lock,
     its probe's ticket and the commit its current caller must wait for."""
@@ -159,6 +137,9 @@ class _Slot:
     # Re-entrant: a scheduler may run `poll` at once, from inside a call on this key.
     lock: threading.RLock = field(default_factory=threading.RLock)
     probe: Call | None = None
+    #: How many agents the last view put on an event named (-1: none yet), so the first event
+    #: on a key and the first call from a new agent carry the key's view.
+    shown_agents: int = -1
     owed: int = 0
     owed_what: list[str] = field(default_factory=list)
 
@@ -336,7 +317,8 @@ class Engine:
             "rate_limited_streak": verdict.rate_limited_streak,
             "last_retry_after_seconds": verdict.last_retry_after,
         }
-        return self._emit(ev.RESTORED, verdict.key, self._transition_agent(slot, None), fields)
+        agent = self._transition_agent(slot, None)
+        return self._emit(ev.RESTORED, verdict.key, agent, fields, self._view(slot))
 
     # -- the call path ------------------------------------------------------------------------
 
@@ -423,13 +405,20 @@ class Engine:
                 slot.probe = call
                 self._schedule_poll(breaker.probe_deadline + _JUST_AFTER)
         elif self._watched():
-            fields = {
-                "call_id": call.call_id,
-                "platform": call.platform,
-                "reason": admission.reason.value if admission.reason else None,
-                "retry_after_seconds": round(admission.retry_after, 3),
-            }
-            self._emit(ev.CALL_DENIED, call.key, self._call_agent(call), fields)
+            view = self._new_view(slot)
+            with self._numbering:
+                seq = self._next_seq()
+                event: Event = CallDenied(
+                    seq,
+                    call.key,
+                    self._call_agent(call),
+                    self._wall(),
+                    call.number,
+                    call.platform,
+                    admission.reason.value if admission.reason else None,
+                    round(admission.retry_after, 3),
+                )
+                self._queue(event, view)
         return admission
 
     def may_retry(self, call: Call) -> bool:
@@ -517,7 +506,7 @@ class Engine:
                 quiet = self._unchanging(slot, outcome)  # again, now that no one can change it
                 if quiet:
                     line = self._call_line(
-                        call, outcome, False, fault, agent_status, refresh, platform_status
+                        call, outcome, False, fault, agent_status, refresh, platform_status, slot
                     )
             if quiet:
                 self._deliver()
@@ -528,15 +517,27 @@ class Engine:
             breaker = slot.breaker
             is_probe = breaker.is_probe(call.number)
             count_before = breaker.count
-            line = self._call_line(
-                call, outcome, is_probe, fault, agent_status, refresh, platform_status
-            )
+            # The breaker moves first, so the last line this writes carries its view after.
             transitions = breaker.record(call.number, outcome, now)
             if is_probe or breaker.probe_id is None:
                 slot.probe = None
-            self._apply(slot, transitions, call.agent, cause_seq=line.seq)
-            self._note_credential(slot, call, outcome, line.seq)
-            if breaker.count != count_before and not transitions:
+            revoked = self._note_credential(slot, call, outcome)
+            moved = breaker.count != count_before
+            line = self._call_line(
+                call,
+                outcome,
+                is_probe,
+                fault,
+                agent_status,
+                refresh,
+                platform_status,
+                None if transitions or revoked else slot,
+                moved,
+            )
+            self._apply(slot, transitions, call.agent, cause_seq=line.seq, attach=not revoked)
+            if revoked:
+                self._revoked(slot, call, line.seq)
+            if moved and not transitions:
                 self._persist(slot, urgent=False)
             owed = self._take_owed(slot)
         self._deliver()
@@ -546,7 +547,7 @@ class Engine:
         """A refusal before the breaker: a line, attempts 0, never counted, no probe slot."""
         slot = self._slots[call.key]
         with slot.lock:
-            line = self._call_line(call, outcome, False, "none", agent_status, None, None)
+            line = self._call_line(call, outcome, False, "none", agent_status, None, None, slot)
         self._deliver()
         return line
 
@@ -559,27 +560,44 @@ class Engine:
         agent_status: int | str | None,
         refresh: str | None,
         platform_status: int | None,
+        slot: _Slot | None = None,
+        moved: bool = False,
     ) -> Event:
+        """Under the key's lock: the call's line, which carries the key's view when `slot` is
+        given and the view changed (`moved`, a new agent, the key's first line)."""
         admitted = call.admitted_wall
-        fields = {
-            "call_id": f"call-{call.number:06d}",
-            "platform": call.platform,
-            "tool": call.tool,
-            "admitted_t": None if admitted is None else round(admitted - self.epoch, 3),
-            "admitted_as": call.admitted_as,
-            "probe": is_probe,
-            "attempts": call.attempts,
-            "deadline_seconds": call.deadline_seconds,
-            "fault": fault,
-            "refresh": refresh,
-            "platform_status": platform_status,
-            "agent_status": agent_status,
-            "outcome": outcome.cls.value,
-            "counted": outcome.counted,
-            "retry_after_seconds": outcome.retry_after,
-            "admitted_seq": call.admitted_seq,
-        }
-        return self._emit(ev.CALL_COMPLETED, call.key, self._call_agent(call), fields)
+        details = (
+            call.number,
+            call.platform,
+            call.tool,
+            None if admitted is None else round(admitted - self.epoch, 3),
+            call.admitted_as,
+            call.attempts,
+            call.deadline_seconds,
+            call.admitted_seq,
+        )
+        view = None
+        if slot is not None and (moved or len(slot.agents) != slot.shown_agents):
+            view = self._view(slot)
+        with self._numbering:
+            seq = self._next_seq()
+            event = CallCompleted(
+                seq,
+                call.key,
+                self._call_agent(call),
+                self._wall(),
+                details,
+                is_probe,
+                fault,
+                refresh,
+                platform_status,
+                agent_status,
+                outcome.cls.value,
+                outcome.counted,
+                outcome.retry_after,
+            )
+            self._queue(event, view)
+        return event
 
     # -- credentials (tool policy) ---------------------------------------------------------
 
@@ -591,24 +609,33 @@ class Engine:
         slot = self._slots.get(key)
         return slot is not None and slot.credential_revoked
 
-    def _note_credential(self, slot: _Slot, call: Call, outcome: Outcome, cause: int) -> None:
+    def _note_credential(self, slot: _Slot, call: Call, outcome: Outcome) -> bool:
+        """Under the key's lock: what the outcome says of the key's credential. True when it
+        was just revoked: the caller writes that line (`_revoked`) after the call's own."""
         if self._agent_policy:
-            return
+            return False
         if outcome.is_success and slot.credential_worked_at is None:
             slot.credential_worked_at = self._wall()
             self._persist(slot, urgent=True, what=f"{call.key}: the credential worked")
         elif outcome.cls is OutcomeClass.CREDENTIAL_REVOKED and not slot.credential_revoked:
             slot.credential_revoked = True
-            fields = {"cause_seq": cause}
-            event = self._emit(ev.CREDENTIAL_REVOKED, call.key, call.agent, fields)
-            self._persist(slot, urgent=True, what=_written(event))
+            return True
+        return False
+
+    def _revoked(self, slot: _Slot, call: Call, cause: int) -> None:
+        fields = {"cause_seq": cause}
+        event = self._emit(ev.CREDENTIAL_REVOKED, call.key, call.agent, fields, self._view(slot))
+        self._persist(slot, urgent=True, what=_written(event))
 
     def restore_credential(self, key: str, actor: str) -> Event:
         """Mark-credential-fixed: calls on this key go out again."""
         slot = self._known(key)
         with slot.lock:
             slot.credential_revoked = False
-            event = self._emit(ev.CREDENTIAL_RESTORED, key, self._key_agent(slot), {"actor": actor})
+            agent = self._key_agent(slot)
+            event = self._emit(
+                ev.CREDENTIAL_RESTORED, key, agent, {"actor": actor}, self._view(slot)
+            )
             self._persist(slot, urgent=True, what=_written(event))
             owed = self._take_owed(slot)
         self._deliver()
@@ -653,8 +680,8 @@ class Engine:
         call = slot.probe
         assert call is not None
         slot.probe = None
-        line = self._call_line(call, EXPIRED, True, "expired", None, None, None)
         transitions = breaker.record(number, EXPIRED, now)
+        line = self._call_line(call, EXPIRED, True, "expired", None, None, None)
         return [line, *self._apply(slot, transitions, call.agent, cause_seq=line.seq)]
 
     # -- views ------------------------------------------------------------------------------
@@ -670,10 +697,14 @@ class Engine:
         return self._known(key).breaker
 
     def view(self, key: str) -> BreakerView:
-        slot = self._known(key)
+        return self._view(self._known(key), self._seq)
+
+    def _view(self, slot: _Slot, seq: int = 0) -> BreakerView:
+        """Under the key's lock: its picture as of `seq` (an event about to be written takes
+        its own seq in `_queue`)."""
         b = slot.breaker.snapshot(self.clock.wall() - self.clock.monotonic())
         return BreakerView(
-            key=key,
+            key=slot.breaker.key,
             agents=tuple(slot.agents),
             state=b.state.value,
             count=b.count,
@@ -685,7 +716,13 @@ class Engine:
             paged=b.paged,
             paused=slot.credential_revoked,
             last_failure_at=b.last_failure_at,
+            seq=seq,
         )
+
+    def _new_view(self, slot: _Slot) -> BreakerView | None:
+        """The key's view for a line that changes nothing in the breaker: only the key's
+        first line and the first from a new agent need one."""
+        return self._view(slot) if len(slot.agents) != slot.shown_agents else None
 
     def views(self, keys: Iterable[str] | None = None) -> list[BreakerView]:
         """Consistent pictures of the given keys (unknown ones skipped), or of every breaker."""
@@ -754,18 +791,26 @@ class Engine:
         transitions: Sequence[Transition],
         agent: str | None,
         cause_seq: int | None,
+        *,
+        attach: bool = True,
     ) -> list[Event]:
-        """Under the key's lock: number the transitions, track the key, owe their commit."""
+        """Under the key's lock, after the breaker moved: number the transitions (the last
+        carries the key's view unless `attach` is off: a later line takes it), track the key,
+        owe their commit."""
         key = slot.breaker.key
         written: list[Event] = []
-        for transition in transitions:
+        last = len(transitions) - 1
+        for n, transition in enumerate(transitions):
             fields = dict(transition.fields)
             if transition.type == ev.PAGE and written:
                 fields["cause_seq"] = written[-1].seq
             elif cause_seq is not None:
                 fields["cause_seq"] = cause_seq
             caller = None if transition.type in _TIME_OR_OPERATOR else agent
-            event = self._emit(transition.type, key, self._transition_agent(slot, caller), fields)
+            view = self._view(slot) if attach and n == last else None
+            event = self._emit(
+                transition.type, key, self._transition_agent(slot, caller), fields, view
+            )
             written.append(event)
         if transitions:
             self._track(key, settled=slot.breaker.state is _CLOSED)
@@ -792,21 +837,41 @@ class Engine:
         """Whether a line would reach anyone: a listener or the audit log."""
         return bool(self._listeners) or self.audit is not None
 
-    def _emit(self, type_: str, key: str, agent: str | None, fields: dict[str, Any]) -> Event:
+    def _emit(
+        self,
+        type_: str,
+        key: str,
+        agent: str | None,
+        fields: dict[str, Any],
+        view: BreakerView | None = None,
+    ) -> Event:
         """Under the key's lock: number the event and queue it for the log and the listeners.
         Numbering and the audit hand-off share one short lock, so the log is in seq order."""
         with self._numbering:
-            self._seq = seq = self._seq + 1
-            if seq >= self._seq_refill:
-                self._reserve_more()
-            event = Event(seq, type_, key, agent, self._wall(), fields)
-            if self.audit is not None:
-                kept = ev.audit_form(event)
-                if kept is not None:
-                    self.audit.append(kept)
-            if self._listeners or (type_ == ev.PAGE and self.page_hook is not None):
-                self._undelivered.append(event)
+            event = Event(self._next_seq(), type_, key, agent, self._wall(), fields)
+            self._queue(event, view)
         return event
+
+    def _next_seq(self) -> int:
+        """Under `_numbering`."""
+        self._seq = seq = self._seq + 1
+        if seq >= self._seq_refill:
+            self._reserve_more()
+        return seq
+
+    def _queue(self, event: Event, view: BreakerView | None) -> None:
+        """Under `_numbering` and the key's lock: the view (as of this event) goes on before
+        anyone can see the event, then the event to the log and the listeners."""
+        if view is not None:
+            view.seq = event.seq
+            event.view = view
+            self._slots[event.key].shown_agents = len(view.agents)
+        if self.audit is not None:
+            kept = ev.audit_form(event)
+            if kept is not None:
+                self.audit.append(kept)
+        if self._listeners or (event.type == ev.PAGE and self.page_hook is not None):
+            self._undelivered.append(event)
 
     def _deliver(self) -> None:
         """After the key's lock is released: hand waiting events to the listeners and the page

@@ -7,7 +7,7 @@ headless trace and the live feed all agree on order.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -28,15 +28,214 @@ TRANSITIONS: Final = frozenset({TRIPPED, HALF_OPEN, REOPENED, RECOVERED, RESET, 
 
 
 @dataclass(slots=True)
-class Event:
-    """One line of history. `fields` keeps the design's per-type fields in the design's order."""
+class BreakerView:
+    """A read-only picture of one breaker for the console, the feed and `status`. `seq` is the
+    last event it reflects (0 when not known), so a reader can tell an older picture from a
+    newer one."""
 
-    seq: int
-    type: str
     key: str
-    agent: str | None
-    wall: float
-    fields: dict[str, Any] = field(default_factory=dict)
+    agents: tuple[str, ...]
+    state: str
+    count: int
+    trip_cause: str | None
+    opened_at: float | None
+    reopens_at: float | None
+    cooldown: float
+    failed_probes: int
+    paged: bool
+    paused: bool
+    last_failure_at: float | None
+    seq: int = 0
+
+    @property
+    def shared(self) -> bool:
+        return len(self.agents) > 1
+
+
+class Event:
+    """One line of history. `fields` keeps the design's per-type fields in the design's order.
+
+    Kinds written on every call (`CallCompleted`, `CallDenied`) keep their values as typed
+    attributes and build `fields` on first read, so an event nobody reads costs no dict; the
+    public record (`record`) is built once and shared by every reader. Both are read-only.
+
+    `view` is the key's breaker as of this event, on the events that change it (see
+    docs/engine.md); None on the others.
+    """
+
+    __slots__ = ("_fields", "_record", "agent", "key", "seq", "type", "view", "wall")
+
+    def __init__(
+        self,
+        seq: int,
+        type: str,
+        key: str,
+        agent: str | None,
+        wall: float,
+        fields: dict[str, Any] | None = None,
+        view: BreakerView | None = None,
+    ) -> None:
+        self.seq = seq
+        self.type = type
+        self.key = key
+        self.agent = agent
+        self.wall = wall
+        self._fields = fields
+        self._record: tuple[float, dict[str, Any]] | None = None
+        self.view = view
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        built = self._fields
+        if built is None:
+            built = self._fields = self._build_fields()
+        return built
+
+    def _build_fields(self) -> dict[str, Any]:
+        return {}
+
+    def renumbered(self, seq: int) -> Event:
+        """The same event under another seq (a console that keeps one engine's seqs growing
+        across its restarts)."""
+        return Event(seq, self.type, self.key, self.agent, self.wall, self.fields, self.view)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Event):
+            return NotImplemented
+        return (self.seq, self.type, self.key, self.agent, self.wall, self.fields) == (
+            other.seq,
+            other.type,
+            other.key,
+            other.agent,
+            other.wall,
+            other.fields,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(seq={self.seq}, type={self.type!r}, key={self.key!r}, "
+            f"agent={self.agent!r}, wall={self.wall!r}, fields={self.fields!r})"
+        )
+
+
+class CallCompleted(Event):
+    """`call.completed`: a finished call, as the engine saw it."""
+
+    __slots__ = (
+        "admitted_as",
+        "admitted_seq",
+        "admitted_t",
+        "agent_status",
+        "attempts",
+        "call_number",
+        "counted",
+        "deadline_seconds",
+        "fault",
+        "outcome",
+        "platform",
+        "platform_status",
+        "probe",
+        "refresh",
+        "retry_after_seconds",
+        "tool",
+    )
+
+    def __init__(
+        self,
+        seq: int,
+        key: str,
+        agent: str | None,
+        wall: float,
+        call: tuple[int, str, str, float | None, str | None, int, float, int | None],
+        probe: bool,
+        fault: str,
+        refresh: str | None,
+        platform_status: int | None,
+        agent_status: int | str | None,
+        outcome: str,
+        counted: bool,
+        retry_after: float | None,
+    ) -> None:
+        Event.__init__(self, seq, CALL_COMPLETED, key, agent, wall)
+        (
+            self.call_number,
+            self.platform,
+            self.tool,
+            self.admitted_t,
+            self.admitted_as,
+            self.attempts,
+            self.deadline_seconds,
+            self.admitted_seq,
+        ) = call
+        self.probe = probe
+        self.fault = fault
+        self.refresh = refresh
+        self.platform_status = platform_status
+        self.agent_status = agent_status
+        self.outcome = outcome
+        self.counted = counted
+        self.retry_after_seconds = retry_after
+
+    @property
+    def call_id(self) -> str:
+        return f"call-{self.call_number:06d}"
+
+    def _build_fields(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id,
+            "platform": self.platform,
+            "tool": self.tool,
+            "admitted_t": self.admitted_t,
+            "admitted_as": self.admitted_as,
+            "probe": self.probe,
+            "attempts": self.attempts,
+            "deadline_seconds": self.deadline_seconds,
+            "fault": self.fault,
+            "refresh": self.refresh,
+            "platform_status": self.platform_status,
+            "agent_status": self.agent_status,
+            "outcome": self.outcome,
+            "counted": self.counted,
+            "retry_after_seconds": self.retry_after_seconds,
+            "admitted_seq": self.admitted_seq,
+        }
+
+
+class CallDenied(Event):
+    """`call.denied`: a call the breaker refused."""
+
+    __slots__ = ("call_number", "platform", "reason", "retry_after_seconds")
+
+    def __init__(
+        self,
+        seq: int,
+        key: str,
+        agent: str | None,
+        wall: float,
+        call_number: int,
+        platform: str,
+        reason: str | None,
+        retry_after: float,
+    ) -> None:
+        Event.__init__(self, seq, CALL_DENIED, key, agent, wall)
+        self.call_number = call_number
+        self.platform = platform
+        self.reason = reason
+        self.retry_after_seconds = retry_after
+
+    @property
+    def call_id(self) -> str:
+        return f"call-{self.call_number:06d}"
+
+    def _build_fields(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id,
+            "platform": self.platform,
+            "reason": self.reason,
+            "retry_after_seconds": self.retry_after_seconds,
+        }
 
 
 def iso_utc(wall: float) -> str:
@@ -49,9 +248,13 @@ def iso_utc(wall: float) -> str:
 
 
 def record(event: Event, epoch: float) -> dict[str, Any]:
-    """The public shape of an event (headless trace, feed, page hook): fixed keys first."""
+    """The public shape of an event (headless trace, feed, page hook): fixed keys first.
+    Built once per event and epoch and shared by every reader, so it is read-only."""
+    kept = event._record
+    if kept is not None and kept[0] == epoch:
+        return kept[1]
     t = round(event.wall - epoch, 3)
-    return {
+    line = {
         "seq": event.seq,
         "t": t,
         "at": iso_utc(epoch + t),
@@ -60,6 +263,8 @@ def record(event: Event, epoch: float) -> dict[str, Any]:
         "agent": event.agent,
         **event.fields,
     }
+    event._record = (epoch, line)
+    return line
 
 
 def audit_form(event: Event) -> Event | None:
@@ -68,4 +273,6 @@ def audit_form(event: Event) -> Event | None:
         return event
     if event.fields.get("outcome") == "success":
         return None
-    return Event(event.seq, CALL_FAILED, event.key, event.agent, event.wall, event.fields)
+    return Event(
+        event.seq, CALL_FAILED, event.key, event.agent, event.wall, event.fields, event.view
+    )
