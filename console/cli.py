@@ -242,6 +242,11 @@ def _run(args: argparse.Namespace) -> int:
 
         runner = {"serve": remote.run_serve, "status": remote.run_status, "reset": remote.run_reset}
         return runner[args.command](args)
+    if args.command == "gateway" and args.demo:
+        # The demo drives the fixtures, which the engine's own command never imports.
+        from breakerdeck.fixtures.gateway_demo import run_demo as run_gateway_demo
+
+        return run_gateway_demo(args)
     if args.command == "gateway":
         return run_gateway(args)
     if args.command == "mcp":

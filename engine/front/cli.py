@@ -75,10 +75,6 @@ def run_gateway(args: argparse.Namespace) -> int:
     from breakerdeck.engine.front.config import ConfigError, load
     from breakerdeck.engine.front.server import Options, say
 
-    if args.demo:
-        from breakerdeck.engine.front.demo import run_demo
-
-        return run_demo(args)
     if not args.config:
         say("gateway: --config FILE is required (or --demo)")
         return EXIT_START

@@ -33,7 +33,7 @@ DIGEST = hashlib.sha256(b"t").hexdigest()
 
 def _gateway(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "breakerdeck.engine.front.cli", "gateway", *args],
+        [sys.executable, "-m", "breakerdeck.console.cli", "gateway", *args],
         capture_output=True,
         text=True,
         timeout=60,

@@ -31,7 +31,7 @@ class Gateway:
             [
                 sys.executable,
                 "-m",
-                "breakerdeck.engine.front.cli",
+                "breakerdeck.console.cli",
                 "gateway",
                 "--config",
                 str(config),
@@ -193,7 +193,7 @@ async def test_the_demo_runs_agents_through_the_gateway_and_the_feed_shows_a_tri
         [
             sys.executable,
             "-m",
-            "breakerdeck.engine.front.cli",
+            "breakerdeck.console.cli",
             "gateway",
             "--demo",
             "--state-dir",
