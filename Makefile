@@ -26,5 +26,7 @@ test: $(STAMP)
 	$(BIN)/pytest
 
 bench: $(STAMP)
+	command -v wrk >/dev/null && command -v nginx >/dev/null || \
+		(apt-get update -qq && apt-get install -y -qq wrk nginx-light)
 	$(BIN)/pip install --quiet -e '.[bench]' --config-settings editable_mode=strict
 	$(BIN)/python bench/run.py

@@ -2,7 +2,7 @@
 
 Run from the repository root: `.venv/bin/python bench/run.py` (or `make bench`); then the
 live feed's table (bench/feed.py) and the console's (bench/console.py, in a child process so
-its peak memory is its own). `--only peers`, `--only feed` or `--only console` runs one.
+its peak memory is its own), and the gateway (bench/gateway.py). `--only NAME` runs one.
 Progress goes to standard error; the tables to standard output.
 """
 
@@ -248,8 +248,8 @@ def render(metrics: list[Metric], baseline: dict[str, float], seconds: float) ->
 def main() -> None:
     warnings.simplefilter("ignore", DeprecationWarning)  # aiobreaker's datetime.utcnow()
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
-    if only not in (None, "peers", "shell", "durability", "feed", "console"):
-        sys.exit("usage: bench/run.py [--only peers|shell|durability|feed|console]")
+    if only not in (None, "peers", "shell", "durability", "feed", "console", "gateway"):
+        sys.exit("usage: bench/run.py [--only peers|shell|durability|feed|console|gateway]")
     if only in (None, "shell"):
         from bench import shell  # issue 9's targets, each beside its figure
 
@@ -271,6 +271,12 @@ def main() -> None:
         if only is None:
             print()
         feed.main()
+    if only in (None, "gateway"):
+        from bench import gateway  # issue 11's targets (docs/gateway.md, "Speed")
+
+        if only is None:
+            print()
+        print(gateway.render(gateway.run()), flush=True)
     if only in (None, "console"):
         # The console at 10,000 breakers (docs/bench.md, "The console"): about 30 s, bounded.
         if only is None:
