@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 import anyio
 import anyio.abc
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
@@ -392,7 +392,7 @@ class CallRun:
                 self.tool.name,
                 self.arguments,
                 deadline_real=self.proxy.clock.real(deadline),
-                progress=self._progress,
+                relay=self._progress,
                 attempt_id=attempt_id,
             )
         except Exception as error:
@@ -422,9 +422,10 @@ class CallRun:
         self, call: Call, verdict: classify.Verdict, answer: Any
     ) -> types.CallToolResult | types.InputRequiredResult:
         outcome = verdict.outcome
+        shown: types.CallToolResult | types.InputRequiredResult
         if verdict.relay:
             status = _relayed_status(outcome)
-            shown: Any = answer
+            shown = answer
         else:
             result = result_for(self.called, outcome, call.attempts, self.settings.credential_id)
             status = result["status"]

@@ -125,7 +125,8 @@ class Upstream:
     async def _start(self) -> _Connection:
         assert self._group is not None, "attach() the upstream to a task group first"
         try:
-            return await self._group.start(self._own)
+            connection: _Connection = await self._group.start(self._own)
+            return connection
         except StartFailed:
             raise
         except Exception as error:
@@ -250,7 +251,7 @@ class Upstream:
         arguments: dict[str, Any] | None,
         *,
         deadline_real: float,
-        progress: Progress,
+        relay: Progress,
         attempt_id: str,
     ) -> types.CallToolResult | types.InputRequiredResult:
         """One attempt. Raises `StartFailed`, `AttemptTimedOut`, `MCPError`, ... for the
@@ -259,12 +260,14 @@ class Upstream:
         extensions = 0
         with anyio.CancelScope(deadline=anyio.current_time() + deadline_real) as scope:
 
-            async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
                 nonlocal extensions
                 if extensions < MAX_PROGRESS_EXTENSIONS:
                     extensions += 1
                     scope.deadline += deadline_real
-                await progress(done, total, message)
+                await relay(progress, total, message)
 
             try:
                 result = await client.session.call_tool(
