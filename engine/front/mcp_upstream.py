@@ -9,6 +9,7 @@ real-time deadline (`START_DEADLINE_SECONDS`), never sped up.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -24,6 +25,7 @@ import anyio.abc
 import mcp_types as types
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
@@ -148,7 +150,11 @@ class Upstream:
                     self._absorb(listing)
                     started = True
                     task_status.started(connection)
-                    await connection.stop.wait()
+                    async with anyio.create_task_group() as watchers:
+                        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                            watchers.start_soon(self._listen, client)
+                        await connection.stop.wait()
+                        watchers.cancel_scope.cancel()
             if not started:
                 raise StartFailed(f"no answer to the handshake within {self.start_deadline:g} s")
         except StartFailed:
@@ -199,6 +205,14 @@ class Upstream:
                 raise StartFailed(f"the credential file: {error}") from None
         assert credential.command is not None
         return _run_credential_command(credential.command)
+
+    async def _listen(self, client: Client) -> None:
+        """A 2026-era upstream announces list changes on `subscriptions/listen`; one that does
+        not serve it simply never announces (its tools stay as first listed)."""
+        with contextlib.suppress(Exception):
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _ in subscription:
+                    await self.relist()
 
     async def _on_message(self, message: Any) -> None:
         """The upstream said its tools changed: list them again, then tell the hosts."""

@@ -147,3 +147,19 @@ async def test_the_calling_agent_is_the_hosts_client_info_name(
         ctl.set_mode("internal_error")
         await b.call("search__charge", {"amount": 1})
         assert b.engine.view("search@default").agents == ("claude-desktop",)
+
+
+@pytest.mark.parametrize("upstream_mode", ["legacy", MODERN])
+async def test_an_upstream_whose_tools_change_is_listed_again_and_hosts_hear_of_it(
+    tmp_path: Path, upstream_mode: str
+) -> None:
+    ctl = control(tmp_path)
+    settings = fixture_server(ctl.dir, **FAST)
+    async with proxied({"search": settings}, upstream_mode=upstream_mode) as bench:
+        before = changes(bench)
+        ctl.set_mode("add_tool")
+        await bench.call("search__charge", {"amount": 1})
+        await until(lambda: "extra" in bench.proxy.upstreams["search"].tools)
+        await until(lambda: changes(bench) > before)
+        names = {tool.name for tool in (await bench.host.list_tools()).tools}
+        assert "search__extra" in names
