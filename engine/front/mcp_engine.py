@@ -20,6 +20,7 @@ from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.errors import UnknownKey
 from breakerdeck.engine.events import Event
+from breakerdeck.engine.front.metrics import Counts
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.results import ToolResult
 
@@ -72,9 +73,11 @@ class ServerState:
 class Breakers:
     """The engine under the `tool` policy, as the proxy uses it."""
 
-    def __init__(self, engine: Engine, clock: FrontClock) -> None:
+    def __init__(self, engine: Engine, clock: FrontClock, counts: Counts | None = None) -> None:
         self.engine = engine
         self.clock = clock
+        #: The metrics' per-key integers: a completion and its duration are added here.
+        self.counts = counts
         self._probe_done: dict[str, asyncio.Event] = {}
 
     def key(self, server: str, credential_id: str) -> str:
@@ -122,12 +125,22 @@ class Breakers:
         await self.engine.complete_async(
             call, outcome, fault=fault, agent_status=status, platform_status=platform_status
         )
+        self._count(call, outcome)
         self._wake(call)
 
     def complete_now(self, call: Call, outcome: Outcome, fault: str, status: str) -> None:
         """For a call the host cancelled: no await is possible once cancelled."""
         self.engine.complete(call, outcome, fault=fault, agent_status=status)
+        self._count(call, outcome)
         self._wake(call)
+
+    def _count(self, call: Call, outcome: Outcome) -> None:
+        counts = self.counts
+        if counts is None:
+            return
+        counts.calls[(call.key, outcome.cls.value, outcome.counted)] += 1
+        if call.admitted_wall is not None:
+            counts.observe(call.key, max(0.0, self.clock.wall() - call.admitted_wall))
 
     def _probe_out(self, key: str) -> bool:
         try:

@@ -131,13 +131,12 @@ async def feed_for(
         yield feed.url
 
 
-def start_metrics(engine: Engine, listen: str | None) -> Any:
+def start_metrics(engine: Engine, listen: str | None, counts: Counts) -> Any:
     """Prometheus text on `metrics_listen`, read at scrape time from the engine's counts."""
     if listen is None:
         return None
     from prometheus_client import start_http_server
 
-    counts = Counts()
     engine.subscribe(counts.on_event)
     host, port = split_address(listen)
     server, _thread = start_http_server(port, addr=host, registry=registry_for(engine, counts))
@@ -176,8 +175,9 @@ async def serve(options: McpOptions) -> None:
             )
         for problem in problems:
             say(problem)
-        metrics = start_metrics(engine, options.metrics_listen)
-        proxy = Proxy(options.config, Breakers(engine, clock), clock)
+        counts = Counts()
+        metrics = start_metrics(engine, options.metrics_listen, counts)
+        proxy = Proxy(options.config, Breakers(engine, clock, counts), clock)
         async with feed_for(engine, options, instance), proxy.running():
             await _serve_host(proxy, options)
     finally:

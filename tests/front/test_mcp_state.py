@@ -116,6 +116,11 @@ async def test_the_feed_and_the_metrics_serve_the_proxys_breakers(tmp_path: Path
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics") as answer:
             text = answer.read().decode()
         assert 'breakerdeck_breaker_state{key="search@default",state="closed"} 1.0' in text
+        assert (
+            'breakerdeck_calls_total{counted="false",key="search@default",outcome="success"} 1.0'
+            in text
+        )
+        assert 'breakerdeck_call_duration_seconds_count{key="search@default"} 1.0' in text
     finally:
         stop(process)
 
