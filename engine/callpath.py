@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Generic, Protocol, TypeVar
 
 from breakerdeck.engine.breaker import Admission
+from breakerdeck.engine.deadline import Deadlines
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.outcomes import Outcome
 
@@ -62,6 +63,12 @@ class CallPath(ABC, Generic[B, A, R]):
     """A shell: `engine`, one attempt, the answer to a refusal."""
 
     engine: Engine
+    _deadlines: Deadlines | None = None
+
+    def _loop_deadlines(self) -> Deadlines:
+        """The attempts' deadlines on the running loop (kept: one timer serves them all)."""
+        deadlines = self._deadlines = Deadlines.of_running_loop(self._deadlines)
+        return deadlines
 
     async def _run(self, budget: B, lease: float) -> R:
         """Admit, attempt while the budget wants, complete, answer."""

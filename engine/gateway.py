@@ -8,7 +8,6 @@ platform's own answer relayed, 401 `reauth_failed`, 502 when the call could not 
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -17,13 +16,18 @@ from typing import Any, Protocol
 import httpx
 
 from breakerdeck.engine import results
+from breakerdeck.engine.breaker import Admission
+from breakerdeck.engine.callpath import CallPath, Completion, OneAttempt
 from breakerdeck.engine.classify import (
-    agent_outcome_for_response,
+    auth_failure,
     describe_error,
     fault_of,
     network_fault,
+    relayed,
     response_json,
+    upstream_failure,
 )
+from breakerdeck.engine.deadline import Deadlines
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.errors import VaultUnavailable
 from breakerdeck.engine.harness import Refusal, json_body, json_headers
@@ -44,16 +48,50 @@ class Vault(Protocol):
 GatewayAuthorizer = Callable[[str, str, Any], Refusal | None]
 
 
-@dataclass(slots=True)
-class _Exchange:
-    """What the platform did on the last attempt, for the call's line."""
+class _Exchange(OneAttempt):
+    """One gateway call's state: the request it sends (or, when the breaker was refusing, the
+    caller's parts, checked only if it lets the call in after all), what the platform did on
+    the last attempt, and the answer."""
 
-    fault: str = "none"
-    platform_status: int | None = None
-    refresh: str | None = None
+    __slots__ = (
+        "asked",
+        "call",
+        "fault",
+        "outcome",
+        "platform_status",
+        "refresh",
+        "request",
+        "response",
+    )
+
+    def __init__(self, call: Call, request: _Request | None, asked: tuple[str, str, Any]) -> None:
+        """`asked` is the caller's method, path and JSON: read only when `request` is None."""
+        self.call = call
+        self.request = request
+        self.asked = asked
+        self.fault = "none"
+        self.platform_status: int | None = None
+        self.refresh: str | None = None
+        self.outcome: Outcome | None = None
+        self.response: GatewayResponse | None = None
+
+    def more(self) -> bool:
+        return self.response is None
+
+    def report(self, attempt: tuple[Outcome, GatewayResponse]) -> None:
+        self.outcome, self.response = attempt
+
+    def completion(self) -> Completion:
+        outcome, response = self.outcome, self.response
+        assert outcome is not None and response is not None
+        return outcome, self.fault, response.status, self.refresh, self.platform_status
+
+    def answer(self) -> GatewayResponse:
+        assert self.response is not None
+        return self.response
 
 
-class Gateway:
+class Gateway(CallPath[_Exchange, tuple[Outcome, GatewayResponse], GatewayResponse]):
     def __init__(
         self,
         engine: Engine,
@@ -80,7 +118,12 @@ class Gateway:
         json: Any = None,
         tool: str = "",
     ) -> GatewayResponse:
-        if platform not in self.clients:
+        """The hook first, then the request, both before the breaker so neither takes a slot;
+        but while the breaker refuses (read without a lock) a refusal needs no request, so it
+        is not built: the breaker is asked at once, and the request is checked only if it lets
+        the call in after all (its cooldown ended meanwhile)."""
+        client = self.clients.get(platform)
+        if client is None:
             known = ", ".join(sorted(self.clients))
             return GatewayResponse(
                 404,
@@ -89,80 +132,79 @@ class Gateway:
                     "message": f"no platform {platform!r}; known: {known}",
                 },
             )
-        call = self.engine.new_call(
+        engine = self.engine
+        call = engine.new_call(
             agent, agent, platform, tool or platform, self.policy.deadline_seconds
         )
-        request = _prepare(self.clients[platform].base_url, method, path, json)
-        refusal = self._precheck(agent, platform, json, request)
-        if refusal is not None:
-            response = _refusal_response(refusal)
-            outcome = Outcome(refusal.cls, detail=refusal.reason)
-            self.engine.refuse(call, outcome, response.status)
-            return response
-        admission = await self.engine.admit_async(call, self.policy.probe_lease())
-        if not admission.allowed:
-            return results.agent_halted(admission)
-        assert not isinstance(request, Refusal)
-        exchange = _Exchange()
-        outcome, response = await self._exchange(call, exchange, request)
-        await self.engine.complete_async(
-            call,
-            outcome,
-            exchange.fault,
-            response.status,
-            exchange.refresh,
-            exchange.platform_status,
-        )
-        return response
-
-    def _precheck(
-        self, agent: str, platform: str, json: Any, request: _Request | Refusal
-    ) -> Refusal | None:
-        """The hook's verdict, then the request itself: both before the breaker, so neither
-        takes a slot."""
+        asked = (method, path, json)
         refusal = self.authorize(agent, platform, json) if self.authorize else None
-        if refusal is None and isinstance(request, Refusal):
-            return request
-        return refusal
+        if refusal is not None:
+            return self._refusal(call, refusal)
+        if engine.breaker(agent).cooling(engine.clock.monotonic()) is not None:
+            return await self._run(_Exchange(call, None, asked), self.policy.probe_lease())
+        request = _prepare(client.base_url, method, path, json)
+        if isinstance(request, Refusal):
+            return self._refusal(call, request)
+        return await self._run(_Exchange(call, request, asked), self.policy.probe_lease())
 
-    async def _exchange(
-        self, call: Call, exchange: _Exchange, request: _Request
-    ) -> tuple[Outcome, GatewayResponse]:
+    def _refusal(self, call: Call, refusal: Refusal) -> GatewayResponse:
+        response = _refusal_response(refusal)
+        outcome = Outcome(refusal.cls, detail=refusal.reason)
+        return self._refused(call, outcome, response.status, response)
+
+    def _denied(self, exchange: _Exchange, admission: Admission) -> GatewayResponse:
+        return results.agent_halted(admission)
+
+    async def _attempt(self, exchange: _Exchange) -> tuple[Outcome, GatewayResponse]:
+        """The credential, the request, one refresh and resend on a rejected credential."""
+        call = exchange.call
         platform = call.platform
+        deadlines = self._loop_deadlines()
+        request = exchange.request
+        if request is None:
+            prepared = _prepare(self.clients[platform].base_url, *exchange.asked)
+            if isinstance(prepared, Refusal):
+                outcome = Outcome(prepared.cls, detail=prepared.reason)
+                return outcome, _refusal_response(prepared)
+            request = prepared
         try:
-            token = await self._credential(call)
+            token = await self._credential(call, deadlines)
         except VaultUnavailable as error:
             exchange.fault = "vault_down"
-            return _upstream(platform, f"the credential vault is unreachable: {error}")
-        sent = await self._send(call, exchange, request, token)
+            return upstream_failure(platform, f"the credential vault is unreachable: {error}")
+        sent = await self._send(call, exchange, request, token, deadlines)
         if isinstance(sent, BaseException):
-            return _upstream(platform, describe_error(sent, self.policy.deadline_seconds))
+            return upstream_failure(platform, describe_error(sent, self.policy.deadline_seconds))
         if sent.status_code not in _AUTH_REJECTED:
-            return _relayed(sent)
-        refreshed = await self._refresh(platform, token)
+            return relayed(sent)
+        refreshed = await self._refresh(platform, token, deadlines)
         if refreshed is None:
             exchange.refresh = "failed"
-            return _auth_failure(platform, "failed")
+            return auth_failure(platform, "failed")
         exchange.refresh = "ok"
-        retried = await self._send(call, exchange, request, refreshed)
+        retried = await self._send(call, exchange, request, refreshed, deadlines)
         if isinstance(retried, BaseException):
-            return _upstream(platform, describe_error(retried, self.policy.deadline_seconds))
+            return upstream_failure(platform, describe_error(retried, self.policy.deadline_seconds))
         if retried.status_code in _AUTH_REJECTED:
-            return _auth_failure(platform, "succeeded but the new token was rejected too")
-        return _relayed(retried)
+            return auth_failure(platform, "succeeded but the new token was rejected too")
+        return relayed(retried)
 
-    async def _credential(self, call: Call) -> str:
+    async def _credential(self, call: Call, deadlines: Deadlines) -> str:
         """The stored credential, under the policy's deadline: a vault that hangs is
         unavailable (an upstream failure), never a call that holds the probe slot forever."""
         deadline = self.policy.deadline_seconds
         try:
-            async with asyncio.timeout(deadline):
-                return await self.vault.fetch(call.agent, call.platform)
+            return await deadlines.run(deadline, self.vault.fetch(call.agent, call.platform))
         except TimeoutError:
             raise VaultUnavailable(f"no answer within {deadline:g} s") from None
 
     async def _send(
-        self, call: Call, exchange: _Exchange, prepared: _Request, token: str
+        self,
+        call: Call,
+        exchange: _Exchange,
+        prepared: _Request,
+        token: str,
+        deadlines: Deadlines,
     ) -> httpx.Response | BaseException:
         client = self.clients[call.platform]
         request = client.build_request(
@@ -178,8 +220,7 @@ class Gateway:
         )
         call.attempts += 1
         try:
-            async with asyncio.timeout(self.policy.deadline_seconds):
-                response = await client.send(request)
+            response = await deadlines.run(self.policy.deadline_seconds, client.send(request))
         except (httpx.HTTPError, TimeoutError) as error:
             exchange.fault = fault_of(request, network_fault(error))
             exchange.platform_status = None
@@ -188,11 +229,11 @@ class Gateway:
         exchange.platform_status = response.status_code
         return response
 
-    async def _refresh(self, platform: str, token: str) -> str | None:
+    async def _refresh(self, platform: str, token: str, deadlines: Deadlines) -> str | None:
         client = self.clients[platform]
+        refresh = client.post(REFRESH_PATH, json={"refresh_token": token})
         try:
-            async with asyncio.timeout(self.policy.deadline_seconds):
-                response = await client.post(REFRESH_PATH, json={"refresh_token": token})
+            response = await deadlines.run(self.policy.deadline_seconds, refresh)
         except (httpx.HTTPError, TimeoutError):
             return None
         if response.status_code != 200:
@@ -239,29 +280,6 @@ def _prepare(base: httpx.URL, method: str, path: str, json: Any) -> _Request | R
         return content
     url = base.copy_with(raw_path=base.raw_path + relative.raw_path.removeprefix(b"/"))
     return _Request(method, url, content)
-
-
-def _relayed(response: httpx.Response) -> tuple[Outcome, GatewayResponse]:
-    try:
-        body = response_json(response)
-    except ValueError:
-        body = {"body": response.text}
-    if not isinstance(body, dict):
-        body = {"data": body}
-    return agent_outcome_for_response(response.status_code), GatewayResponse(
-        response.status_code, body
-    )
-
-
-def _upstream(platform: str, detail: str) -> tuple[Outcome, GatewayResponse]:
-    outcome = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail=detail)
-    return outcome, results.upstream_failure(platform, detail)
-
-
-def _auth_failure(platform: str, refresh: str) -> tuple[Outcome, GatewayResponse]:
-    detail = f"{platform} rejected the credential; refresh {refresh}"
-    outcome = Outcome(OutcomeClass.AUTH_FAILURE, counted=True, detail=detail)
-    return outcome, results.reauth_failed(platform, refresh)
 
 
 def _refusal_response(refusal: Refusal) -> GatewayResponse:

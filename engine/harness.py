@@ -95,7 +95,6 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         self.clients = dict(clients or {})
         self.authorize = authorize
         self._tools: dict[str, Tool] = {}
-        self._deadlines: Deadlines | None = None
 
     def register(self, tool: Tool) -> Tool:
         if tool.function is None and tool.backend not in self.clients:
@@ -119,7 +118,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         if not isinstance(entered, Call):
             return entered
         assert not isinstance(body, Refusal)
-        deadlines = self._deadlines = Deadlines.of_running_loop(self._deadlines)
+        deadlines = self._loop_deadlines()
         budget = RetryBudget(self, tool, entered, credential, args, body, deadlines)
         return await self._run(budget, tool.lease)
 
