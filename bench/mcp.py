@@ -50,6 +50,8 @@ PYTHON = sys.executable
 CONCURRENCY = 16
 CALLS_PER_CALLER = int(os.environ.get("MCP_BENCH_CALLS", "150"))
 REFUSALS = 2000
+#: Calls by one caller alone: the added latency without queueing behind 15 others.
+SEQUENTIAL = 300
 TOKEN = "bench-token-" + "x" * 20
 FIXTURE = [PYTHON, "-m", "breakerdeck.fixtures.mcp_server"]
 HERE = Path(__file__).resolve()
@@ -146,8 +148,10 @@ async def connect(target: Any) -> AsyncIterator[Client]:
             yield client
 
 
-async def drive(client: Client, tool: str, calls: int) -> tuple[list[float], float]:
-    """Latencies of `calls` calls by each of 16 concurrent callers, and the wall time."""
+async def drive(
+    client: Client, tool: str, calls: int, callers: int = CONCURRENCY
+) -> tuple[list[float], float]:
+    """Latencies of `calls` calls by each of `callers` concurrent callers, and the wall time."""
     latencies: list[float] = []
 
     async def caller() -> None:
@@ -160,7 +164,7 @@ async def drive(client: Client, tool: str, calls: int) -> tuple[list[float], flo
         await client.call_tool(tool, {"amount": 1})
     began = time.perf_counter()
     async with anyio.create_task_group() as group:
-        for _ in range(CONCURRENCY):
+        for _ in range(callers):
             group.start_soon(caller)
     return latencies, time.perf_counter() - began
 
@@ -216,6 +220,7 @@ async def measure_stdio(work: Path) -> dict[str, Any]:
         _progress(f"mcp bench: stdio, {name} ...")
         async with connect(target) as client:
             figures[name] = await drive(client, tool, CALLS_PER_CALLER)
+            figures[f"{name}-alone"] = await drive(client, tool, SEQUENTIAL, callers=1)
             if name == "ours":
                 figures["refusal"] = await refusals(client, control, tool)
     # The profiled run is for the CPU share only: cProfile slows the proxy it watches.
@@ -249,6 +254,7 @@ async def measure_http(work: Path) -> dict[str, Any]:
                     stack.enter_context(child(command, port))
                 async with connect(f"http://127.0.0.1:{port}/mcp") as client:
                     figures[name] = await drive(client, tool, CALLS_PER_CALLER // 3)
+                    figures[f"{name}-alone"] = await drive(client, tool, SEQUENTIAL, callers=1)
                     if name == "ours":
                         figures["refusal"] = await refusals(client, control, tool)
     return figures
@@ -311,10 +317,26 @@ def render(transport: str, figures: dict[str, Any]) -> list[str]:
                 )
             )
         rows.append(table_row(f"{label[name]}: calls/s at {CONCURRENCY}", f"{rate:.0f}"))
+    alone = percentile(figures["direct-alone"][0], 0.5)
+    alone_added = {
+        name: percentile(figures[f"{name}-alone"][0], 0.5) - alone for name in ("bare", "ours")
+    }
+    rows.append(
+        table_row(
+            "one caller: added p50 ms, bare / ours",
+            f"{alone_added['bare'] * 1e3:.2f}/{alone_added['ours'] * 1e3:.2f}",
+        )
+    )
+    lone = alone_added["ours"] / alone_added["bare"] if alone_added["bare"] > 0 else float("inf")
+    rows.append(
+        table_row(
+            "one caller: added p50, ours / bare", f"{lone:.2f}x", "", "≤ 1.25x", yes(lone <= 1.25)
+        )
+    )
     ratio = added["ours"] / added["bare"] if added["bare"] > 0 else float("inf")
     rows.append(
         table_row(
-            "added p50: ours / bare pass-through",
+            f"{CONCURRENCY} callers: added p50, ours / bare",
             f"{ratio:.2f}x",
             "",
             "≤ 1.25x",
