@@ -124,3 +124,46 @@ def test_stdout_carries_nothing_but_json_rpc(tmp_path: Path) -> None:
     answers = [types.jsonrpc_message_adapter.validate_json(line) for line in lines]
     assert [a.id for a in answers] == [1, 2, 3]
     assert "left out" in done.stderr
+
+
+def test_check_config_validates_the_file_and_exits_0_without_starting_anything(
+    tmp_path: Path,
+) -> None:
+    control = tmp_path / "s"
+    path = write_config(tmp_path, f"[servers.search]\ncommand = {fixture_command(control)}\n")
+    done = subprocess.run(
+        [*COMMAND, "--config", str(path), "--check-config"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0
+    assert "ok (1 servers)" in done.stderr
+    assert not (control / "starts").exists()
+
+
+def test_http_without_a_token_file_is_refused_at_start(tmp_path: Path) -> None:
+    path = write_config(tmp_path, f"[servers.search]\ncommand = {fixture_command(tmp_path)}\n")
+    done = subprocess.run(
+        [*COMMAND, "--config", str(path), "--http", "127.0.0.1:0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert "--token-file" in done.stderr
+
+
+def test_a_non_loopback_listener_without_tls_is_refused_at_start(tmp_path: Path) -> None:
+    path = write_config(tmp_path, f"[servers.search]\ncommand = {fixture_command(tmp_path)}\n")
+    token = tmp_path / "token"
+    token.write_text("t" * 32)
+    token.chmod(0o600)
+    done = subprocess.run(
+        [*COMMAND, "--config", str(path), "--http", "0.0.0.0:0", "--token-file", str(token)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert "without TLS" in done.stderr
