@@ -1,7 +1,7 @@
 """One call's path through a shell, written once for the harness and the gateway.
 
-Both shells do the same thing around their own attempts: ask the breaker, make attempts while
-the budget wants more (sleeping its wait and asking the breaker again before each retry),
+Both shells do the same thing around their own attempts: ask the breaker, make an attempt and
+more while the budget wants a retry (sleeping its wait and asking the breaker again first),
 complete the call with the budget's last outcome, then answer. The budget decides and holds
 the call's state (sans I/O); the shell only makes one attempt (`CallPath._attempt`) and words a
 refusal (`CallPath._denied`). Refusals before the breaker are each shell's own (their checks
@@ -48,9 +48,13 @@ B = TypeVar("B", bound=Budget[Any, Any])
 
 class OneAttempt:
     """The budget part of a call that is never retried (the gateway's: its refresh-and-resend
-    happens inside its one attempt)."""
+    happens inside its one attempt). `wait` and `recheck` are never asked, since `more` never
+    says yes; they complete the `Budget` protocol."""
 
     __slots__ = ()
+
+    def more(self) -> bool:
+        return False
 
     def wait(self) -> float:
         return 0.0
@@ -67,21 +71,24 @@ class CallPath(ABC, Generic[B, A, R]):
 
     def _loop_deadlines(self) -> Deadlines:
         """The attempts' deadlines on the running loop (kept: one timer serves them all)."""
-        deadlines = self._deadlines = Deadlines.of_running_loop(self._deadlines)
+        deadlines = self._deadlines
+        loop = asyncio.get_running_loop()
+        if deadlines is None or deadlines.loop is not loop:  # first use, or another loop
+            deadlines = self._deadlines = Deadlines(loop)
         return deadlines
 
     async def _run(self, budget: B, lease: float) -> R:
-        """Admit, attempt while the budget wants, complete, answer."""
+        """Admit, attempt (again while the budget wants a retry), complete, answer."""
         engine = self.engine
         call = budget.call
         admission = await engine.admit_async(call, lease)
         if not admission.allowed:
             return self._denied(budget, admission)
+        budget.report(await self._attempt(budget))
         while budget.more():
-            if call.attempts:
-                await asyncio.sleep(budget.wait())
-                if not budget.recheck():
-                    break
+            await asyncio.sleep(budget.wait())
+            if not budget.recheck():
+                break
             budget.report(await self._attempt(budget))
         await engine.complete_async(call, *budget.completion())
         answer: R = budget.answer()

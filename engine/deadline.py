@@ -26,10 +26,12 @@ T = TypeVar("T")
 class Deadlines:
     """Deadlines for the tasks of one loop; used from that loop's thread only."""
 
-    __slots__ = ("_expired", "_loop", "_next", "_pending", "_timer", "_timer_at")
+    __slots__ = ("_expired", "_next", "_pending", "_time", "_timer", "_timer_at", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        #: The loop these deadlines run on (read-only).
+        self.loop = loop
+        self._time = loop.time
         self._pending: dict[int, tuple[float, asyncio.Task[object], int]] = {}
         #: A fired deadline's number: how many cancellations its task had pending at start.
         self._expired: dict[int, int] = {}
@@ -37,24 +39,10 @@ class Deadlines:
         self._timer_at = math.inf
         self._next = itertools.count().__next__
 
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        return self._loop
-
-    @classmethod
-    def of_running_loop(cls, held: Deadlines | None) -> Deadlines:
-        """`held` when it serves the running loop, else a new one for it (a shell used from
-        another loop, as tests and `asyncio.run` do, gets its own)."""
-        loop = asyncio.get_running_loop()
-        if held is not None and held._loop is loop:
-            return held
-        return cls(loop)
-
     def start(self, seconds: float) -> int:
         """Cancel the current task `seconds` from now unless `stop()` comes first."""
-        loop = self._loop
-        when = loop.time() + seconds
-        task = asyncio.current_task(loop)
+        when = self._time() + seconds
+        task = asyncio.current_task(self.loop)
         assert task is not None, "a deadline needs a running task"
         number = self._next()
         self._pending[number] = (when, task, task.cancelling())
@@ -69,7 +57,7 @@ class Deadlines:
         if self._pending.pop(number, None) is not None:
             return False
         cancelling = self._expired.pop(number)
-        task = asyncio.current_task(self._loop)
+        task = asyncio.current_task(self.loop)
         assert task is not None
         return task.uncancel() <= cancelling
 
@@ -92,14 +80,14 @@ class Deadlines:
         if self._timer is not None:
             self._timer.cancel()
         self._timer_at = when
-        self._timer = self._loop.call_at(when, self._fire)
+        self._timer = self.loop.call_at(when, self._fire)
 
     def _fire(self) -> None:
         """Cancel every task past its deadline; stand again at the earliest one left (a
         deadline stopped since is skipped then, so stopping never touches the timer)."""
         self._timer = None
         self._timer_at = math.inf
-        now = self._loop.time()
+        now = self.loop.time()
         pending = self._pending
         due = [number for number, (when, _, _) in pending.items() if when <= now]
         for number in due:

@@ -75,9 +75,6 @@ class _Exchange(OneAttempt):
         self.outcome: Outcome | None = None
         self.response: GatewayResponse | None = None
 
-    def more(self) -> bool:
-        return self.response is None
-
     def report(self, attempt: tuple[Outcome, GatewayResponse]) -> None:
         self.outcome, self.response = attempt
 

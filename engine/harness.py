@@ -126,8 +126,17 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         self, agent: str, tool: Tool, args: Any, credential: str, body: Body = None
     ) -> Call | ToolResult:
         """The checks before any request: a refusal is answered and written here."""
-        key = self.engine.key_for(agent, tool.backend, credential)
-        call = self.engine.new_call(key, agent, tool.backend, tool.name, tool.deadline_seconds)
+        engine = self.engine
+        backend = tool.backend
+        key = engine.key_for(agent, backend, credential)
+        call = engine.new_call(key, agent, backend, tool.name, tool.deadline_seconds)
+        if (
+            tool.args_schema is None
+            and self.authorize is None
+            and not isinstance(body, Refusal)
+            and not engine.credential_paused(key)
+        ):
+            return call  # nothing to check: the common case
         refusal = self._precheck(agent, tool, args, key, body)
         if refusal is None:
             return call
@@ -240,11 +249,12 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
                 admission = engine.admit(call, settings.lease)
                 if not admission.allowed:
                     return self._denied(budget, admission)
+                call.attempts = 1
+                budget.report(_sync_attempt(settings, function, args, kwargs))
                 while budget.more():
-                    if call.attempts:
-                        sleep(budget.wait())
-                        if not budget.recheck():
-                            break
+                    sleep(budget.wait())
+                    if not budget.recheck():
+                        break
                     call.attempts += 1
                     budget.report(_sync_attempt(settings, function, args, kwargs))
                 engine.complete(call, *budget.completion())
@@ -265,9 +275,10 @@ class RetryBudget:
     `guard`) sleeps and makes the attempts. The breaker wraps the whole budget: it is asked
     again before every retry, and the budget's last attempt is the call's one outcome.
 
-    The shell's loop: while `more()`: on a retry sleep `wait()` and stop unless `recheck()`;
-    count the attempt, make it, `report()` it. Then complete the call with `completion()` and
-    answer with `answer()` (read after completing: a refusal's reason shows the new count).
+    The shell's loop: make the first attempt and `report()` it; while `more()` (a retry is
+    due), sleep `wait()`, stop unless `recheck()`, make the next attempt and report it. Then
+    complete the call with `completion()` and answer with `answer()` (read after completing: a
+    refusal's reason shows the new count).
     """
 
     __slots__ = (
@@ -307,11 +318,9 @@ class RetryBudget:
         self.stopped = False
 
     def more(self) -> bool:
-        """Another attempt is due: none made yet, or the last asks for a retry and one is left."""
+        """A retry is due: the last attempt asks for one and the budget has one left."""
         attempt = self.attempt
-        if attempt is None:
-            return True
-        return attempt.retry and self.call.attempts < self.tool.attempts
+        return attempt is not None and attempt.retry and self.call.attempts < self.tool.attempts
 
     def wait(self) -> float:
         """Before a retry: the backoff, or a Retry-After being waited out (which extends a
@@ -331,18 +340,23 @@ class RetryBudget:
         self.attempt = attempt
 
     def completion(self) -> Completion:
-        """What `Engine.complete` takes: outcome, fault, agent status, refresh, platform status."""
+        """What `Engine.complete` takes: outcome, fault, agent status, refresh, platform status.
+        The answer is made here, once: its status is the line's."""
         attempt = self.attempt
         assert attempt is not None
         if self.stopped:
             status: int | str = "circuit_open"
         else:
-            status = self._result()["status"]
+            result = self.result = _result_for(
+                self.tool, attempt.outcome, attempt.data, self.call.attempts, self.credential
+            )
+            status = result["status"]
         return attempt.outcome, attempt.fault, status, None, attempt.platform_status
 
     def answer(self) -> ToolResult:
-        if not self.stopped:
-            return self._result()
+        result = self.result
+        if result is not None:
+            return result
         harness, engine, call = self.harness, self.harness.engine, self.call
         view = engine.view(call.key)
         if view.reopens_at is None:  # half-open: another call holds the probe slot
@@ -352,17 +366,6 @@ class RetryBudget:
         return results.circuit_open(
             self.tool.name, harness.open_reason(call.key), max(left, 0), self.tool.alternatives
         )
-
-    def _result(self) -> ToolResult:
-        """The answer to the last attempt, made once (the line's status and the reply)."""
-        if self.result is None:
-            attempt = self.attempt
-            assert attempt is not None
-            call, tool = self.call, self.tool
-            self.result = _result_for(
-                tool, attempt.outcome, attempt.data, call.attempts, self.credential
-            )
-        return self.result
 
 
 def json_body(args: Any) -> Body:
