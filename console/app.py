@@ -134,7 +134,7 @@ class BreakerdeckApp(App[None]):
                 touched = self.board.apply(batch)
                 self._announce_pages(batch)
                 if touched:
-                    self.board.update(self.source.views(sorted(touched)))
+                    self.board.update(event.view for event in batch if event.view is not None)
                     self._pending |= touched
             if self._pending:
                 self.post_message(BoardChanged())

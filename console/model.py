@@ -434,8 +434,12 @@ class Board:
         self._changed()
 
     def update(self, views: Iterable[BreakerView]) -> None:
+        """Views carried by events: one older than the view held (an event a snapshot already
+        covered) is dropped, so a card never steps back."""
         for view in views:
             old = self._views.get(view.key)
+            if old is not None and view.seq and view.seq < old.seq:
+                continue
             if old is not None:
                 self._count(old, -1)
             self._count(view, 1)

@@ -6,9 +6,11 @@ a console that cannot keep up makes that engine resync it with a snapshot); `upd
 the app's one exclusive source worker iterates, fans them in and applies them in order:
 
 - a snapshot replaces everything known about that source and clears its staleness;
-- events are folded into that source's views (the feed sends no per-key views between
-  snapshots) and passed on as batches; duplicates cannot happen (`FeedClient` drops what a
-  snapshot already covers);
+- an event that changed its breaker carries the breaker as of that event (the engine's own
+  view, taken under the key's lock: protocol revision 2), which replaces that source's view of
+  the key; events are passed on as batches; duplicates cannot happen (`FeedClient` drops what
+  a snapshot already covers). The console keeps no breaker of its own: against a server of
+  revision 1 (no views on events) cards change only at snapshots;
 - a lost connection marks that source's cards stale from that moment; `FeedClient` reconnects
   with backoff and the next snapshot clears it.
 
@@ -32,7 +34,7 @@ import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -175,15 +177,6 @@ class RemoteSource(Source):
 
     def snapshot(self) -> list[BreakerView]:
         return [view for feed in self.feeds for view in feed.views.values()]
-
-    def views(self, keys: Sequence[str]) -> list[BreakerView]:
-        found = []
-        for ident in keys:
-            feed, key = self._locate(ident)
-            view = feed.views.get(key) if feed is not None else None
-            if view is not None:
-                found.append(view)
-        return found
 
     def recent(self, limit: int) -> list[Event]:
         """History arrives as events and is not re-read after a resync, with one exception: a
@@ -386,7 +379,7 @@ class RemoteSource(Source):
         if snap.seq < feed.last_seq - feed.seq_base:  # the engine started over
             feed.seq_base = feed.last_seq
         feed.last_seq = feed.seq_base + snap.seq
-        feed.views = {info.key: self._view(feed, info) for info in snap.breakers}
+        feed.views = {info.key: self._view(feed, info, feed.last_seq) for info in snap.breakers}
         feed.opened = {
             info.key: parse_iso(info.opened_at)
             for info in snap.breakers
@@ -407,7 +400,7 @@ class RemoteSource(Source):
     def _local(self, feed: RemoteFeed, iso: str | None) -> float | None:
         return None if iso is None else parse_iso(iso) + feed.offset
 
-    def _view(self, feed: RemoteFeed, info: p.BreakerInfo) -> BreakerView:
+    def _view(self, feed: RemoteFeed, info: p.BreakerInfo, seq: int) -> BreakerView:
         return BreakerView(
             key=self._ident(feed, info.key),
             agents=tuple(info.agents) or ((info.agent,) if info.agent else ()),
@@ -421,25 +414,27 @@ class RemoteSource(Source):
             paged=info.paged,
             paused=info.paused,
             last_failure_at=self._local(feed, info.last_failure_at),
+            seq=seq,
         )
 
     def _fold(self, feed: RemoteFeed, record: p.EventRecord) -> Event:
-        """One event: into the source's view of its key, its received list, and out."""
+        """One event: its view (if it carries one) into the source's views, the event into its
+        received list, and out."""
         ident = self._ident(feed, record.key)
         wall = feed.epoch + record.t + feed.offset
         _measure_rate(feed, wall)
-        fields = record.fields
-        event = Event(record.seq, record.type, ident, record.agent, wall, fields)
+        seq = feed.seq_base + record.seq
+        view = None if record.view is None else self._view(feed, record.view, seq)
+        event = Event(seq, record.type, ident, record.agent, wall, record.fields, view)
         if record.type == ev.TRIPPED:
             feed.trip_marks[record.key] = feed.epoch + record.t
         kept = ev.audit_form(event)
         if kept is not None:
             history = feed.received.setdefault(record.key, deque(maxlen=RECEIVED_PER_KEY))
             history.appendleft(kept)
-        feed.views[record.key] = fold_view(feed.views.get(record.key), event)
-        feed.last_seq = feed.seq_base + record.seq
-        if feed.seq_base:
-            event = event.renumbered(feed.last_seq)
+        if view is not None:
+            feed.views[record.key] = view
+        feed.last_seq = seq
         return event
 
     async def _stop_readers(self) -> None:
@@ -454,62 +449,6 @@ class RemoteSource(Source):
     def close(self) -> None:
         for task in self._tasks:
             task.cancel()
-
-
-def fold_view(view: BreakerView | None, event: Event) -> BreakerView:
-    """The breaker after `event`, as well as events tell it (the next snapshot corrects it).
-
-    Not modelled: the `agent` policy's 600 s window restarting a closed breaker's count.
-    """
-    if view is None:
-        agents = (event.agent,) if event.agent else ()
-        view = BreakerView(
-            event.key, agents, "closed", 0, None, None, None, 0.0, 0, False, False, None
-        )
-    else:
-        view = replace(view)  # views handed to the board are never changed in place
-    f = event.fields
-    kind = event.type
-    calls = (ev.CALL_COMPLETED, ev.CALL_DENIED)
-    if event.agent and event.agent not in view.agents and kind in calls:
-        view.agents = (*view.agents, event.agent)
-    if kind == ev.CALL_COMPLETED:
-        if f.get("outcome") == "success":
-            view.count = 0
-        elif f.get("counted"):
-            view.count += 1
-            view.last_failure_at = event.wall
-    elif kind == ev.TRIPPED:
-        view.state = "open"
-        view.count = int(f.get("count") or view.count)
-        view.trip_cause = f.get("failure_class")
-        view.opened_at = event.wall
-        view.cooldown = float(f.get("cooldown_seconds") or 0.0)
-        view.reopens_at = event.wall + view.cooldown
-        view.failed_probes = 0
-    elif kind == ev.HALF_OPEN:
-        view.state = "half_open"
-    elif kind == ev.REOPENED:
-        view.state = "open"
-        view.cooldown = float(f.get("cooldown_seconds") or view.cooldown)
-        view.reopens_at = event.wall + view.cooldown
-        view.failed_probes += 1
-    elif kind in (ev.RECOVERED, ev.RESET):
-        view.state = "closed"
-        view.count = 0
-        view.opened_at = view.reopens_at = None
-        view.failed_probes = 0
-        view.paged = False
-    elif kind == ev.PAGE:
-        view.paged = True
-    elif kind == ev.RESTORED:
-        view.state = f.get("state") or view.state
-        view.count = int(f.get("count") or 0)
-    elif kind == ev.CREDENTIAL_REVOKED:
-        view.paused = True
-    elif kind == ev.CREDENTIAL_RESTORED:
-        view.paused = False
-    return view
 
 
 #: Local seconds since the snapshot before an engine's speed is read from its events.
@@ -593,4 +532,4 @@ def _login() -> str:
         return "unknown"
 
 
-__all__ = ["RemoteFeed", "RemoteSource", "fold_view", "run_watch"]
+__all__ = ["RemoteFeed", "RemoteSource", "run_watch"]

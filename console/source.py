@@ -9,7 +9,7 @@ engine directly, so it cannot tell the two apart.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -64,9 +64,6 @@ class Source(abc.ABC):
     def snapshot(self) -> list[BreakerView]: ...
 
     @abc.abstractmethod
-    def views(self, keys: Sequence[str]) -> list[BreakerView]: ...
-
-    @abc.abstractmethod
     def recent(self, limit: int) -> list[Event]:
         """Recent history (transitions, denials, failures), oldest first, to seed the cards."""
 
@@ -74,7 +71,9 @@ class Source(abc.ABC):
     def updates(self) -> AsyncIterator[list[Event] | Missed | Notice]:
         """Event batches in order. A `Missed` means: take a snapshot before reading on (the
         first item is always one, so subscribing and the snapshot cannot race). A `Notice` is
-        for the operator's eyes."""
+        for the operator's eyes. An event that changed its breaker carries the breaker's view
+        as of that event (`Event.view`): the only way a card learns of a change between
+        snapshots, so every source tells the same story."""
 
     # A breaker's id (what views, audit and the writes take) is its key, unless a source
     # serves several engines: then these say which engine and key an id stands for.
@@ -184,9 +183,6 @@ class InProcessSource(Source):
 
     def snapshot(self) -> list[BreakerView]:
         return self.engine.views()
-
-    def views(self, keys: Sequence[str]) -> list[BreakerView]:
-        return self.engine.views(keys)
 
     def recent(self, limit: int) -> list[Event]:
         if self.engine.audit is None:

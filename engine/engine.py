@@ -522,7 +522,7 @@ class Engine:
             if is_probe or breaker.probe_id is None:
                 slot.probe = None
             revoked = self._note_credential(slot, call, outcome)
-            moved = breaker.count != count_before
+            moved = outcome.counted or breaker.count != count_before
             line = self._call_line(
                 call,
                 outcome,
@@ -565,16 +565,16 @@ class Engine:
     ) -> Event:
         """Under the key's lock: the call's line, which carries the key's view when `slot` is
         given and the view changed (`moved`, a new agent, the key's first line)."""
-        admitted = call.admitted_wall
         details = (
             call.number,
             call.platform,
             call.tool,
-            None if admitted is None else round(admitted - self.epoch, 3),
+            call.admitted_wall,
             call.admitted_as,
             call.attempts,
             call.deadline_seconds,
             call.admitted_seq,
+            self.epoch,
         )
         view = None
         if slot is not None and (moved or len(slot.agents) != slot.shown_agents):
@@ -587,14 +587,12 @@ class Engine:
                 self._call_agent(call),
                 self._wall(),
                 details,
+                outcome,
                 is_probe,
                 fault,
+                agent_status,
                 refresh,
                 platform_status,
-                agent_status,
-                outcome.cls.value,
-                outcome.counted,
-                outcome.retry_after,
             )
             self._queue(event, view)
         return event

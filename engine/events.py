@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+
 CALL_COMPLETED: Final = "call.completed"
 CALL_DENIED: Final = "call.denied"
 CALL_FAILED: Final = "call.failed"
@@ -121,24 +123,25 @@ class Event:
 
 
 class CallCompleted(Event):
-    """`call.completed`: a finished call, as the engine saw it."""
+    """`call.completed`: a finished call, as the engine saw it. The call's numbers are copied
+    when the line is written (a probe's line may be written while its call goes on); the
+    outcome is kept whole, and what the line prints of it is read only when asked."""
 
     __slots__ = (
         "admitted_as",
         "admitted_seq",
-        "admitted_t",
+        "admitted_wall",
         "agent_status",
         "attempts",
         "call_number",
-        "counted",
         "deadline_seconds",
+        "epoch",
         "fault",
-        "outcome",
         "platform",
         "platform_status",
         "probe",
         "refresh",
-        "retry_after_seconds",
+        "result",
         "tool",
     )
 
@@ -148,41 +151,59 @@ class CallCompleted(Event):
         key: str,
         agent: str | None,
         wall: float,
-        call: tuple[int, str, str, float | None, str | None, int, float, int | None],
+        call: tuple[int, str, str, float | None, str | None, int, float, int | None, float],
+        result: Outcome,
         probe: bool,
         fault: str,
+        agent_status: int | str | None,
         refresh: str | None,
         platform_status: int | None,
-        agent_status: int | str | None,
-        outcome: str,
-        counted: bool,
-        retry_after: float | None,
     ) -> None:
-        Event.__init__(self, seq, CALL_COMPLETED, key, agent, wall)
+        self.seq = seq
+        self.type = CALL_COMPLETED
+        self.key = key
+        self.agent = agent
+        self.wall = wall
+        self._fields = None
+        self._record = None
+        self.view = None
         (
             self.call_number,
             self.platform,
             self.tool,
-            self.admitted_t,
+            self.admitted_wall,
             self.admitted_as,
             self.attempts,
             self.deadline_seconds,
             self.admitted_seq,
+            self.epoch,
         ) = call
+        self.result = result
         self.probe = probe
         self.fault = fault
+        self.agent_status = agent_status
         self.refresh = refresh
         self.platform_status = platform_status
-        self.agent_status = agent_status
-        self.outcome = outcome
-        self.counted = counted
-        self.retry_after_seconds = retry_after
 
     @property
     def call_id(self) -> str:
         return f"call-{self.call_number:06d}"
 
+    @property
+    def admitted_t(self) -> float | None:
+        admitted = self.admitted_wall
+        return None if admitted is None else round(admitted - self.epoch, 3)
+
+    @property
+    def outcome(self) -> OutcomeClass:
+        return self.result.cls
+
+    @property
+    def counted(self) -> bool:
+        return self.result.counted
+
     def _build_fields(self) -> dict[str, Any]:
+        result = self.result
         return {
             "call_id": self.call_id,
             "platform": self.platform,
@@ -196,9 +217,9 @@ class CallCompleted(Event):
             "refresh": self.refresh,
             "platform_status": self.platform_status,
             "agent_status": self.agent_status,
-            "outcome": self.outcome,
-            "counted": self.counted,
-            "retry_after_seconds": self.retry_after_seconds,
+            "outcome": result.cls.value,
+            "counted": result.counted,
+            "retry_after_seconds": result.retry_after,
             "admitted_seq": self.admitted_seq,
         }
 

@@ -6,7 +6,8 @@ the reference; this module is the executable form both ends validate against.
 Server to client: `snapshot`, `event`, `events` (a batch), `ack`, `error`.
 Client to server: `reset`, `mark_fixed`.
 
-Versioning: the snapshot carries `version` (this module speaks 1). A client message may omit
+Versioning: the snapshot carries `version` (this module speaks 1) and `revision` (2: events that
+change a breaker carry its `view`; absent means 1). A client message may omit
 `version` (meaning 1); a present version other than 1 is refused with `unsupported_version`.
 Additive changes (new fields in server messages) keep the version; clients ignore fields they
 do not know. Client messages are strict: an unknown field is an error, so a typo never passes
@@ -32,6 +33,8 @@ from pydantic import (
 )
 
 PROTOCOL_VERSION = 1
+#: Additive revisions within version 1. 2: an event that changes its breaker carries `view`.
+PROTOCOL_REVISION = 2
 
 #: Error codes, as sent in `error.code`.
 BAD_JSON = "bad_json"  # the frame is not a JSON object
@@ -99,7 +102,8 @@ class BreakerInfo(_ServerMessage):
 
 class EventRecord(BaseModel):
     """An event with the headless trace's fields (engine.events.record); per-type fields ride
-    along as extra keys."""
+    along as extra keys. `view` (revision 2) is the key's breaker as of this event, on the
+    events that change it; it is the feed's, never a trace line's."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -109,6 +113,7 @@ class EventRecord(BaseModel):
     type: str
     key: str
     agent: str | None
+    view: BreakerInfo | None = None
 
     @property
     def fields(self) -> dict[str, Any]:
@@ -118,6 +123,8 @@ class EventRecord(BaseModel):
 class SnapshotMessage(_ServerMessage):
     type: Literal["snapshot"] = "snapshot"
     version: int = PROTOCOL_VERSION
+    #: Absent (read as 1) from a server that predates revisions: its events carry no views.
+    revision: int = 1
     seq: int
     source: str
     policy: str

@@ -66,7 +66,7 @@ from websockets.protocol import State
 from breakerdeck.engine.bus import Missed, Subscription
 from breakerdeck.engine.engine import BreakerView, Engine
 from breakerdeck.engine.errors import UnknownKey
-from breakerdeck.engine.events import iso_utc, record
+from breakerdeck.engine.events import Event, iso_utc, record
 from breakerdeck.engine.feed import protocol as p
 from breakerdeck.engine.feed.repeats import RepeatFilter
 from breakerdeck.engine.policy import AgentPolicy
@@ -496,7 +496,10 @@ class FeedServer:
             if not self._clients:
                 continue
             for start in range(0, len(got), self.max_batch):
-                chunk = [record(event, epoch) for event in got[start : start + self.max_batch]]
+                chunk = [
+                    feed_record(event, epoch, self.source)
+                    for event in got[start : start + self.max_batch]
+                ]
                 try:
                     frame = p.encode_events(chunk)
                 except (TypeError, ValueError):
@@ -534,7 +537,19 @@ def snapshot(
         thresholds=thresholds,
         breakers=[_breaker(view, source, now) for view in views],
         role=role,
+        revision=p.PROTOCOL_REVISION,
     )
+
+
+def feed_record(event: Event, epoch: float, source: str) -> dict[str, Any]:
+    """An event as the feed sends it: the trace's line (shared, never changed) and, on an
+    event that changed its breaker, the breaker as of that event (`retry_after_seconds`
+    counted from the event's time)."""
+    line = record(event, epoch)
+    if event.view is None:
+        return line
+    info = _breaker(event.view, source, event.wall)
+    return {**line, "view": info.model_dump(mode="json")}
 
 
 def _breaker(view: BreakerView, source: str, now: float) -> p.BreakerInfo:

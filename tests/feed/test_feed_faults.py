@@ -207,6 +207,22 @@ async def test_the_client_refuses_another_protocol_version() -> None:
     assert FeedProtocolError
 
 
+def test_a_server_from_before_revisions_is_still_read_as_version_1_revision_1() -> None:
+    snap = p.parse_server_message(
+        '{"type": "snapshot", "version": 1, "seq": 4, "source": "old", "policy": "agent",'
+        ' "at": "2026-01-01T00:00:00.000Z", "epoch": "2026-01-01T00:00:00.000Z",'
+        ' "breakers": []}'
+    )
+    event = p.parse_server_message(
+        '{"type": "event", "seq": 5, "event": {"seq": 5, "t": 1.0,'
+        ' "at": "2026-01-01T00:00:01.000Z", "type": "call.completed", "key": "a",'
+        ' "agent": "a", "outcome": "success"}}'
+    )
+    assert isinstance(snap, p.SnapshotMessage) and snap.revision == 1
+    assert isinstance(event, p.EventMessage) and event.event.view is None
+    assert event.event.fields == {"outcome": "success"}
+
+
 async def test_operator_requests_through_the_client(engine: Engine, feed) -> None:
     trip(engine, "agent-1")
     feed_client = FeedClient(feed.url, OPERATOR)

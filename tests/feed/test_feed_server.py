@@ -55,9 +55,42 @@ async def test_events_arrive_in_order_with_the_trace_fields(engine: Engine, feed
         trip(engine, "agent-1")
         got = await events_until(ws, engine.seq)
     assert [e.seq for e in got] == list(range(snap.seq + 1, engine.seq + 1))
-    assert [e.model_dump() for e in got] == written
+    assert [e.model_dump(exclude={"view"}) for e in got] == written
     assert got[-1].type == "circuit_breaker.tripped"
     assert got[-1].fields["cause_seq"] == got[-2].seq
+
+
+async def test_events_that_change_a_breaker_carry_its_view_as_of_that_event(
+    engine: Engine, feed
+) -> None:
+    call(engine, "agent-1")
+    async with client(feed.url) as ws:
+        snap = await receive(ws)
+        call(engine, "agent-1")  # a success that changes nothing: no view
+        trip(engine, "agent-1")
+        got = await events_until(ws, engine.seq)
+    assert snap.revision == p.PROTOCOL_REVISION == 2
+    views = [(e.type, e.view and (e.view.state, e.view.count)) for e in got]
+    assert views == [
+        ("call.completed", None),
+        ("call.completed", ("closed", 1)),
+        ("call.completed", ("closed", 2)),
+        ("call.completed", None),  # the third failure's view is on the trip it caused
+        ("circuit_breaker.tripped", ("open", 3)),
+    ]
+    tripped = got[-1].view
+    assert tripped is not None
+    assert tripped.trip_cause == "auth_failure"
+    assert tripped.retry_after_seconds == pytest.approx(300.0)
+    assert tripped.reopens_at is not None
+
+
+async def test_the_first_event_on_a_key_carries_its_view(engine: Engine, feed) -> None:
+    async with client(feed.url) as ws:
+        await receive(ws)
+        call(engine, "newcomer")
+        got = await events_until(ws, engine.seq)
+    assert [e.view.key if e.view else None for e in got] == ["newcomer"]
 
 
 async def test_a_burst_is_batched_into_one_frame_with_the_same_bytes_for_everyone(
