@@ -248,8 +248,8 @@ def render(metrics: list[Metric], baseline: dict[str, float], seconds: float) ->
 def main() -> None:
     warnings.simplefilter("ignore", DeprecationWarning)  # aiobreaker's datetime.utcnow()
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
-    if only not in (None, "peers", "shell", "durability", "feed", "console", "gateway"):
-        sys.exit("usage: bench/run.py [--only peers|shell|durability|feed|console|gateway]")
+    if only not in (None, "peers", "shell", "durability", "feed", "console", "gateway", "mcp"):
+        sys.exit("usage: bench/run.py [--only peers|shell|durability|feed|console|gateway|mcp]")
     if only in (None, "shell"):
         from bench import shell  # issue 9's targets, each beside its figure
 
@@ -277,6 +277,16 @@ def main() -> None:
         if only is None:
             print()
         print(gateway.render(gateway.run()), flush=True)
+    if only in (None, "mcp"):
+        # `breakerdeck mcp` (docs/mcp.md); a child process, as bench/mcp.py's name shadows the
+        # SDK's `mcp` package when run from here.
+        if only is None:
+            print(flush=True)
+        subprocess.run(
+            [sys.executable, str(Path(__file__).resolve().parent / "mcp.py")],
+            check=False,
+            timeout=900,
+        )
     if only in (None, "console"):
         # The console at 10,000 breakers (docs/bench.md, "The console"): about 30 s, bounded.
         if only is None:

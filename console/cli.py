@@ -249,6 +249,10 @@ def _run(args: argparse.Namespace) -> int:
         return run_gateway_demo(args)
     if args.command == "gateway":
         return run_gateway(args)
+    if args.command == "mcp" and args.demo:
+        from breakerdeck.fixtures.mcp_demo import run_demo as run_mcp_demo
+
+        return run_mcp_demo(args)
     if args.command == "mcp":
         return run_mcp(args)
     if args.command == "watch":

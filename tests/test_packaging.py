@@ -124,3 +124,22 @@ def test_no_source_file_imports_a_folder_by_its_bare_name() -> None:
                 continue
             offenders += [f"{path}: {n}" for n in names if n.split(".")[0] in FOLDERS]
     assert offenders == []
+
+
+def test_the_engine_never_imports_the_console_or_the_fixtures() -> None:
+    """DESIGN's layout: `engine` stands alone, whatever runs it (the demos live in fixtures/)."""
+    offenders = []
+    for path in (ROOT / "engine").glob("**/*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            offenders += [
+                f"{path.relative_to(ROOT)}: {n}"
+                for n in names
+                if n.startswith(("breakerdeck.console", "breakerdeck.fixtures"))
+            ]
+    assert offenders == []

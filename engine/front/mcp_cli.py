@@ -63,10 +63,6 @@ def run_mcp(args: argparse.Namespace) -> int:
     from breakerdeck.engine.front.server import StartError
 
     quiet_logging()
-    if args.demo:
-        from breakerdeck.engine.front.mcp_demo import run_demo
-
-        return run_demo(args)
     if not args.config:
         say("--config FILE is required (or --demo)")
         return EXIT_START

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import signal
 import sys
@@ -68,9 +69,10 @@ class _OneLine(logging.Formatter):
     per line it sends, which would bury the proxy's own messages."""
 
     def format(self, record: logging.LogRecord) -> str:
-        record.exc_info = None
-        record.exc_text = None
-        return printable(super().format(record))[:500]
+        # A copy: the record is shared with every other handler, which keeps its traceback.
+        line = copy.copy(record)
+        line.exc_info = line.exc_text = line.stack_info = None
+        return printable(super().format(line))[:500]
 
 
 def quiet_logging() -> None:

@@ -14,7 +14,7 @@ import pytest
 from breakerdeck.engine.front.mcp_config import ConfigError, load
 from tests.front.mcp_support import FIXTURE
 
-COMMAND = [sys.executable, "-m", "breakerdeck.engine.front.mcp_cli", "mcp"]
+COMMAND = [sys.executable, "-m", "breakerdeck.console.cli", "mcp"]
 
 
 def write_config(tmp_path: Path, text: str) -> Path:
