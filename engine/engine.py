@@ -77,6 +77,8 @@ COMMIT_WAIT = 1.0
 _JUST_AFTER = 1e-3
 
 _SUCCESS = OutcomeClass.SUCCESS
+#: Read once: the delivery path compares every event against it.
+_PAGE = ev.PAGE
 _CLOSED = State.CLOSED
 
 EXPIRED = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="probe never reported back")
@@ -405,20 +407,17 @@ class Engine:
                 slot.probe = call
                 self._schedule_poll(breaker.probe_deadline + _JUST_AFTER)
         elif self._watched():
-            view = self._new_view(slot)
-            with self._numbering:
-                seq = self._next_seq()
-                event: Event = CallDenied(
-                    seq,
-                    call.key,
-                    self._call_agent(call),
-                    self._wall(),
-                    call.number,
-                    call.platform,
-                    admission.reason.value if admission.reason else None,
-                    round(admission.retry_after, 3),
-                )
-                self._queue(event, view)
+            denied = CallDenied(
+                0,
+                call.key,
+                self._call_agent(call),
+                0.0,
+                call.number,
+                call.platform,
+                admission.reason.value if admission.reason else None,
+                round(admission.retry_after, 3),
+            )
+            self._publish(denied, self._new_view(slot))
         return admission
 
     def may_retry(self, call: Call) -> bool:
@@ -579,22 +578,20 @@ class Engine:
         view = None
         if slot is not None and (moved or len(slot.agents) != slot.shown_agents):
             view = self._view(slot)
-        with self._numbering:
-            seq = self._next_seq()
-            event = CallCompleted(
-                seq,
-                call.key,
-                self._call_agent(call),
-                self._wall(),
-                details,
-                outcome,
-                is_probe,
-                fault,
-                agent_status,
-                refresh,
-                platform_status,
-            )
-            self._queue(event, view)
+        event = CallCompleted(
+            0,
+            call.key,
+            call.key if self._agent_policy else call.agent,
+            0.0,
+            details,
+            outcome,
+            is_probe,
+            fault,
+            agent_status,
+            refresh,
+            platform_status,
+        )
+        self._publish(event, view)
         return event
 
     # -- credentials (tool policy) ---------------------------------------------------------
@@ -845,30 +842,33 @@ class Engine:
     ) -> Event:
         """Under the key's lock: number the event and queue it for the log and the listeners.
         Numbering and the audit hand-off share one short lock, so the log is in seq order."""
-        with self._numbering:
-            event = Event(self._next_seq(), type_, key, agent, self._wall(), fields)
-            self._queue(event, view)
+        event = Event(0, type_, key, agent, 0.0, fields)
+        self._publish(event, view)
         return event
 
-    def _next_seq(self) -> int:
-        """Under `_numbering`."""
-        self._seq = seq = self._seq + 1
-        if seq >= self._seq_refill:
-            self._reserve_more()
-        return seq
+    def _publish(self, event: Event, view: BreakerView | None) -> None:
+        """Under the key's lock: number and time the event built outside the numbering lock
+        (so threads wait on it only for the seq and the hand-off), put the view (as of this
+        event) on it before anyone can see it, and queue it for the log and the listeners."""
+        with self._numbering:
+            self._seq = seq = self._seq + 1
+            if seq >= self._seq_refill:
+                self._reserve_more()
+            event.seq = seq
+            event.wall = self._wall()
+            if view is not None:
+                view.seq = seq
+                event.view = view
+                self._slots[event.key].shown_agents = len(view.agents)
+            self._hand_off(event)
 
-    def _queue(self, event: Event, view: BreakerView | None) -> None:
-        """Under `_numbering` and the key's lock: the view (as of this event) goes on before
-        anyone can see the event, then the event to the log and the listeners."""
-        if view is not None:
-            view.seq = event.seq
-            event.view = view
-            self._slots[event.key].shown_agents = len(view.agents)
+    def _hand_off(self, event: Event) -> None:
+        """Under `_numbering`: to the audit log and the delivery queue, in seq order."""
         if self.audit is not None:
             kept = ev.audit_form(event)
             if kept is not None:
                 self.audit.append(kept)
-        if self._listeners or (event.type == ev.PAGE and self.page_hook is not None):
+        if self._listeners or (event.type == _PAGE and self.page_hook is not None):
             self._undelivered.append(event)
 
     def _deliver(self) -> None:
@@ -891,7 +891,7 @@ class Engine:
                 listener(event)
             except Exception as error:
                 self._drop_listener(listener, error)
-        if event.type == ev.PAGE and self.page_hook is not None:
+        if event.type == _PAGE and self.page_hook is not None:
             self.page_hook(ev.record(event, self.epoch))
 
     def _call_agent(self, call: Call) -> str:

@@ -124,26 +124,10 @@ class Event:
 
 class CallCompleted(Event):
     """`call.completed`: a finished call, as the engine saw it. The call's numbers are copied
-    when the line is written (a probe's line may be written while its call goes on); the
-    outcome is kept whole, and what the line prints of it is read only when asked."""
+    into one tuple when the line is written (a probe's line may be written while its call goes
+    on); the outcome is kept whole; each is read out only when asked."""
 
-    __slots__ = (
-        "admitted_as",
-        "admitted_seq",
-        "admitted_wall",
-        "agent_status",
-        "attempts",
-        "call_number",
-        "deadline_seconds",
-        "epoch",
-        "fault",
-        "platform",
-        "platform_status",
-        "probe",
-        "refresh",
-        "result",
-        "tool",
-    )
+    __slots__ = ("agent_status", "call", "fault", "platform_status", "probe", "refresh", "result")
 
     def __init__(
         self,
@@ -167,17 +151,9 @@ class CallCompleted(Event):
         self._fields = None
         self._record = None
         self.view = None
-        (
-            self.call_number,
-            self.platform,
-            self.tool,
-            self.admitted_wall,
-            self.admitted_as,
-            self.attempts,
-            self.deadline_seconds,
-            self.admitted_seq,
-            self.epoch,
-        ) = call
+        #: (number, platform, tool, admitted wall, admitted as, attempts, deadline seconds,
+        #: admitted seq, the engine's epoch)
+        self.call = call
         self.result = result
         self.probe = probe
         self.fault = fault
@@ -186,13 +162,41 @@ class CallCompleted(Event):
         self.platform_status = platform_status
 
     @property
+    def call_number(self) -> int:
+        return self.call[0]
+
+    @property
     def call_id(self) -> str:
-        return f"call-{self.call_number:06d}"
+        return f"call-{self.call[0]:06d}"
+
+    @property
+    def platform(self) -> str:
+        return self.call[1]
+
+    @property
+    def tool(self) -> str:
+        return self.call[2]
 
     @property
     def admitted_t(self) -> float | None:
-        admitted = self.admitted_wall
-        return None if admitted is None else round(admitted - self.epoch, 3)
+        admitted = self.call[3]
+        return None if admitted is None else round(admitted - self.call[8], 3)
+
+    @property
+    def admitted_as(self) -> str | None:
+        return self.call[4]
+
+    @property
+    def attempts(self) -> int:
+        return self.call[5]
+
+    @property
+    def deadline_seconds(self) -> float:
+        return self.call[6]
+
+    @property
+    def admitted_seq(self) -> int | None:
+        return self.call[7]
 
     @property
     def outcome(self) -> OutcomeClass:
@@ -203,16 +207,17 @@ class CallCompleted(Event):
         return self.result.counted
 
     def _build_fields(self) -> dict[str, Any]:
+        number, platform, tool, _, admitted_as, attempts, deadline, admitted_seq, _ = self.call
         result = self.result
         return {
-            "call_id": self.call_id,
-            "platform": self.platform,
-            "tool": self.tool,
+            "call_id": f"call-{number:06d}",
+            "platform": platform,
+            "tool": tool,
             "admitted_t": self.admitted_t,
-            "admitted_as": self.admitted_as,
+            "admitted_as": admitted_as,
             "probe": self.probe,
-            "attempts": self.attempts,
-            "deadline_seconds": self.deadline_seconds,
+            "attempts": attempts,
+            "deadline_seconds": deadline,
             "fault": self.fault,
             "refresh": self.refresh,
             "platform_status": self.platform_status,
@@ -220,7 +225,7 @@ class CallCompleted(Event):
             "outcome": result.cls.value,
             "counted": result.counted,
             "retry_after_seconds": result.retry_after,
-            "admitted_seq": self.admitted_seq,
+            "admitted_seq": admitted_seq,
         }
 
 
