@@ -22,7 +22,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy -p breakerdeck.engine
+	$(BIN)/mypy -p breakerdeck.engine -p breakerdeck.console -p breakerdeck.fixtures
 	$(BIN)/pytest
 
 bench: $(STAMP)

@@ -40,6 +40,7 @@ from breakerdeck.console.screens.table import TableScreen
 from breakerdeck.console.source import FaultControls, Notice, Source
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.bus import Missed
+from breakerdeck.engine.events import Event
 from breakerdeck.engine.text import printable
 
 #: Audit rows read at start so cards show recent denials and trips at once.
@@ -139,7 +140,7 @@ class BreakerdeckApp(App[None]):
             if self._pending:
                 self.post_message(BoardChanged())
 
-    def _announce_pages(self, batch: list) -> None:
+    def _announce_pages(self, batch: list[Event]) -> None:
         """A page rings the bell, once, as it happens. Its loud marks are the header's banner
         and the card's PAGED, which stay while it lasts: a toast stacked over the cards hid
         the very breakers it was about."""

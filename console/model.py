@@ -14,11 +14,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from operator import itemgetter
+from typing import Any
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.engine import BreakerView
-from breakerdeck.engine.events import Event
+from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
+
+#: How the board orders cards: trouble first, then by name.
+SortKey = tuple[Any, ...]
 
 #: Denied calls, failures and trips kept per key for the cards.
 HISTORY = 6
@@ -303,7 +306,7 @@ def _on(where: str | None) -> str:
     return f" on {where}" if where else ""
 
 
-def order_key(card: Card, kind: str, worst: int = RANK_CLOSED) -> tuple:
+def order_key(card: Card, kind: str, worst: int = RANK_CLOSED) -> SortKey:
     """A card's place, trouble first (closed ones with counted failures before healthy ones).
     Under `tool`, cards stay grouped by agent, groups ordered by their worst card: `worst` is
     the lowest rank among the agent's cards. Keys are unique (they end in agent and id)."""
@@ -405,8 +408,8 @@ class Board:
         self.version = 0
         # The order is kept between changes: a repaint under a flood re-places only the ids
         # that changed (bisect out, bisect in) instead of sorting every card again.
-        self._placed: dict[str, list[tuple[tuple, Card]]] = {}  # id -> its cards, their keys
-        self._keys: list[tuple] = []  # every placed key, sorted
+        self._placed: dict[str, list[tuple[SortKey, Card]]] = {}  # id -> its cards, their keys
+        self._keys: list[SortKey] = []  # every placed key, sorted
         self._ordered: list[Card] = []  # the card of each key, in the same order
         self._dirty: set[str] = set()
         self._everything_dirty = True
@@ -631,13 +634,13 @@ class Board:
         counts = self._ranks.get(agent, ())
         return next((rank for rank, n in enumerate(counts) if n), RANK_CLOSED)
 
-    def _pairs(self, cards: list[Card]) -> list[tuple[tuple, Card]]:
+    def _pairs(self, cards: list[Card]) -> list[tuple[SortKey, Card]]:
         kind = self.thresholds.kind
         if kind == "tool":
             return [(order_key(card, kind, self._worst(card.agent)), card) for card in cards]
         return [(order_key(card, kind), card) for card in cards]
 
-    def _replace(self, ident: str, pairs: list[tuple[tuple, Card]]) -> None:
+    def _replace(self, ident: str, pairs: list[tuple[SortKey, Card]]) -> None:
         """Re-place one id's cards: in place when their keys did not change (most events)."""
         keys, ordered = self._keys, self._ordered
         old = self._placed.get(ident, [])

@@ -37,13 +37,13 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 from breakerdeck.console.model import Thresholds, clock_text
 from breakerdeck.console.source import Notice, Source
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.bus import Missed
-from breakerdeck.engine.engine import BreakerView
-from breakerdeck.engine.events import Event
+from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.feed import protocol as p
 from breakerdeck.engine.feed.client import (
     ConnectionLost,
@@ -332,7 +332,9 @@ class RemoteSource(Source):
         finally:
             await self._stop_readers()
 
-    async def _read(self, feed: RemoteFeed, queue: asyncio.Queue) -> None:
+    async def _read(
+        self, feed: RemoteFeed, queue: asyncio.Queue[tuple[RemoteFeed, object]]
+    ) -> None:
         try:
             async for message in feed.client:
                 await queue.put((feed, message))
@@ -479,7 +481,10 @@ def _thresholds(policy: str | None, numbers: dict[str, int]) -> Thresholds:
     )
 
 
-def _pick(values: Sequence, index: int, total: int):
+T = TypeVar("T")
+
+
+def _pick(values: Sequence[T], index: int, total: int) -> T | None:
     if not values:
         return None
     if len(values) == 1:

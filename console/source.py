@@ -15,9 +15,9 @@ from typing import Protocol
 
 from breakerdeck.console.model import Thresholds
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.bus import EventBus, Missed
-from breakerdeck.engine.engine import BreakerView, Engine
-from breakerdeck.engine.events import Event
+from breakerdeck.engine.bus import EventBus, Missed, Subscription
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.policy import AgentPolicy
 
 #: Rows read for a breaker's trips (transitions and failures only).
@@ -168,7 +168,7 @@ class InProcessSource(Source):
         self.buffer = buffer  # events held for the console before it must resync
         self._bus = EventBus(engine)
         self._thresholds = Thresholds.of(engine.policy)
-        self._subscriptions: list = []
+        self._subscriptions: list[Subscription] = []
 
     @property
     def thresholds(self) -> Thresholds:

@@ -32,7 +32,9 @@ from pydantic import (
     model_validator,
 )
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION: Literal[1] = 1
+Role = Literal["viewer", "operator"]
+BreakerState = Literal["closed", "open", "half_open"]
 #: Additive revisions within version 1. 2: an event that changes its breaker carries `view`.
 PROTOCOL_REVISION = 2
 
@@ -79,7 +81,7 @@ class BreakerInfo(_ServerMessage):
     agent: str | None
     agents: list[str] = Field(default_factory=list)
     shared: bool = False
-    state: Literal["closed", "open", "half_open"]
+    state: BreakerState
     count: int
     retry_after_seconds: float | None
     source: str
@@ -134,7 +136,7 @@ class SnapshotMessage(_ServerMessage):
     breakers: list[BreakerInfo]
     #: The role of the token this connection presented: "viewer" or "operator" (None from a
     #: server that predates the field). A console offers resets only to an operator.
-    role: Literal["viewer", "operator"] | None = None
+    role: Role | None = None
 
 
 class EventMessage(_ServerMessage):

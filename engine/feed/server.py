@@ -54,7 +54,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 from weakref import WeakKeyDictionary
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -64,9 +64,9 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State
 
 from breakerdeck.engine.bus import Missed, Subscription
-from breakerdeck.engine.engine import BreakerView, Engine
+from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.errors import UnknownKey
-from breakerdeck.engine.events import Event, iso_utc, record
+from breakerdeck.engine.events import BreakerView, Event, iso_utc, record
 from breakerdeck.engine.feed import protocol as p
 from breakerdeck.engine.feed.repeats import RepeatFilter
 from breakerdeck.engine.policy import AgentPolicy
@@ -74,8 +74,8 @@ from breakerdeck.engine.text import printable
 
 log = logging.getLogger(__name__)
 
-VIEWER = "viewer"
-OPERATOR = "operator"
+VIEWER: p.Role = "viewer"
+OPERATOR: p.Role = "operator"
 
 DEFAULT_PORT = 8765
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024
@@ -128,7 +128,7 @@ class FeedLimits:
 @dataclass(eq=False)
 class _Client:
     ws: ServerConnection
-    role: str
+    role: p.Role
     buffer_limit: int
     frames: deque[tuple[bytes, int, int, list[dict[str, Any]]]] = field(default_factory=deque)
     answers: deque[bytes] = field(default_factory=deque)
@@ -196,7 +196,7 @@ class FeedServer:
         self.max_batch = max(1, max_batch)
         self.limits = limits
         self._tokens = ((viewer_token.encode(), VIEWER), (operator_token.encode(), OPERATOR))
-        self._roles: WeakKeyDictionary[ServerConnection, str] = WeakKeyDictionary()
+        self._roles: WeakKeyDictionary[ServerConnection, p.Role] = WeakKeyDictionary()
         self._clients: set[_Client] = set()
         self._server: Server | None = None
         self._pump: asyncio.Task[None] | None = None
@@ -258,7 +258,8 @@ class FeedServer:
     @property
     def port(self) -> int:
         assert self._server is not None, "the feed is not started"
-        return self._server.sockets[0].getsockname()[1]
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
 
     @property
     def url(self) -> str:
@@ -310,13 +311,13 @@ class FeedServer:
         response.headers["Retry-After"] = str(BUSY_RETRY_AFTER_SECONDS)
         return response
 
-    def _role_for(self, headers: Headers) -> str | None:
+    def _role_for(self, headers: Headers) -> p.Role | None:
         value = headers.get("Authorization", "")
         scheme, _, token = value.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return None
         presented = token.strip().encode()
-        role = None
+        role: p.Role | None = None
         for expected, name in self._tokens:
             # Compare against both, always, so timing does not tell which one was close.
             if hmac.compare_digest(presented, expected):
@@ -472,7 +473,7 @@ class FeedServer:
 
     # -- snapshots and events --------------------------------------------------------------
 
-    def _snapshot_frame(self, role: str | None = None) -> tuple[int, bytes]:
+    def _snapshot_frame(self, role: p.Role | None = None) -> tuple[int, bytes]:
         seq, message = snapshot(self.engine, self.source, role=role)
         return seq, p.encode(message)
 
@@ -514,7 +515,7 @@ class FeedServer:
 
 
 def snapshot(
-    engine: Engine, source: str, *, role: str | None = None
+    engine: Engine, source: str, *, role: p.Role | None = None
 ) -> tuple[int, p.SnapshotMessage]:
     """The engine's breakers and the seq they reflect, read together; `role` is the reading
     connection's (viewer or operator), so a console knows whether to offer resets."""
@@ -561,7 +562,7 @@ def _breaker(view: BreakerView, source: str, now: float) -> p.BreakerInfo:
         agent=view.agents[0] if view.agents else None,
         agents=list(view.agents),
         shared=view.shared,
-        state=view.state,
+        state=cast(p.BreakerState, view.state),  # a State value; the model checks it again
         count=view.count,
         retry_after_seconds=retry_after,
         source=source,
