@@ -124,9 +124,7 @@ class GatewayApp:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._halted_cache: dict[tuple[Any, ...], tuple[bytes, list[tuple[bytes, bytes]]]] = {}
         self.counts = Counts()
-        self.calls = Calls(
-            engine, self.policy, speed, counts=self.counts, listener=self._on_event
-        )
+        self.calls = Calls(engine, self.policy, speed, counts=self.counts, listener=self._on_event)
         self.registry = registry_for(engine, self.counts)
 
     def __repr__(self) -> str:
