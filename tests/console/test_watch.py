@@ -6,6 +6,7 @@ and served with `serve_feed` on an ephemeral port; the console reads it with `Re
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -59,7 +60,8 @@ async def test_cards_come_from_the_snapshot_and_look_as_in_demo_mode(worlds):
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: "bob" in cards_text(app))
             text = cards_text(app)
-            assert "OPEN 05:00  ava" in text
+            # The console counts down on its own clock: a slow machine may show a second gone.
+            assert re.search(r"OPEN 0(5:00|4:59)  ava", text), text
             assert "count 3 · auth 3 / upstream 5 · cause auth" in text
             assert "CLOSED      bob" in text
             assert "auth×3 → open" in text  # the trip, from the snapshot's fields
@@ -78,7 +80,8 @@ async def test_an_event_updates_its_card(worlds):
             await a.trip_auth("ava")
             await until(pilot, lambda: "OPEN" in cards_text(app))
             text = cards_text(app)
-            assert "OPEN 05:00  ava" in text
+            # The console counts down on its own clock: a slow machine may show a second gone.
+            assert re.search(r"OPEN 0(5:00|4:59)  ava", text), text
             assert "reauth_failed on crm" in text
             assert "auth×3 → open" in text
             assert "denied none yet" in text
