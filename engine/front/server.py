@@ -159,6 +159,8 @@ async def _maybe_feed(engine: Engine, app: GatewayApp, options: Options) -> Asyn
     ) as feed:
         app.calls.watch_always()
         say(f"feed on {feed.url}")
+        operator_file = options.operator_token_file or options.state_dir / OPERATOR_TOKEN_FILE
+        say(f"watch it: breakerdeck watch {feed.url} --token-file {operator_file}")
         yield
 
 

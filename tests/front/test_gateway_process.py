@@ -212,6 +212,8 @@ async def test_the_demo_runs_agents_through_the_gateway_and_the_feed_shows_a_tri
     demo.process, demo.lines = process, []
     try:
         feed_url = demo._printed(r"feed on (ws://\S+)")
+        hint = demo._printed(r"watch it: (breakerdeck watch .*)")
+        assert hint == f"breakerdeck watch {feed_url} --token-file {tmp_path}/state/operator.token"
         token = (tmp_path / "state" / "viewer.token").read_text().strip()
         states: dict[str, str] = {}
         for _ in range(100):
