@@ -25,7 +25,7 @@ import os
 import secrets
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +39,7 @@ from breakerdeck.engine.breaker import (
     Admission,
     Breaker,
     BreakerState,
+    DenyReason,
     State,
     Transition,
 )
@@ -79,7 +80,35 @@ _JUST_AFTER = 1e-3
 _SUCCESS = OutcomeClass.SUCCESS
 #: Read once: the delivery path compares every event against it.
 _PAGE = ev.PAGE
+_DENIED = ev.CALL_DENIED
 _CLOSED = State.CLOSED
+#: The state each transition leads to, as metrics name it.
+_TO = {
+    ev.TRIPPED: "open",
+    ev.REOPENED: "open",
+    ev.HALF_OPEN: "half_open",
+    ev.RECOVERED: "closed",
+    ev.RESET: "closed",
+    ev.CREDENTIAL_REVOKED: "paused",
+    ev.CREDENTIAL_RESTORED: "closed",
+}
+
+
+def tally_name(event: Event) -> str | None:
+    """What a key's event adds one to in its tally (None: nothing): a transition or a restore
+    as `to:<state>`, a page, a reset, and the engine's own completion (an expired probe)."""
+    if isinstance(event, CallCompleted):
+        return "expired" if event.fault == "expired" else None
+    kind = event.type
+    if kind == ev.RESTORED:
+        return f"to:{event.fields.get('state', 'closed')}"
+    if kind == ev.RESET:
+        return "reset"
+    to = _TO.get(kind)
+    if to is not None:
+        return f"to:{to}"
+    return "page" if kind == _PAGE else None
+
 
 EXPIRED = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="probe never reported back")
 
@@ -144,6 +173,10 @@ class _Slot:
     shown_agents: int = -1
     owed: int = 0
     owed_what: list[str] = field(default_factory=list)
+    #: The key's refusals by reason and its other events by `tally_name`, for metrics read at
+    #: scrape time (DESIGN, "Metrics"): plain integer adds on the call path, no listener.
+    denied: Counter[DenyReason | None] = field(default_factory=Counter)
+    tally: Counter[str] = field(default_factory=Counter)
 
 
 #: What a caller must see committed before it returns: a store ticket and what it holds.
@@ -362,6 +395,7 @@ class Engine:
             # Nobody reads a refusal's line: a breaker in its cooldown refuses without a lock.
             refusal = breaker.cooling(self.clock.monotonic())
             if refusal is not None:
+                self._slots[call.key].denied[refusal.reason] += 1
                 return refusal
         admission, owed = self._admit_slow(call, lease)
         self._settle(owed)
@@ -379,6 +413,7 @@ class Engine:
         if not self._watched():
             refusal = breaker.cooling(self.clock.monotonic())
             if refusal is not None:
+                self._slots[call.key].denied[refusal.reason] += 1
                 return refusal
         admission, owed = self._admit_slow(call, lease)
         await self.settle_async(owed)
@@ -406,18 +441,20 @@ class Engine:
             if admission.as_probe:
                 slot.probe = call
                 self._schedule_poll(breaker.probe_deadline + _JUST_AFTER)
-        elif self._watched():
-            denied = CallDenied(
-                0,
-                call.key,
-                self._call_agent(call),
-                0.0,
-                call.number,
-                call.platform,
-                admission.reason.value if admission.reason else None,
-                round(admission.retry_after, 3),
-            )
-            self._publish(denied, self._new_view(slot))
+        else:
+            slot.denied[admission.reason] += 1
+            if self._watched():
+                denied = CallDenied(
+                    0,
+                    call.key,
+                    self._call_agent(call),
+                    0.0,
+                    call.number,
+                    call.platform,
+                    admission.reason.value if admission.reason else None,
+                    round(admission.retry_after, 3),
+                )
+                self._publish(denied, self._new_view(slot))
         return admission
 
     def may_retry(self, call: Call) -> bool:
@@ -688,6 +725,16 @@ class Engine:
     def keys(self) -> list[str]:
         return list(self._slots)
 
+    def tally(self, key: str, name: str) -> int:
+        """How many of the key's events had this `tally_name` so far (0 for an unknown key)."""
+        slot = self._slots.get(key)
+        return 0 if slot is None else slot.tally[name]
+
+    def tallies(self) -> list[tuple[str, dict[DenyReason | None, int], dict[str, int]]]:
+        """Each key's refusals by reason and its events by `events.tally_name`, copied now:
+        what metrics read at scrape time."""
+        return [(k, dict(s.denied), dict(s.tally)) for k, s in list(self._slots.items())]
+
     def breaker(self, key: str) -> Breaker:
         return self._known(key).breaker
 
@@ -856,6 +903,9 @@ class Engine:
                 self._reserve_more()
             event.seq = seq
             event.wall = self._wall()
+            name = tally_name(event) if event.type != _DENIED else None
+            if name is not None:
+                self._slots[event.key].tally[name] += 1
             if view is not None:
                 view.seq = seq
                 event.view = view

@@ -62,6 +62,9 @@ _AUTH_REJECTED = frozenset({401, 403})
 _BEARER = b"bearer "
 #: A relayed body of known length up to this size is read whole and sent in one message.
 _READ_WHOLE = 65_536
+#: A refusal's shape (reason, cause, whole seconds left) and its encoded headers and body.
+_Shape = tuple[Any, Any, int]
+_Encoded = tuple[tuple[tuple[bytes, bytes], ...], Message]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +125,7 @@ class GatewayApp:
         self._shared_lost = shared_lost
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._halted_cache: dict[tuple[Any, ...], tuple[bytes, list[tuple[bytes, bytes]]]] = {}
+        self._halted_cache: dict[_Shape, _Encoded] = {}
         self.counts = Counts()
         self.calls = Calls(engine, self.policy, speed, counts=self.counts, listener=self._on_event)
         self.registry = registry_for(engine, self.counts)
@@ -163,14 +166,11 @@ class GatewayApp:
             self._session = None
 
     def _on_event(self, event: Event) -> None:
-        self.counts.on_event(event)
-        if event.type == ev.RESET:
-            # The operator fixed something: read the agent's file and command credentials
-            # again, and let any waiter ask the engine now. Listeners may run on the feed's
-            # thread; the event loop is only touched through its thread-safe door.
-            self.vault.forget(event.key)
-            if self._loop is not None:
-                self._loop.call_soon_threadsafe(self.calls.reset_seen, event.key)
+        """Attached only while a call waits for a probe (or a feed listens anyway): a reset
+        lets the waiters ask the engine now. Listeners may run on the feed's thread; the event
+        loop is only touched through its thread-safe door."""
+        if event.type == ev.RESET and self._loop is not None:
+            self._loop.call_soon_threadsafe(self.calls.reset_seen, event.key)
 
     # -- the request ---------------------------------------------------------------------
 
@@ -204,26 +204,36 @@ class GatewayApp:
         await self._call(scope, receive, send, call, platform, url, declared != 0)
 
     async def _halted(self, send: Send, admission: Admission, call: Call) -> None:
-        """403 `agent_halted`: the fast-fail path, so its body and headers are encoded once per
-        (reason, cause, whole seconds left) and reused until the second changes."""
-        shape = (admission.reason, admission.cause, max(5, math.ceil(admission.retry_after)))
+        """403 `agent_halted`: the fast-fail path. Its headers and body message are made once
+        per (reason, cause, whole seconds left) and reused until the second changes; a refusal
+        allocates only its call id and the start message (the server sends both on)."""
+        shape = (admission.reason, admission.cause, math.ceil(admission.retry_after))
         encoded = self._halted_cache.get(shape)
         if encoded is None:
-            if len(self._halted_cache) > 1024:
-                self._halted_cache.clear()
-            halted = results.agent_halted(admission)
-            content = json.dumps(halted.body).encode()
-            retry = str(halted.body["halt"]["retry_after_seconds"]).encode()
-            headers = [_JSON, (b"content-length", str(len(content)).encode())]
-            encoded = self._halted_cache[shape] = (content, [*headers, (b"retry-after", retry)])
-        content, headers = encoded
-        start = {
-            "type": "http.response.start",
-            "status": 403,
-            "headers": [*headers, (CALL_HEADER, call.call_id.encode())],
-        }
-        await send(start)
-        await send({"type": "http.response.body", "body": content})
+            encoded = self._encode_halted(shape, admission)
+        headers, body = encoded
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 403,
+                # `engine.call_id`, formatted straight to bytes.
+                "headers": [*headers, (CALL_HEADER, b"call-%06d" % call.number)],
+            }
+        )
+        await send(body)
+
+    def _encode_halted(self, shape: _Shape, admission: Admission) -> _Encoded:
+        if len(self._halted_cache) > 1024:
+            self._halted_cache.clear()
+        halted = results.agent_halted(admission)
+        content = json.dumps(halted.body).encode()
+        retry = str(halted.body["halt"]["retry_after_seconds"]).encode()
+        headers = (_JSON, (b"content-length", b"%d" % len(content)), (b"retry-after", retry))
+        encoded = self._halted_cache[shape] = (
+            headers,
+            {"type": "http.response.body", "body": content},
+        )
+        return encoded
 
     def _agent(self, token: bytes | None) -> str | None:
         """The agent whose token this is, compared in constant time against every agent's
@@ -311,6 +321,9 @@ class GatewayApp:
     ) -> tuple[aiohttp.ClientResponse, Outcome]:
         """The credential, the request, and on 401/403 one refresh and retry: the response
         whose head decided the outcome, or `_Failed`."""
+        if self.calls.was_reset(call.key):
+            # The operator fixed something: read the agent's file and command credentials again.
+            self.vault.forget(call.agent)
         try:
             credential = await self.vault.fetch(call.agent, platform.name, self.deadline)
         except VaultUnavailable as error:

@@ -41,21 +41,19 @@ class Calls:
         self.counts = counts or Counts()
         self._probe_done: dict[str, asyncio.Event] = {}
         self._lease = policy.probe_lease()
-        # The listener is attached only while some breaker is not settled (closed, count 0):
-        # any listener makes the engine write a line for every healthy call, and a healthy
-        # gateway has nothing for it to hear (no transition starts without a counted failure).
+        # No listener on the call path: any listener makes the engine write a line for every
+        # call, refusals included (the fast-fail path). Metrics read the engine's own counts;
+        # a reset is noticed from the engine's count of them (`was_reset`), and the listener
+        # is attached only while a call waits for a probe (a reset must wake it).
         self._listener = listener
         self._detach: Callable[[], None] | None = None
-        self._unsettled: set[str] = set()
+        self._waiting = 0
         self._listener_always = False
-        restored = engine.keys()  # an engine seeded from its store may start with open ones
-        for key in restored:
-            self._settle(key, watch=True)
+        self._resets_seen: dict[str, int] = {}
 
     def watch_always(self) -> None:
-        """Keep the listener attached: something else (the feed) listens anyway, so healthy
-        calls write their lines already, and an operator's reset of a settled breaker must be
-        heard too."""
+        """Keep the listener attached: something else (the feed) listens anyway, so every call
+        writes its line already."""
         self._listener_always = True
         self._attach()
 
@@ -64,24 +62,22 @@ class Calls:
             self._detach()
             self._detach = None
 
-    def _watch(self, key: str) -> None:
-        self._unsettled.add(key)
-        self._attach()
-
     def _attach(self) -> None:
         if self._detach is None and self._listener is not None:
             self._detach = self.engine.subscribe(self._listener)
 
-    def _settle(self, key: str, *, watch: bool = False) -> None:
-        breaker = self.engine.breaker(key)
-        if breaker.state is not State.CLOSED or breaker.count:
-            if watch:
-                self._watch(key)
-            return
-        self._unsettled.discard(key)
-        if not self._unsettled and self._detach is not None and not self._listener_always:
-            self._detach()
-            self._detach = None
+    def _release(self) -> None:
+        if not self._waiting and not self._listener_always:
+            self.close()
+
+    def was_reset(self, key: str) -> bool:
+        """Whether the key was reset since the last time this was asked (an integer compare:
+        the engine counts its resets)."""
+        resets = self.engine.tally(key, "reset")
+        if resets == self._resets_seen.get(key, 0):
+            return False
+        self._resets_seen[key] = resets
+        return True
 
     def open(self, agent: str, platform: str) -> Call:
         return self.engine.new_call(
@@ -104,7 +100,13 @@ class Calls:
         return self.engine.admit_async(call, self._lease)
 
     async def _admit_after_wait(self, call: Call, real_seconds: float) -> Admission:
-        await self._wait_for_probe(call.key, real_seconds)
+        self._waiting += 1
+        self._attach()  # before the wait looks at the breaker: no reset slips between
+        try:
+            await self._wait_for_probe(call.key, real_seconds)
+        finally:
+            self._waiting -= 1
+            self._release()
         return await self.engine.admit_async(call, self._lease)
 
     async def complete(
@@ -119,8 +121,6 @@ class Calls:
     ) -> None:
         was_probe = call.admitted_as == "probe"
         key = call.key
-        if outcome.counted:
-            self._watch(key)  # it may trip the breaker: the listener hears it
         self.counts.calls[(key, outcome.cls.value, outcome.counted)] += 1
         await self.engine.complete_async(
             call,
@@ -130,8 +130,6 @@ class Calls:
             refresh=refresh,
             platform_status=platform_status,
         )
-        if key in self._unsettled:
-            self._settle(key)
         if was_probe:
             self._wake(key)
 

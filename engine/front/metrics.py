@@ -1,12 +1,11 @@
 """Prometheus metrics for `gateway`, `mcp` and `serve` (DESIGN, "Metrics").
 
-Nothing on the call path touches a metric object: `Counts` keeps plain integers per key (an
-engine listener adds to them; the front door adds one duration per call into fixed buckets),
-and `BreakerCollector` turns them into families only when Prometheus scrapes. Labels are
-bounded by configured keys: an engine key is an agent or a backend the operator configured.
-
-For now the per-key counts live here, kept by a listener on the engine's events; when the
-engine keeps its own counts the collector reads those instead and `Counts` goes away.
+Nothing on the call path touches a metric object and no listener counts anything: the engine
+keeps each key's refusals, transitions, pages and expired probes as plain integers
+(`Engine.tallies`), the front door adds the calls it completes and one duration per call into
+fixed buckets (`Counts`), and `BreakerCollector` turns both into families only when Prometheus
+scrapes. Labels are bounded by configured keys: an engine key is an agent or a backend the
+operator configured.
 """
 
 from __future__ import annotations
@@ -23,23 +22,12 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from breakerdeck.engine import events as ev
-from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.engine import EXPIRED, Engine
 from breakerdeck.engine.events import Event
 
 STATES = ("closed", "open", "half_open", "paused")
 #: Fixed bucket bounds, in seconds of the engine's clock.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-
-_TO = {
-    ev.TRIPPED: "open",
-    ev.REOPENED: "open",
-    ev.HALF_OPEN: "half_open",
-    ev.RECOVERED: "closed",
-    ev.RESET: "closed",
-    ev.CREDENTIAL_REVOKED: "paused",
-    ev.CREDENTIAL_RESTORED: "closed",
-}
 
 
 class Counts:
@@ -47,28 +35,12 @@ class Counts:
 
     def __init__(self) -> None:
         self.calls: Counter[tuple[str, str, bool]] = Counter()
-        self.denied: Counter[tuple[str, str]] = Counter()
-        self.transitions: Counter[tuple[str, str]] = Counter()
-        self.pages: Counter[str] = Counter()
         self.buckets: defaultdict[str, list[int]] = defaultdict(lambda: [0] * (len(BUCKETS) + 1))
         self.duration_sums: defaultdict[str, float] = defaultdict(float)
 
     def on_event(self, event: Event) -> None:
-        """The engine listener: one dict lookup and one add per event. Completions are counted
-        by the front door that made them; only the engine's own (an expired probe) here."""
-        kind = event.type
-        if kind == ev.CALL_COMPLETED:
-            fields = event.fields
-            if fields.get("fault") == "expired":
-                self.calls[(event.key, fields["outcome"], bool(fields["counted"]))] += 1
-        elif kind == ev.CALL_DENIED:
-            self.denied[(event.key, str(event.fields.get("reason")))] += 1
-        elif kind == ev.PAGE:
-            self.pages[event.key] += 1
-        elif kind in _TO:
-            self.transitions[(event.key, _TO[kind])] += 1
-        elif kind == ev.RESTORED:
-            self.transitions[(event.key, str(event.fields.get("state", "closed")))] += 1
+        """Kept for front doors that still subscribe it: the engine counts its own events now
+        (`Engine.tallies`), so there is nothing left for a listener to add."""
 
     def observe(self, key: str, seconds: float) -> None:
         self.buckets[key][bisect.bisect_left(BUCKETS, seconds)] += 1
@@ -84,30 +56,31 @@ class BreakerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield self._states()
-        counts = self.counts
-        calls = CounterMetricFamily(
-            "breakerdeck_calls", "Calls completed", labels=["key", "outcome", "counted"]
+        tallies = self.engine.tallies()
+        calls = Counter(self.counts.calls)
+        for key, _, tally in tallies:
+            if tally.get("expired"):
+                calls[(key, EXPIRED.cls.value, True)] += tally["expired"]
+        yield _family(
+            "breakerdeck_calls",
+            "Calls completed",
+            ["key", "outcome", "counted"],
+            {(k, o, "true" if c else "false"): n for (k, o, c), n in calls.items()},
         )
-        for (key, outcome, counted), n in sorted(counts.calls.items()):
-            calls.add_metric([key, outcome, "true" if counted else "false"], n)
-        yield calls
-        denied = CounterMetricFamily(
-            "breakerdeck_denied_calls", "Calls the breaker refused", labels=["key", "reason"]
+        denied = {(k, str(r)): n for k, by_reason, _ in tallies for r, n in by_reason.items()}
+        yield _family(
+            "breakerdeck_denied_calls", "Calls the breaker refused", ["key", "reason"], denied
         )
-        for (key, reason), n in sorted(counts.denied.items()):
-            denied.add_metric([key, reason], n)
-        yield denied
-        moves = CounterMetricFamily(
-            "breakerdeck_transitions", "Breaker state changes", labels=["key", "to"]
-        )
-        for (key, to), n in sorted(counts.transitions.items()):
-            moves.add_metric([key, to], n)
-        yield moves
+        moves = {
+            (k, name[3:]): n
+            for k, _, tally in tallies
+            for name, n in tally.items()
+            if name[:3] == "to:"
+        }
+        yield _family("breakerdeck_transitions", "Breaker state changes", ["key", "to"], moves)
         yield self._durations()
-        pages = CounterMetricFamily("breakerdeck_pages", "Pages raised", labels=["key"])
-        for key, n in sorted(counts.pages.items()):
-            pages.add_metric([key], n)
-        yield pages
+        pages = {(k,): t["page"] for k, _, t in tallies if t.get("page")}
+        yield _family("breakerdeck_pages", "Pages raised", ["key"], pages)
 
     def _states(self) -> GaugeMetricFamily:
         family = GaugeMetricFamily(
@@ -134,6 +107,15 @@ class BreakerCollector(Collector):
                 buckets.append((bound, float(running)))
             family.add_metric([key], buckets, sum_value=self.counts.duration_sums[key])
         return family
+
+
+def _family(
+    name: str, documentation: str, labels: list[str], values: dict[tuple[str, ...], int]
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, documentation, labels=labels)
+    for label_values, n in sorted(values.items()):
+        family.add_metric(list(label_values), n)
+    return family
 
 
 def registry_for(engine: Engine, counts: Counts) -> CollectorRegistry:
