@@ -139,7 +139,6 @@ def start_metrics(engine: Engine, listen: str | None, counts: Counts) -> Any:
         return None
     from prometheus_client import start_http_server
 
-    engine.subscribe(counts.on_event)
     host, port = split_address(listen)
     server, _thread = start_http_server(port, addr=host, registry=registry_for(engine, counts))
     say(f"metrics on http://{listen}/metrics")

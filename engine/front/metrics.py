@@ -23,7 +23,6 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from breakerdeck.engine.engine import EXPIRED, Engine
-from breakerdeck.engine.events import Event
 
 STATES = ("closed", "open", "half_open", "paused")
 #: Fixed bucket bounds, in seconds of the engine's clock.
@@ -37,10 +36,6 @@ class Counts:
         self.calls: Counter[tuple[str, str, bool]] = Counter()
         self.buckets: defaultdict[str, list[int]] = defaultdict(lambda: [0] * (len(BUCKETS) + 1))
         self.duration_sums: defaultdict[str, float] = defaultdict(float)
-
-    def on_event(self, event: Event) -> None:
-        """Kept for front doors that still subscribe it: the engine counts its own events now
-        (`Engine.tallies`), so there is nothing left for a listener to add."""
 
     def observe(self, key: str, seconds: float) -> None:
         self.buckets[key][bisect.bisect_left(BUCKETS, seconds)] += 1
