@@ -236,7 +236,7 @@ dead = {{ file = "{credential}" }}
 
 def _gateway(config: Path, port: int) -> list[str]:
     return [
-        PYTHON, "-m", "breakerdeck.engine.front.cli", "gateway",
+        PYTHON, "-m", "breakerdeck.console.cli", "gateway",
         "--config", str(config), "--listen", f"127.0.0.1:{port}",
     ]  # fmt: skip
 

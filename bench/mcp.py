@@ -189,7 +189,7 @@ def ours_command(config: Path, *extra: str) -> list[str]:
     return [
         PYTHON,
         "-m",
-        "breakerdeck.engine.front.mcp_cli",
+        "breakerdeck.console.cli",
         "mcp",
         "--config",
         str(config),

@@ -2,16 +2,13 @@
 
 `add_gateway_parser(subparsers)` adds the command; `run_gateway(args)` runs it and returns the
 exit status: 0 after a clean stop (or a config that checks out), 2 when it cannot start (a
-config problem names the file, the table and the key). `python -m breakerdeck.engine.front.cli
-gateway …` runs it alone.
+config problem names the file, the table and the key).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -126,13 +123,3 @@ def _serve(options: Options) -> int:
         pass
     say("gateway stopped")
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="breakerdeck")
-    add_gateway_parser(parser.add_subparsers(dest="command", required=True))
-    return run_gateway(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,15 +2,12 @@
 
 `add_mcp_parser(subparsers)` adds the command; `run_mcp(args)` runs it and returns the exit
 status: 0 after a clean stop (or a config that checks out), 2 when it cannot start (a config
-problem names the file, the table and the key). `python -m breakerdeck.engine.front.mcp_cli
-mcp …` runs it alone.
+problem names the file, the table and the key).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 from breakerdeck.engine.front.cli import EXIT_START, _address, _speed
@@ -106,13 +103,3 @@ def run_mcp(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="breakerdeck")
-    add_mcp_parser(parser.add_subparsers(dest="command", required=True))
-    return run_mcp(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
