@@ -139,8 +139,11 @@ async def proxied(
             async with anyio.create_task_group() as group:
 
                 async def serve() -> None:
-                    async with stdio_server(proxy_in, proxy_out) as (read, write):
-                        await proxy.server.run(read, write, proxy.initialization_options())
+                    try:
+                        async with stdio_server(proxy_in, proxy_out) as (read, write):
+                            await proxy.server.run(read, write, proxy.initialization_options())
+                    except* BrokenPipeError:
+                        pass  # the host left first, closing the pipe under a write in flight
 
                 group.start_soon(serve)
                 info = types.Implementation(name=agent, version="1.0") if agent else None
