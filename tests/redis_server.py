@@ -1,0 +1,149 @@
+"""A real `redis-server` for the tests: Debian's binary on a free loopback port, nothing on disk.
+
+The replica tests need a Redis that can stop mid-run and come back on the same address, or hang
+without closing its sockets (SIGSTOP), so each server is a child process the test owns rather
+than a fake. Without the binary the tests fail, naming the package: a suite that skipped them
+would pass without ever checking a shared breaker.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+PROGRAM = "redis-server"
+MISSING = (
+    "redis-server is not on PATH: the replica tests need Debian's redis-server package "
+    "(apt-get install redis-server; `make test` installs it when run as root)"
+)
+#: How long a start may take before the server is declared broken.
+START_SECONDS = 10.0
+
+
+class RedisServerMissing(RuntimeError):
+    """`redis-server` is not installed: the message names the package that provides it."""
+
+
+class RedisServer:
+    """One `redis-server` process on 127.0.0.1, restartable on the port it first got."""
+
+    def __init__(self, directory: Path) -> None:
+        program = shutil.which(PROGRAM)
+        if program is None:
+            raise RedisServerMissing(MISSING)
+        self._program = program
+        self._directory = directory
+        self._directory.mkdir(parents=True, exist_ok=True)
+        self._process: subprocess.Popen[bytes] | None = None
+        self._paused = False
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> RedisServer:
+        """Start (again, on the same port once it has one) and return when it answers PING."""
+        if self.running:
+            raise RuntimeError(f"redis-server already runs on port {self.port}")
+        fresh_port = self.port == 0
+        for _ in range(3 if fresh_port else 1):
+            if fresh_port:
+                self.port = _free_port()
+            if self._launch():
+                return self
+        raise RuntimeError(f"redis-server did not start on port {self.port}: {self._log_tail()}")
+
+    def stop(self) -> None:
+        """SIGTERM, as an operator's restart would, and wait for the exit."""
+        self._signal_and_wait(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL: Redis gone without a word to its clients."""
+        self._signal_and_wait(signal.SIGKILL)
+
+    def pause(self) -> None:
+        """SIGSTOP: connections stay open and nothing answers (Redis answering too slowly)."""
+        self._send(signal.SIGSTOP)
+        self._paused = True
+
+    def resume(self) -> None:
+        self._send(signal.SIGCONT)
+        self._paused = False
+
+    def flushall(self) -> None:
+        with self.client() as client:
+            client.flushall()
+
+    def ping(self, timeout: float = 0.5) -> bool:
+        try:
+            with self.client(timeout) as client:
+                return bool(client.ping())
+        except redis.RedisError:
+            return False
+
+    def client(self, timeout: float = 5.0) -> redis.Redis:
+        """A synchronous client on this server, for a test to look at or change keys."""
+        return redis.Redis.from_url(
+            self.url, socket_timeout=timeout, socket_connect_timeout=timeout
+        )
+
+    def _launch(self) -> bool:
+        log = (self._directory / "redis.log").open("ab")
+        with log:
+            self._process = subprocess.Popen(
+                [
+                    *(self._program, "--port", str(self.port), "--bind", "127.0.0.1"),
+                    *("--save", "", "--appendonly", "no", "--dir", str(self._directory)),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        deadline = time.monotonic() + START_SECONDS
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                return False
+            if self.ping(timeout=0.2):
+                return True
+            time.sleep(0.02)
+        self.kill()
+        return False
+
+    def _send(self, signum: signal.Signals) -> None:
+        if not self.running:
+            raise RuntimeError("redis-server is not running")
+        assert self._process is not None
+        os.kill(self._process.pid, signum)
+
+    def _signal_and_wait(self, signum: signal.Signals) -> None:
+        if not self.running:
+            return
+        assert self._process is not None
+        if self._paused and signum != signal.SIGKILL:
+            self.resume()  # a stopped process would hold the SIGTERM until continued
+        os.kill(self._process.pid, signum)
+        self._process.wait(timeout=START_SECONDS)
+        self._paused = False
+
+    def _log_tail(self) -> str:
+        text = (self._directory / "redis.log").read_text(errors="replace")
+        return " | ".join(text.strip().splitlines()[-3:]) or "(no output)"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
