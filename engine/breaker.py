@@ -150,18 +150,33 @@ class Breaker:
         """A breaker holding `saved`, times moved by `offset` (wall to monotonic). No probe is
         in flight in a new process: a saved half-open breaker comes back open."""
         breaker = cls(key, policy)
-        breaker.state = _OPEN if saved.state is _HALF_OPEN else saved.state
-        breaker.count = saved.count
-        breaker.last_failure_at = _shifted(saved.last_failure_at, offset)
-        breaker.last_failure_detail = saved.last_failure_detail
-        breaker.opened_at = _shifted(saved.opened_at, offset)
-        breaker.cooldown = saved.cooldown
-        breaker.failed_probes = saved.failed_probes
-        breaker.paged = saved.paged
-        breaker.rate_limited_streak = saved.rate_limited_streak
-        breaker.last_retry_after = saved.last_retry_after
-        breaker.trip_cause = saved.trip_cause
+        breaker.take(saved, offset)
+        if breaker.state is _HALF_OPEN:
+            breaker.state = _OPEN
         return breaker
+
+    def take(
+        self,
+        saved: BreakerState,
+        offset: float = 0.0,
+        probe_id: CallId | None = None,
+        probe_deadline: float = 0.0,
+    ) -> None:
+        """Become `saved` (times moved by `offset`), with its probe if any: what a replica does
+        with a decision another process made."""
+        self.state = saved.state
+        self.count = saved.count
+        self.last_failure_at = _shifted(saved.last_failure_at, offset)
+        self.last_failure_detail = saved.last_failure_detail
+        self.opened_at = _shifted(saved.opened_at, offset)
+        self.cooldown = saved.cooldown
+        self.failed_probes = saved.failed_probes
+        self.paged = saved.paged
+        self.rate_limited_streak = saved.rate_limited_streak
+        self.last_retry_after = saved.last_retry_after
+        self.trip_cause = saved.trip_cause
+        self.probe_id = probe_id
+        self.probe_deadline = probe_deadline + offset
 
     @property
     def reopens_at(self) -> float | None:
@@ -180,13 +195,13 @@ class Breaker:
         if state is _OPEN:
             left = self.opened_at + self.cooldown - now  # type: ignore[operator]
             if left > 0:
-                return self._deny(_DENY_OPEN, left), _NONE
+                return self.refusal(_DENY_OPEN, left), _NONE
         transitions = self.poll(now)
         if self.probe_id is None:
             self.probe_id = call_id
             self.probe_deadline = now + lease
             return ADMIT_PROBE, transitions
-        return self._deny(DenyReason.PROBE_IN_FLIGHT, self.policy.probe_retry_after_seconds), (
+        return self.refusal(DenyReason.PROBE_IN_FLIGHT, self.policy.probe_retry_after_seconds), (
             transitions
         )
 
@@ -198,10 +213,10 @@ class Breaker:
         if self.state is _OPEN and opened_at is not None:
             left = opened_at + self.cooldown - now
             if left > 0:
-                return self._deny(_DENY_OPEN, left)
+                return self.refusal(_DENY_OPEN, left)
         return None
 
-    def _deny(self, reason: DenyReason, left: float) -> Admission:
+    def refusal(self, reason: DenyReason, left: float) -> Admission:
         floor = self.min_retry_after
         return Admission(False, False, reason, left if left > floor else floor, self.trip_cause)
 

@@ -27,7 +27,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Self
 
@@ -36,6 +36,7 @@ from breakerdeck.engine import statedir
 from breakerdeck.engine.audit import AuditLog
 from breakerdeck.engine.breaker import (
     ADMIT_NORMAL,
+    ADMIT_PROBE,
     Admission,
     Breaker,
     BreakerState,
@@ -45,10 +46,12 @@ from breakerdeck.engine.breaker import (
 )
 from breakerdeck.engine.clock import Clock, SystemClock
 from breakerdeck.engine.errors import StateDirError, UnknownKey
-from breakerdeck.engine.events import BreakerView, CallCompleted, CallDenied, Event
+from breakerdeck.engine.events import BreakerView, CallCompleted, CallDenied, Event, Relayed
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
+from breakerdeck.engine.replica import Arg, Foreign, Missing, Shared, Store, token
 from breakerdeck.engine.store import Problems, VerdictStore
+from breakerdeck.engine.text import printable
 from breakerdeck.engine.verdict import Verdict, bounded, is_stale
 
 log = logging.getLogger(__name__)
@@ -177,6 +180,11 @@ class _Slot:
     #: scrape time (DESIGN, "Metrics"): plain integer adds on the call path, no listener.
     denied: Counter[DenyReason | None] = field(default_factory=Counter)
     tally: Counter[str] = field(default_factory=Counter)
+    #: With a shared store: the version and generation of the key last seen there, and
+    #: whether this replica changed it while the store was lost (to reconcile on return).
+    ver: int = 0
+    gen: int = 0
+    dirty: bool = False
 
 
 #: What a caller must see committed before it returns: a store ticket and what it holds.
@@ -193,7 +201,13 @@ class Engine:
         page_hook: PageHook | None = None,
         scheduler: Scheduler | None = None,
         instance: str | None = None,
+        shared: Store | None = None,
     ) -> None:
+        if shared is not None and not isinstance(policy, AgentPolicy):
+            raise ValueError(
+                "replicas share breakers only under the agent policy: under the tool policy "
+                "each harness keeps its own (docs/replicas.md)"
+            )
         self.policy = policy
         #: 64 random bits per process: prefixed to each call id in the Idempotency-Key a call
         #: sends upstream, so keys never repeat across crashes, replicas or deployments.
@@ -226,6 +240,9 @@ class Engine:
         self._seq_refill = self._calls_refill = float("inf")
         self._seq_ceiling = self._calls_ceiling = 0
         self._seq_saved = 0
+        self._shared = shared
+        if shared is not None:
+            shared.use_policy(policy)  # type: ignore[arg-type]
         if state_dir is not None:
             self._open_state(statedir.prepare(state_dir))
 
@@ -253,6 +270,8 @@ class Engine:
             found += self.audit.problems
         if self.store is not None:
             found += self.store.problems
+        if self._shared is not None:
+            found += self._shared.problems()
         return found
 
     def __enter__(self) -> Self:
@@ -283,7 +302,14 @@ class Engine:
                 self._listeners = [kept for kept in self._listeners if kept is not listener]
 
     def restore(self) -> list[Event]:
-        """Seed breakers from the verdict store; call once subscribers are attached."""
+        """Seed breakers from the verdict store, then (with a shared store) join the fleet:
+        adopt what it holds and listen for its changes. Call once subscribers are attached."""
+        restored = self._restore_local()
+        if self._shared is not None:
+            self._shared.start(self._relay, self._join, self.clock.wall)
+        return restored
+
+    def _restore_local(self) -> list[Event]:
         if self.store is None:
             return []
         restored = []
@@ -341,6 +367,7 @@ class Engine:
             self._schedule_poll(breaker.opened_at + breaker.cooldown)
         slot.credential_worked_at = verdict.credential_ok_at
         slot.credential_revoked = verdict.credential_revoked
+        slot.dirty = self._shared is not None  # the fleet's verdict, if any, wins on joining
         fields = {
             "state": verdict.state,
             "count": verdict.count,
@@ -415,7 +442,11 @@ class Engine:
             if refusal is not None:
                 self._slots[call.key].denied[refusal.reason] += 1
                 return refusal
-        admission, owed = self._admit_slow(call, lease)
+        if self._asks_store(breaker, self.clock.monotonic()):
+            # A round trip to the shared store: on a worker thread, never on the loop.
+            admission, owed = await asyncio.to_thread(self._admit_slow, call, lease)
+        else:
+            admission, owed = self._admit_slow(call, lease)
         await self.settle_async(owed)
         return admission
 
@@ -429,10 +460,19 @@ class Engine:
 
     def _admit_locked(self, call: Call, slot: _Slot, lease: float) -> Admission:
         """Under the key's lock: expire a lost probe, admit or refuse, write what that caused."""
-        breaker = slot.breaker
         now = self.clock.monotonic()
-        self._expire(slot, now)
-        admission, transitions = breaker.admit(call.number, now, lease + LEASE_GRACE_SECONDS)
+        lease += LEASE_GRACE_SECONDS
+        shared = None
+        if self._asks_store(slot.breaker, now):
+            shared = self._shared_step(slot, "admit", token(self.instance, call.number), lease)
+        if shared is None:
+            self._expire(slot, now)
+            admission, transitions = slot.breaker.admit(call.number, now, lease)
+            if transitions or admission.as_probe:
+                self._changed_alone(slot)
+        else:
+            admission, transitions = self._shared_admission(slot, shared), shared.transitions
+        breaker = slot.breaker
         self._apply(slot, transitions, call.agent, cause_seq=None)
         if admission.allowed:
             call.admitted_as = "probe" if admission.as_probe else "normal"
@@ -499,7 +539,13 @@ class Engine:
         """`complete` for a coroutine: the wait for the disk never blocks the event loop."""
         if self._untouched(call, outcome):
             return None
-        line, owed = self._record(call, outcome, fault, agent_status, refresh, platform_status)
+        if self._shared is not None and not self._unchanging(self._slots[call.key], outcome):
+            # A round trip to the shared store: on a worker thread, never on the loop.
+            line, owed = await asyncio.to_thread(
+                self._record, call, outcome, fault, agent_status, refresh, platform_status
+            )
+        else:
+            line, owed = self._record(call, outcome, fault, agent_status, refresh, platform_status)
         await self.settle_async(owed)
         return line
 
@@ -549,16 +595,30 @@ class Engine:
                 return line, None
         with slot.lock:
             now = self.clock.monotonic()
-            self._expire(slot, now)
-            breaker = slot.breaker
-            is_probe = breaker.is_probe(call.number)
-            count_before = breaker.count
+            count_before = slot.breaker.count
+            shared = None
+            if self._shared is not None and (
+                outcome.counted or outcome.cls is _SUCCESS or slot.breaker.state is not _CLOSED
+            ):
+                counted = "1" if outcome.counted else "0"
+                call_token = token(self.instance, call.number)
+                shared = self._shared_step(
+                    slot, "record", call_token, outcome.cls.value, counted, outcome.detail
+                )
             # The breaker moves first, so the last line this writes carries its view after.
-            transitions = breaker.record(call.number, outcome, now)
+            if shared is None:
+                self._expire(slot, now)
+                is_probe = slot.breaker.is_probe(call.number)
+                transitions = slot.breaker.record(call.number, outcome, now)
+            else:
+                is_probe, transitions = shared.was_probe, shared.transitions
+            breaker = slot.breaker
             if is_probe or breaker.probe_id is None:
                 slot.probe = None
             revoked = self._note_credential(slot, call, outcome)
             moved = outcome.counted or breaker.count != count_before
+            if shared is None and moved:
+                self._changed_alone(slot)
             line = self._call_line(
                 call,
                 outcome,
@@ -680,7 +740,12 @@ class Engine:
         slot = self._known(key)
         with slot.lock:
             slot.probe = None
-            transitions = slot.breaker.reset(actor, reason)
+            shared = self._shared_step(slot, "reset", actor, reason) if self._shared else None
+            if shared is None:
+                transitions: Sequence[Transition] = slot.breaker.reset(actor, reason)
+                self._changed_alone(slot)
+            else:
+                transitions = shared.transitions
             events = self._apply(slot, transitions, None, cause_seq=None)
             self._persist(slot, urgent=True, what=_written(events[-1]))
             owed = self._take_owed(slot)
@@ -697,8 +762,17 @@ class Engine:
             slot = self._slots[key]
             with slot.lock:
                 now = self.clock.monotonic()
-                written += self._expire(slot, now)
-                written += self._apply(slot, slot.breaker.poll(now), None, None)
+                shared = None
+                if self._shared is not None and _due(slot.breaker, now):
+                    shared = self._shared_step(slot, "tick", written=written)
+                if shared is None:
+                    written += self._expire(slot, now)
+                    transitions = slot.breaker.poll(now)
+                    if transitions:
+                        self._changed_alone(slot)
+                else:
+                    transitions = list(shared.transitions)
+                written += self._apply(slot, transitions, None, None)
                 self._take_owed(slot)  # time caused these: no caller waits for them
         self._deliver()
         return written
@@ -715,6 +789,230 @@ class Engine:
         transitions = breaker.record(number, EXPIRED, now)
         line = self._call_line(call, EXPIRED, True, "expired", None, None, None)
         return [line, *self._apply(slot, transitions, call.agent, cause_seq=line.seq)]
+
+    # -- replicas (a shared store) -------------------------------------------------------------
+
+    def _asks_store(self, breaker: Breaker, now: float) -> bool:
+        """Whether admitting needs the fleet's word: a refusal in the cooldown or behind a live
+        probe is this replica's own (its copy is current by subscription)."""
+        if self._shared is None or breaker.state is _CLOSED or breaker.cooling(now) is not None:
+            return False
+        busy = breaker.probe_id is not None and breaker.expired_probe(now) is None
+        return not (breaker.state is State.HALF_OPEN and busy)
+
+    def _changed_alone(self, slot: _Slot) -> None:
+        """Under the key's lock: the breaker moved without the store (lost, or a foreign key),
+        so the store hears this replica's verdict when it is back."""
+        if self._shared is not None:
+            slot.dirty = True
+
+    def _shared_step(
+        self, slot: _Slot, op: str, *extra: Arg, written: list[Event] | None = None
+    ) -> Shared | None:
+        """Under the key's lock: one script on the key, its result taken as the breaker, the
+        probe it expired written (into `written`). None when the store is lost or will not do:
+        the caller decides locally."""
+        store = self._shared
+        assert store is not None
+        if slot.dirty and not self._reconcile(slot):
+            return None
+        name = slot.breaker.key
+        reply = store.run(op, name, self._wall(), self.instance, slot.gen, *extra)
+        if isinstance(reply, Missing):
+            store.note(
+                f"{printable(name)!r} vanished from the shared store (wiped, or idle a day); "
+                "this replica wrote its verdict back"
+            )
+            slot.dirty = True
+            if not self._reconcile(slot):
+                return None
+            reply = store.run(op, name, self._wall(), self.instance, slot.gen, *extra)
+        if not isinstance(reply, Shared):
+            if isinstance(reply, Foreign):
+                self._foreign(name, reply)
+            return None
+        self._take_shared(slot, reply)
+        if reply.expired_count:
+            made = self._expired_by_store(slot, reply)
+            if written is not None:
+                written += made
+            reply = replace(reply, transitions=reply.transitions[reply.expired_count :])
+        self._keep_probe(slot)
+        return reply
+
+    def _expired_by_store(self, slot: _Slot, reply: Shared) -> list[Event]:
+        """Under the key's lock: a script expired the probe. Ours gets its `call.completed`
+        line (`fault: expired`) first; another replica's has only its transitions here."""
+        call = slot.probe
+        if call is not None and token(self.instance, call.number) != reply.expired:
+            call = None
+        made: list[Event] = []
+        cause = None
+        if call is not None:
+            slot.probe = None
+            line = self._call_line(call, EXPIRED, True, "expired", None, None, None)
+            made.append(line)
+            cause = line.seq
+        expiring = reply.transitions[: reply.expired_count]
+        agent = call.agent if call is not None else None
+        return made + self._apply(slot, expiring, agent, cause_seq=cause)
+
+    def _shared_admission(self, slot: _Slot, reply: Shared) -> Admission:
+        if reply.admit == "probe":
+            return ADMIT_PROBE
+        if reply.admit == "open":
+            return slot.breaker.refusal(DenyReason.OPEN, reply.left)
+        if reply.admit == "probe_in_flight":
+            return slot.breaker.refusal(
+                DenyReason.PROBE_IN_FLIGHT, self.policy.probe_retry_after_seconds
+            )
+        return ADMIT_NORMAL
+
+    def _take_shared(self, slot: _Slot, reply: Shared) -> None:
+        """Under the key's lock: the breaker as the store holds it. A probe slot held by one of
+        this replica's calls is that call's number here; another replica's stays its token."""
+        own, _, number = reply.probe.partition(":")
+        probe: int | str | None = reply.probe or None
+        if own == self.instance and number.isdigit():
+            probe = int(number)
+        offset = self.clock.monotonic() - self.clock.wall()
+        unseen = reply.prior
+        slot.breaker.take(reply.state, offset, probe, reply.probe_deadline)
+        if unseen.ver > slot.ver and unseen.origin != self.instance and unseen.transitions:
+            self._show(slot, unseen.transitions, unseen.origin)
+        slot.ver, slot.gen = reply.ver, reply.gen
+
+    @staticmethod
+    def _keep_probe(slot: _Slot) -> None:
+        """Under the key's lock: forget a probe ticket whose slot the store gave away."""
+        if slot.probe is not None and slot.breaker.probe_id != slot.probe.number:
+            slot.probe = None
+
+    def _reconcile(self, slot: _Slot) -> bool:
+        """Under the key's lock: what this replica decided alone goes to the store, unless the
+        store's generation moved meanwhile (another replica reset, tripped or recovered it):
+        then the store's verdict is taken. False when the store is lost again."""
+        store = self._shared
+        assert store is not None
+        b = slot.breaker.snapshot(self.clock.wall() - self.clock.monotonic())
+        reply = store.run(
+            "reconcile",
+            slot.breaker.key,
+            self._wall(),
+            self.instance,
+            slot.gen,
+            b.state.value,
+            b.count,
+            _text(b.last_failure_at),
+            b.last_failure_detail,
+            _text(b.opened_at),
+            repr(b.cooldown),
+            b.failed_probes,
+            "1" if b.paged else "0",
+            b.trip_cause.value if b.trip_cause else "",
+        )
+        if not isinstance(reply, Shared):
+            if isinstance(reply, Foreign):
+                self._foreign(slot.breaker.key, reply)
+            return False
+        self._adopt(slot, reply, announce=reply.won == "store")
+        slot.dirty = False
+        return True
+
+    def _adopt(self, slot: _Slot, reply: Shared, *, announce: bool) -> None:
+        """Under the key's lock: take the store's verdict on joining; when it differs from this
+        replica's, say so with a `circuit_breaker.restored` from its origin (not audited)."""
+        before = slot.breaker.snapshot()
+        self._take_shared(slot, reply)
+        self._keep_probe(slot)
+        if announce and slot.breaker.snapshot() != before:
+            b = slot.breaker.snapshot(self.clock.wall() - self.clock.monotonic())
+            fields = {
+                "state": b.state.value,
+                "count": b.count,
+                "last_failure_t": self._t(b.last_failure_at),
+                "opened_t": self._t(b.opened_at),
+                "cooldown_seconds": b.cooldown,
+                "failed_probes": b.failed_probes,
+                "paged": b.paged,
+                "rate_limited_streak": b.rate_limited_streak,
+                "last_retry_after_seconds": b.last_retry_after,
+            }
+            self._show(slot, [Transition(ev.RESTORED, fields)], reply.origin)
+        self._follow(slot)
+
+    def _foreign(self, name: str, reply: Foreign) -> None:
+        assert self._shared is not None
+        self._shared.note(
+            f"{printable(name)!r} in the shared store was written by another format "
+            f"({reply.format}); this replica keeps its own breaker for it"
+        )
+
+    def _relay(self, reply: Shared) -> None:
+        """On the store's listener thread: another replica's script changed a breaker. Take
+        it, and show its transitions with their origin (never audited or paged here)."""
+        if reply.origin == self.instance:
+            return
+        slot = self._slot(reply.name, reply.name)
+        with slot.lock:
+            if reply.ver <= slot.ver or slot.dirty:
+                return
+            self._take_shared(slot, reply)
+            self._keep_probe(slot)
+            self._show(slot, reply.transitions, reply.origin)
+            self._follow(slot)
+        self._deliver()
+
+    def _show(self, slot: _Slot, transitions: Sequence[Transition], origin: str) -> None:
+        """Under the key's lock: another replica's transitions, on this replica's feed."""
+        key = slot.breaker.key
+        last = len(transitions) - 1
+        for n, transition in enumerate(transitions):
+            fields = {**transition.fields, "origin": origin}
+            view = self._view(slot) if n == last else None
+            self._publish(Relayed(0, transition.type, key, key, 0.0, fields), view)
+
+    def _follow(self, slot: _Slot) -> None:
+        """Under the key's lock, after taking the store's verdict: poll it when it is due,
+        and keep it on disk for a restart without the store."""
+        breaker = slot.breaker
+        self._track(breaker.key, settled=breaker.state is _CLOSED)
+        due = breaker.reopens_at
+        if due is not None:
+            self._schedule_poll(due)
+        elif breaker.state is State.HALF_OPEN and breaker.probe_id is not None:
+            self._schedule_poll(breaker.probe_deadline + _JUST_AFTER)
+        self._persist(slot, urgent=False)
+
+    def _join(self) -> None:
+        """On joining the fleet (at start, and when a lost store is back): what this replica
+        decided alone is reconciled; every other breaker is read and taken as the store has
+        it, so a replica started late adopts the current verdicts at once."""
+        store = self._shared
+        assert store is not None
+        names = set(store.names())
+        with self._meta:
+            names.update(self._slots)
+        clean = []
+        for name in sorted(names):
+            slot = self._slot(name, name)
+            if not slot.dirty:
+                clean.append(name)
+                continue
+            with slot.lock:
+                if not self._reconcile(slot):
+                    return
+        seen = {name: self._slots[name].gen for name in clean}
+        replies = store.run_many("read", clean, self._wall(), self.instance, seen)
+        for name, reply in zip(clean, replies, strict=True):
+            slot = self._slots[name]
+            with slot.lock:
+                if isinstance(reply, Missing):
+                    slot.dirty = True
+                    self._reconcile(slot)
+                elif isinstance(reply, Shared) and reply.ver != slot.ver:
+                    self._adopt(slot, reply, announce=True)
+        self._deliver()
 
     # -- views ------------------------------------------------------------------------------
 
@@ -796,6 +1094,8 @@ class Engine:
                 return
             self._closed = True
             calls = next(self._call_ids) - 1
+        if self._shared is not None:
+            self._shared.close()
         if self.audit is not None:
             self.audit.close()
         if self.store is not None:
@@ -903,7 +1203,7 @@ class Engine:
                 self._reserve_more()
             event.seq = seq
             event.wall = self._wall()
-            name = tally_name(event) if event.type != _DENIED else None
+            name = tally_name(event) if event.type != _DENIED and not event.relayed else None
             if name is not None:
                 self._slots[event.key].tally[name] += 1
             if view is not None:
@@ -914,7 +1214,7 @@ class Engine:
 
     def _hand_off(self, event: Event) -> None:
         """Under `_numbering`: to the audit log and the delivery queue, in seq order."""
-        if self.audit is not None:
+        if self.audit is not None and not event.relayed:
             kept = ev.audit_form(event)
             if kept is not None:
                 self.audit.append(kept)
@@ -941,7 +1241,7 @@ class Engine:
                 listener(event)
             except Exception as error:
                 self._drop_listener(listener, error)
-        if event.type == _PAGE and self.page_hook is not None:
+        if event.type == _PAGE and self.page_hook is not None and not event.relayed:
             self.page_hook(ev.record(event, self.epoch))
 
     def _call_agent(self, call: Call) -> str:
@@ -1126,6 +1426,16 @@ def _saved_state(verdict: Verdict) -> BreakerState:
         last_retry_after=verdict.last_retry_after,
         trip_cause=OutcomeClass(verdict.trip_cause) if verdict.trip_cause else None,
     )
+
+
+def _due(breaker: Breaker, now: float) -> bool:
+    """Whether time alone changes the breaker now: its cooldown or its probe's lease ended."""
+    due = breaker.reopens_at
+    return (due is not None and now >= due) or breaker.expired_probe(now) is not None
+
+
+def _text(value: float | None) -> str:
+    return "" if value is None else repr(value)
 
 
 def _written(event: Event) -> str:

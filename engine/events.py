@@ -67,6 +67,9 @@ class Event:
 
     __slots__ = ("_fields", "_record", "agent", "key", "seq", "type", "view", "wall")
 
+    #: Made by another replica's script (`Relayed`): shown here, never audited or paged here.
+    relayed = False
+
     def __init__(
         self,
         seq: int,
@@ -120,6 +123,15 @@ class Event:
             f"{type(self).__name__}(seq={self.seq}, type={self.type!r}, key={self.key!r}, "
             f"agent={self.agent!r}, wall={self.wall!r}, fields={self.fields!r})"
         )
+
+
+class Relayed(Event):
+    """A transition another replica's script made on a shared breaker (docs/replicas.md): its
+    fields end with `origin`, that replica's instance, and carry no `cause_seq`."""
+
+    __slots__ = ()
+
+    relayed = True
 
 
 class CallCompleted(Event):

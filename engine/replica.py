@@ -1,0 +1,98 @@
+"""What a replica knows of a breaker the fleet shares: the store's answers, as the engine reads
+them, and the store's interface. No Redis here, so the engine imports it without the `front`
+extra; `shared.py` is the Redis side."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from breakerdeck.engine.breaker import BreakerState, Transition
+from breakerdeck.engine.policy import AgentPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class Prior:
+    """The write before a script's: who made it, at which version, and its transitions, so a
+    replica that learns of it from its own script's answer still shows it."""
+
+    ver: int
+    origin: str
+    transitions: tuple[Transition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """One breaker as the store holds it after a script, read within bounds (wall-clock
+    times), with what that script decided."""
+
+    name: str
+    ver: int
+    gen: int
+    origin: str
+    state: BreakerState
+    probe: str
+    probe_deadline: float
+    transitions: tuple[Transition, ...]
+    #: The call token whose probe the script expired, and how many of `transitions` that made.
+    expired: str | None
+    expired_count: int
+    #: `admit`: "normal", "probe", "open" or "probe_in_flight"; `left`: an open one's wait.
+    admit: str | None
+    left: float
+    #: `record`: whether the call was the current probe.
+    was_probe: bool
+    #: `reconcile`: whose verdict stands, "store" or "replica".
+    won: str | None
+    prior: Prior
+
+
+class Missing:
+    """The key is gone from the store though this replica saw it: wiped, or collected."""
+
+
+class Foreign:
+    """The key was written by another format of breakerdeck: never touched."""
+
+    def __init__(self, format: str) -> None:
+        self.format = format
+
+
+Reply = Shared | Missing | Foreign
+#: What a script takes as an argument.
+Arg = str | int | float
+OnChange = Callable[[Shared], None]
+OnJoin = Callable[[], None]
+
+
+def token(instance: str, number: int) -> str:
+    """A call as every replica names it: the probe slot holds one of these."""
+    return f"{instance}:{number}"
+
+
+class Store(Protocol):
+    """What the engine asks of the shared store (`shared.SharedStore`)."""
+
+    @property
+    def lost(self) -> str | None: ...
+
+    def problems(self) -> list[str]: ...
+
+    def note(self, problem: str) -> None: ...
+
+    def use_policy(self, policy: AgentPolicy) -> None: ...
+
+    def run(
+        self, op: str, name: str, now: float, origin: str, seen_gen: int, *extra: Arg
+    ) -> Reply | None: ...
+
+    def run_many(
+        self, op: str, names: list[str], now: float, origin: str, seen: dict[str, int]
+    ) -> list[Reply | None]: ...
+
+    def names(self) -> list[str]: ...
+
+    def start(self, on_change: OnChange, on_join: OnJoin, wall: Callable[[], float]) -> None: ...
+
+    def close(self) -> None: ...

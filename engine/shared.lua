@@ -1,0 +1,216 @@
+-- One agent's breaker in Redis: every read-modify-write of it, as one script, so replicas
+-- never interleave. The rules are the `agent` policy's (engine/breaker.py) in wall-clock
+-- seconds, with `now` always the calling engine's clock (ARGV[2]), never Redis's.
+--
+-- KEYS[1]  the breaker's hash
+-- ARGV     op, now, origin, seen_gen, ttl_ms, channel, name,
+--          window, cooldown, auth_threshold, upstream_threshold, then the op's own:
+--   admit     token, lease
+--   record    token, class, counted ("1"/"0"), detail
+--   tick      (none)
+--   reset     actor, reason
+--   reconcile state, count, last_failure, detail, opened, cooldown, failed_probes, paged, cause
+--   read      (none)
+-- Returns JSON: {ver, gen, s = the fields, tr = transitions made, probe, admit, left, expired}
+-- or {missing = true} (the key is gone though this replica saw it: wiped or collected), or
+-- {foreign = "<format>"} (written by another format: never touched).
+
+local FORMAT = "1"
+local key = KEYS[1]
+local op, now, origin = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local seen_gen, ttl_ms, channel, name = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
+local window, cooldown_step = tonumber(ARGV[8]), tonumber(ARGV[9])
+local auth_threshold, upstream_threshold = tonumber(ARGV[10]), tonumber(ARGV[11])
+
+local raw = redis.call("HGETALL", key)
+local s = {}
+for i = 1, #raw, 2 do
+  s[raw[i]] = raw[i + 1]
+end
+local exists = #raw > 0
+if exists and s.v ~= FORMAT then
+  return cjson.encode({foreign = s.v or "none"})
+end
+if not exists and seen_gen > 0 and op ~= "reconcile" then
+  return cjson.encode({missing = true})
+end
+
+local function num(text)
+  if text == nil or text == "" then
+    return nil
+  end
+  return tonumber(text)
+end
+
+local b = {
+  state = s.state or "closed",
+  count = num(s.count) or 0,
+  last_failure = num(s.lf),
+  detail = s.detail or "",
+  opened = num(s.opened),
+  cooldown = num(s.cooldown) or 0,
+  failed_probes = num(s.fp) or 0,
+  paged = s.paged == "1",
+  cause = s.cause or "",
+  probe = s.probe or "",
+  probe_deadline = num(s.pd) or 0,
+}
+local ver, gen = num(s.ver) or 0, num(s.gen) or 0
+-- What the last write did, for a replica that has not seen it yet.
+local answer = {prior_ver = ver, prior_origin = s.origin or "", prior_tr = s.lt or "[]"}
+local transitions = {}
+local changed, bumped = false, false
+
+local function made(kind, fields)
+  transitions[#transitions + 1] = {kind, fields}
+  changed, bumped = true, true
+end
+
+local function close()
+  b.state, b.count, b.failed_probes, b.paged = "closed", 0, 0, false
+  b.probe, b.opened, b.cooldown, b.cause = "", nil, 0, ""
+end
+
+local function count_failure(class, detail)
+  if b.last_failure ~= nil and now - b.last_failure > window then
+    b.count = 0
+  end
+  b.count = b.count + 1
+  b.last_failure, b.detail = now, detail
+  changed = true
+end
+
+local function reopen()
+  b.failed_probes = b.failed_probes + 1
+  b.state, b.opened, b.probe, b.cooldown = "open", b.last_failure, "", cooldown_step
+  made("circuit_breaker.reopened", {cooldown_seconds = b.cooldown})
+  if b.failed_probes >= 2 and not b.paged then
+    b.paged = true
+    made("circuit_breaker.page", {})
+  end
+end
+
+local function threshold(class)
+  if class == "auth_failure" then
+    return auth_threshold
+  end
+  return upstream_threshold
+end
+
+local function expire()
+  if b.state == "half_open" and b.probe ~= "" and now > b.probe_deadline then
+    answer.expired = b.probe
+    count_failure("upstream_failure", "probe never reported back")
+    reopen()
+  end
+end
+
+local function half_open_if_due()
+  if b.state == "open" and b.opened ~= nil and now >= b.opened + b.cooldown then
+    b.state, b.probe = "half_open", ""
+    made("circuit_breaker.half_open", {})
+  end
+end
+
+if op == "admit" then
+  local token, lease = ARGV[12], tonumber(ARGV[13])
+  expire()
+  if b.state == "closed" then
+    answer.admit = "normal"
+  elseif b.state == "open" and now < b.opened + b.cooldown then
+    answer.admit, answer.left = "open", b.opened + b.cooldown - now
+  else
+    half_open_if_due()
+    if b.probe == "" then
+      b.probe, b.probe_deadline = token, now + lease
+      changed, bumped = true, true
+      answer.admit = "probe"
+    else
+      answer.admit = "probe_in_flight"
+    end
+  end
+elseif op == "record" then
+  local token, class, counted, detail = ARGV[12], ARGV[13], ARGV[14] == "1", ARGV[15]
+  expire()
+  local was_probe = b.state == "half_open" and b.probe == token
+  answer.probe = was_probe
+  if class == "success" then
+    if b.state == "closed" then
+      if b.count ~= 0 then
+        b.count = 0
+        changed = true
+      end
+    else
+      close()
+      made("circuit_breaker.recovered", {})
+    end
+  elseif not counted then
+    if was_probe then
+      b.probe = ""
+      changed = true
+    end
+  else
+    count_failure(class, detail)
+    if was_probe then
+      reopen()
+    elseif b.state == "closed" and b.count >= threshold(class) then
+      b.state, b.opened, b.failed_probes, b.paged = "open", now, 0, false
+      b.cause, b.cooldown = class, cooldown_step
+      made("circuit_breaker.tripped",
+        {failure_class = class, count = b.count, cooldown_seconds = b.cooldown})
+    end
+  end
+elseif op == "tick" then
+  expire()
+  half_open_if_due()
+elseif op == "reset" then
+  close()
+  b.last_failure = nil
+  made("circuit_breaker_reset", {actor = ARGV[12], reason = ARGV[13]})
+elseif op == "reconcile" then
+  if exists and gen ~= seen_gen then
+    answer.won = "store"
+  else
+    local mine = {
+      state = ARGV[12], count = tonumber(ARGV[13]), last_failure = num(ARGV[14]),
+      detail = ARGV[15], opened = num(ARGV[16]), cooldown = tonumber(ARGV[17]),
+      failed_probes = tonumber(ARGV[18]), paged = ARGV[19] == "1", cause = ARGV[20],
+      probe = "", probe_deadline = 0,
+    }
+    -- Deadlines only move later: of two open verdicts, the later end is kept.
+    if exists and b.state ~= "closed" and mine.state ~= "closed" and b.opened ~= nil
+        and mine.opened ~= nil and b.opened + b.cooldown > mine.opened + mine.cooldown then
+      mine.opened, mine.cooldown = b.opened, b.cooldown
+    end
+    b = mine
+    changed, bumped = true, true
+    answer.won = "replica"
+  end
+end
+
+if changed then
+  ver = ver + 1
+  if bumped then
+    gen = gen + 1
+  end
+  redis.call("HSET", key,
+    "v", FORMAT, "ver", ver, "gen", gen, "state", b.state, "count", b.count,
+    "lf", b.last_failure or "", "detail", b.detail, "opened", b.opened or "",
+    "cooldown", b.cooldown, "fp", b.failed_probes, "paged", b.paged and "1" or "0",
+    "cause", b.cause, "probe", b.probe, "pd", b.probe_deadline, "origin", origin, "at", now,
+    "lt", cjson.encode(transitions))
+  redis.call("PEXPIRE", key, ttl_ms)
+end
+
+answer.name, answer.ver, answer.gen, answer.origin = name, ver, gen, origin
+answer.s = {
+  state = b.state, count = b.count, lf = b.last_failure or cjson.null, detail = b.detail,
+  opened = b.opened or cjson.null, cooldown = b.cooldown, fp = b.failed_probes, paged = b.paged,
+  cause = b.cause, probe = b.probe, pd = b.probe_deadline,
+}
+answer.tr = transitions
+local encoded = cjson.encode(answer)
+if changed then
+  redis.call("PUBLISH", channel, encoded)
+end
+return encoded

@@ -1,0 +1,458 @@
+"""One agent's breaker across gateway replicas, on Redis (DESIGN, "Replicas").
+
+Each read-modify-write of a shared breaker is one Lua script (`shared.lua`) that takes `now`
+from the calling engine's wall clock, so replicas never interleave and tests run on simulated
+time against a real Redis. Every script that changes a breaker publishes the result on one
+channel; each replica's listener thread applies what the others did, so a healthy call makes no
+round trip. When Redis cannot be reached the store says so (`lost`) and the engine decides
+locally; the listener keeps trying, and on return the engine reconciles key by key.
+
+Nothing read from Redis is trusted: every answer is validated here (a pydantic model), its
+times and counts are read within the verdict store's bounds, and its text made printable.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable
+from importlib.resources import files
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import redis
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.breaker import BreakerState, State, Transition
+from breakerdeck.engine.outcomes import OutcomeClass
+from breakerdeck.engine.policy import AgentPolicy
+from breakerdeck.engine.replica import (
+    Arg,
+    Foreign,
+    Missing,
+    OnChange,
+    OnJoin,
+    Prior,
+    Reply,
+    Shared,
+)
+from breakerdeck.engine.store import Problems
+from breakerdeck.engine.text import printable
+from breakerdeck.engine.verdict import Verdict, bounded
+
+log = logging.getLogger(__name__)
+
+SCRIPT = (files("breakerdeck.engine") / "shared.lua").read_text(encoding="utf-8")
+
+#: Redis's expiry only collects garbage: a breaker untouched for a day (real time) is gone.
+GARBAGE_AFTER_MS = 86_400_000
+
+#: How often the listener tries a lost store again (real seconds).
+RETRY_SECONDS = 1.0
+
+#: The most keys a replica adopts when it joins: more is a foreign or damaged database.
+MAX_KEYS = 100_000
+
+_MAX_TEXT = 500
+_MAX_NAME = 256
+_SCHEMES = ("redis", "rediss")
+_TRANSITION_TYPES = frozenset(
+    {ev.TRIPPED, ev.REOPENED, ev.PAGE, ev.HALF_OPEN, ev.RECOVERED, ev.RESET}
+)
+_COUNTED = frozenset({OutcomeClass.AUTH_FAILURE.value, OutcomeClass.UPSTREAM_FAILURE.value})
+
+
+class _Fields(BaseModel):
+    """A breaker's hash as the script returns it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    state: Literal["closed", "open", "half_open"]
+    count: int = Field(ge=0, le=1_000_000)
+    lf: float | None
+    detail: str = Field(max_length=10 * _MAX_TEXT)
+    opened: float | None
+    cooldown: float
+    fp: int = Field(ge=0, le=1_000_000)
+    paged: bool
+    cause: str = Field(max_length=64)
+    probe: str = Field(max_length=_MAX_NAME)
+    pd: float
+
+
+_TransitionList: TypeAdapter[list[tuple[str, dict[str, Any]]] | dict[str, Any]] = TypeAdapter(
+    list[tuple[str, dict[str, Any]]] | dict[str, Any]
+)
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(max_length=_MAX_NAME)
+    ver: int = Field(ge=0)
+    gen: int = Field(ge=0)
+    origin: str = Field(max_length=_MAX_NAME)
+    s: _Fields
+    # An empty Lua table encodes as an object, so "no transitions" may come as {}.
+    tr: list[tuple[str, dict[str, Any]]] | dict[str, Any] = Field(default_factory=list)
+    admit: Literal["normal", "probe", "open", "probe_in_flight"] | None = None
+    left: float = 0.0
+    probe: bool = False
+    expired: str | None = None
+    expired_tr: int = Field(default=0, ge=0, le=2)
+    won: Literal["store", "replica"] | None = None
+    prior_ver: int = Field(default=0, ge=0)
+    prior_origin: str = Field(default="", max_length=_MAX_NAME)
+    prior_tr: str = Field(default="[]", max_length=10_000)
+
+
+class SharedStore:
+    """The Redis a gateway fleet shares, one connection pool, one listener thread.
+
+    Built without I/O; `Engine(shared=…)` starts it when it restores. Every command has
+    `timeout` seconds and no retry: a slow or lost Redis costs one timeout, then the store is
+    `lost` and the engine decides locally until the listener finds it again.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        password: str | None = None,
+        prefix: str = "breakerdeck",
+        timeout: float = 0.25,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in _SCHEMES:
+            raise ValueError(
+                f"the shared store's URL must start redis:// or rediss://, got {url!r}"
+            )
+        self.prefix = prefix
+        self.channel = f"{prefix}:changes"
+        self._where = f"{parts.hostname or 'localhost'}:{parts.port or 6379}{parts.path or '/0'}"
+        self._client = redis.Redis.from_url(
+            url,
+            password=password,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=Retry(NoBackoff(), 0),
+            decode_responses=True,
+            health_check_interval=0,
+        )
+        self._script = self._client.register_script(SCRIPT)
+        self._lost: str | None = None
+        self._notes = Problems()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._on_change: OnChange | None = None
+        self._on_join: OnJoin | None = None
+        self._wall: Callable[[], float] = time.time
+        self._policy = AgentPolicy()
+
+    def describe(self) -> str:
+        """Where the store is, never with its password."""
+        return self._where
+
+    @property
+    def lost(self) -> str | None:
+        """Why the store cannot be used right now, or None while it can."""
+        return self._lost
+
+    def problems(self) -> list[str]:
+        lost = self._lost
+        lines = [] if lost is None else [f"shared store lost: {lost}"]
+        return lines + self._notes.lines()
+
+    def note(self, problem: str) -> None:
+        self._notes.add(problem)
+
+    def _lose(self, error: Exception) -> None:
+        reason = f"{self._where}: {printable(str(error))[:_MAX_TEXT] or type(error).__name__}"
+        if self._lost is None:
+            log.error("shared store lost: %s; deciding locally until it returns", reason)
+        self._lost = reason
+
+    # -- the fleet's clock ---------------------------------------------------------------------
+
+    def anchor(self, proposed: float) -> float:
+        """The wall time every sped-up replica counts from: the first replica's, kept in Redis.
+        Unreachable or unreadable, this replica's own (and the store reports why)."""
+        name = f"{self.prefix}:anchor"
+        try:
+            self._client.set(name, repr(proposed), nx=True)
+            stored = self._client.get(name)
+        except redis.RedisError as error:
+            self._lose(error)
+            return proposed
+        try:
+            value = float(stored) if isinstance(stored, str) else math.nan
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or abs(value - proposed) > 366 * 86_400:
+            self.note(f"{name} in the shared store is not a usable time ({stored!r}); ignored")
+            return proposed
+        return value
+
+    # -- scripts -------------------------------------------------------------------------------
+
+    def run(
+        self,
+        op: str,
+        name: str,
+        now: float,
+        origin: str,
+        seen_gen: int,
+        *extra: Arg,
+    ) -> Reply | None:
+        """One script on one breaker; None when the store is lost (or just got lost)."""
+        if self._lost is not None:
+            return None
+        try:
+            text = self._script(
+                keys=[self._key(name)], args=self._args(op, name, now, origin, seen_gen, extra)
+            )
+        except redis.RedisError as error:
+            self._lose(error)
+            return None
+        return self.read_reply(text, now)
+
+    def run_many(
+        self, op: str, names: Iterable[str], now: float, origin: str, seen: dict[str, int]
+    ) -> list[Reply | None]:
+        """The same argument-less script on many breakers in one pipeline (a joining replica
+        reading the fleet's verdicts). Raises `redis.RedisError`: the caller is the listener."""
+        listed = list(names)
+        pipe = self._client.pipeline(transaction=False)
+        for name in listed:
+            self._script(
+                keys=[self._key(name)],
+                args=self._args(op, name, now, origin, seen.get(name, 0), ()),
+                client=pipe,
+            )
+        return [self.read_reply(text, now) for text in pipe.execute()]
+
+    def names(self) -> list[str]:
+        """Every breaker in the store (bounded). Raises `redis.RedisError`."""
+        head = f"{self.prefix}:breaker:"
+        found = []
+        for key in self._client.scan_iter(match=f"{head}*", count=1000):
+            found.append(str(key)[len(head) :])
+            if len(found) >= MAX_KEYS:
+                self.note(f"more than {MAX_KEYS} breakers under {head}*; the rest not adopted")
+                break
+        return found
+
+    def _key(self, name: str) -> str:
+        return f"{self.prefix}:breaker:{name}"
+
+    def _args(
+        self, op: str, name: str, now: float, origin: str, seen_gen: int, extra: Iterable[Arg]
+    ) -> list[Arg]:
+        policy = self._policy
+        return [
+            op,
+            repr(now),
+            origin,
+            seen_gen,
+            GARBAGE_AFTER_MS,
+            self.channel,
+            name,
+            repr(policy.window_seconds),
+            repr(policy.cooldown_seconds),
+            policy.auth_threshold,
+            policy.upstream_threshold,
+            *extra,
+        ]
+
+    def use_policy(self, policy: AgentPolicy) -> None:
+        self._policy = policy
+
+    def read_reply(self, text: object, now: float) -> Reply | None:
+        """A script's answer (or a published message), validated and read within bounds; None
+        (and a note in `problems`) for anything else."""
+        try:
+            data = json.loads(text) if isinstance(text, str | bytes) else None
+            if isinstance(data, dict) and data.get("missing"):
+                return Missing()
+            if isinstance(data, dict) and "foreign" in data:
+                return Foreign(printable(str(data["foreign"]))[:64])
+            answer = _Answer.model_validate(data)
+        except (ValueError, ValidationError) as error:
+            self.note(f"an unreadable answer from the shared store was ignored ({error!r:.200})")
+            return None
+        return self._bounded(answer, now)
+
+    def _bounded(self, answer: _Answer, now: float) -> Shared:
+        f = answer.s
+        policy = self._policy
+        cause = f.cause if f.cause in _COUNTED else None
+        verdict, notes = bounded(
+            Verdict(
+                key=answer.name,
+                agent=answer.name,
+                state=f.state,
+                count=f.count,
+                last_failure_at=f.lf,
+                opened_at=f.opened,
+                cooldown=f.cooldown,
+                failed_probes=f.fp,
+                paged=f.paged,
+                rate_limited_streak=0,
+                last_retry_after=None,
+                trip_cause=cause,
+                credential_ok_at=None,
+                credential_revoked=False,
+                saved_at=now,
+            ),
+            now=now,
+            trip_cooldown=policy.trip_cooldown(),
+            longest_cooldown=policy.longest_cooldown(),
+        )
+        if notes:
+            self.note(
+                f"the shared verdict for {printable(answer.name)!r} had values out of range "
+                f"({', '.join(notes)}); they were read as safe defaults"
+            )
+        state = State(verdict.state)
+        probe_deadline = f.pd if math.isfinite(f.pd) else 0.0
+        return Shared(
+            name=answer.name,
+            ver=answer.ver,
+            gen=answer.gen,
+            origin=printable(answer.origin)[:64],
+            state=BreakerState(
+                state=state,
+                count=verdict.count,
+                last_failure_at=verdict.last_failure_at,
+                last_failure_detail=printable(f.detail)[:_MAX_TEXT],
+                opened_at=None if state is State.CLOSED else verdict.opened_at,
+                reopens_at=None,
+                cooldown=verdict.cooldown,
+                failed_probes=verdict.failed_probes,
+                paged=verdict.paged,
+                rate_limited_streak=0,
+                last_retry_after=None,
+                trip_cause=OutcomeClass(cause) if cause else None,
+            ),
+            probe=f.probe if state is State.HALF_OPEN else "",
+            probe_deadline=min(probe_deadline, now + 4 * policy.probe_lease()),
+            transitions=_transitions(answer.tr),
+            expired=answer.expired,
+            expired_count=answer.expired_tr,
+            admit=answer.admit,
+            left=answer.left if math.isfinite(answer.left) and answer.left >= 0 else 0.0,
+            was_probe=answer.probe,
+            won=answer.won,
+            prior=Prior(
+                answer.prior_ver, printable(answer.prior_origin)[:64], _stored(answer.prior_tr)
+            ),
+        )
+
+    # -- listening -----------------------------------------------------------------------------
+
+    def start(self, on_change: OnChange, on_join: OnJoin, wall: Callable[[], float]) -> None:
+        """Subscribe, join the fleet (`on_join`: the engine reads and reconciles every
+        breaker), then listen on a thread. A store that cannot be reached now is `lost`: the
+        thread keeps trying, and joins when it answers. `wall` is the engine's clock, which
+        bounds the times in what others publish."""
+        self._on_change, self._on_join, self._wall = on_change, on_join, wall
+        pubsub = self._join()
+        self._thread = threading.Thread(
+            target=self._listen, args=(pubsub,), name="breakerdeck-shared", daemon=True
+        )
+        self._thread.start()
+
+    def _join(self) -> redis.client.PubSub | None:
+        pubsub: redis.client.PubSub = self._client.pubsub(  # type: ignore[no-untyped-call]
+            ignore_subscribe_messages=True
+        )
+        try:
+            pubsub.subscribe(self.channel)
+            assert self._on_join is not None
+            self._lost = None
+            self._on_join()
+        except redis.RedisError as error:
+            self._lose(error)
+            pubsub.close()
+            return None
+        if self._lost is not None:  # a script failed while joining
+            pubsub.close()
+            return None
+        return pubsub
+
+    def _listen(self, pubsub: redis.client.PubSub | None) -> None:
+        while not self._stopping.is_set():
+            if pubsub is None:
+                if self._stopping.wait(RETRY_SECONDS):
+                    return
+                pubsub = self._join()
+                if pubsub is not None:
+                    log.warning("shared store %s is back; breakers reconciled", self._where)
+                continue
+            try:
+                message = pubsub.get_message(timeout=0.5)
+            except redis.RedisError as error:
+                self._lose(error)
+                message = None
+            if self._lost is not None:
+                pubsub.close()
+                pubsub = None
+                continue
+            if message is not None and message.get("type") == "message":
+                self._deliver(message.get("data"))
+        if pubsub is not None:
+            pubsub.close()
+
+    def _deliver(self, data: object) -> None:
+        reply = self.read_reply(data, self._wall())
+        if isinstance(reply, Shared) and self._on_change is not None:
+            self._on_change(reply)
+
+    def close(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        self._client.close()
+
+
+def _transitions(raw: list[tuple[str, dict[str, Any]]] | dict[str, Any]) -> tuple[Transition, ...]:
+    """The transitions a script made, with only the fields the design gives each kind."""
+    if isinstance(raw, dict):
+        return ()
+    made = []
+    for kind, fields in raw:
+        if kind not in _TRANSITION_TYPES:
+            continue
+        kept: dict[str, Any] = {}
+        if kind == ev.TRIPPED:
+            cls = fields.get("failure_class")
+            kept["failure_class"] = cls if cls in _COUNTED else OutcomeClass.UPSTREAM_FAILURE.value
+            kept["count"] = _number(fields.get("count"), int)
+        if kind in (ev.TRIPPED, ev.REOPENED):
+            kept["cooldown_seconds"] = _number(fields.get("cooldown_seconds"), float)
+        if kind == ev.RESET:
+            kept["actor"] = printable(str(fields.get("actor", "")))[:64]
+            kept["reason"] = printable(str(fields.get("reason", "")))[:_MAX_TEXT]
+        made.append(Transition(kind, kept))
+    return tuple(made)
+
+
+def _stored(text: str) -> tuple[Transition, ...]:
+    """The transitions a key's last write made, as the hash keeps them (JSON)."""
+    try:
+        raw = json.loads(text)
+        return _transitions(_TransitionList.validate_python(raw))
+    except (ValueError, ValidationError):
+        return ()
+
+
+def _number(value: object, kind: type[int] | type[float]) -> int | float:
+    if isinstance(value, int | float) and math.isfinite(value) and 0 <= value <= 86_400 * 366:
+        return kind(value)
+    return kind(0)
