@@ -274,6 +274,12 @@ class Engine:
             found += self._shared.problems()
         return found
 
+    @property
+    def shared_lost(self) -> str | None:
+        """Why the shared store cannot be used now (this replica decides alone meanwhile), or
+        None: with no shared store, or while it answers."""
+        return None if self._shared is None else self._shared.lost
+
     def __enter__(self) -> Self:
         return self
 
