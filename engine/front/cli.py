@@ -32,6 +32,16 @@ def _speed(text: str) -> float:
     return value
 
 
+def _wall(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError("expected a wall time in seconds since 1970")
+    return value
+
+
 def _address(text: str) -> str:
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or int(port) > 65535:
@@ -50,8 +60,20 @@ def add_gateway_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
     gateway.add_argument("--listen", type=_address, metavar="HOST:PORT")
     gateway.add_argument("--state-dir", metavar="DIR")
     gateway.add_argument("--feed-listen", type=_address, metavar="HOST:PORT")
-    gateway.add_argument("--shared", metavar="URL", help="share breakers across replicas (Redis)")
+    gateway.add_argument(
+        "--shared",
+        metavar="URL",
+        help="share each agent's breaker with other replicas through Redis: redis://host:port/db "
+        "or rediss://…, the password from [shared] password_env or password_file",
+    )
     gateway.add_argument("--speed", type=_speed, default=1.0, metavar="N")
+    gateway.add_argument(
+        "--clock-anchor",
+        type=_wall,
+        metavar="WALL",
+        help="the wall time (Unix seconds) a sped-up clock runs from, the same for every "
+        "replica; default: the one in the shared store, else the start",
+    )
     gateway.add_argument("--check-config", action="store_true", help="validate and exit")
     gateway.add_argument(
         "--insecure-bind", action="store_true", help="allow a non-loopback address without TLS"
@@ -69,7 +91,7 @@ def add_gateway_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
 
 
 def run_gateway(args: argparse.Namespace) -> int:
-    from breakerdeck.engine.front.config import ConfigError, load
+    from breakerdeck.engine.front.config import ConfigError, load, redis_address, shared_settings
     from breakerdeck.engine.front.server import Options, say
 
     if not args.config:
@@ -77,15 +99,15 @@ def run_gateway(args: argparse.Namespace) -> int:
         return EXIT_START
     try:
         config, digests = load(args.config)
+        shared = shared_settings(args.config, config, args.shared)
     except ConfigError as error:
         say(str(error))
         return EXIT_START
     if args.check_config:
-        say(f"{args.config}: ok ({len(config.platforms)} platforms, {len(config.agents)} agents)")
+        where = "" if shared is None else f", shared on {redis_address(shared.url)}"
+        counts = f"{len(config.platforms)} platforms, {len(config.agents)} agents"
+        say(f"{args.config}: ok ({counts}{where})")
         return 0
-    if args.shared:
-        say("gateway: --shared (replicas on Redis) is not available in this build yet")
-        return EXIT_START
     table = config.gateway
     state_dir = args.state_dir or table.state_dir
     options = Options(
@@ -96,6 +118,8 @@ def run_gateway(args: argparse.Namespace) -> int:
         state_dir=None if state_dir is None else Path(state_dir).expanduser(),
         feed_listen=args.feed_listen or table.feed_listen,
         speed=args.speed,
+        clock_anchor=args.clock_anchor,
+        shared=shared,
         insecure_bind=args.insecure_bind,
         viewer_token_file=args.viewer_token_file,
         operator_token_file=args.operator_token_file,

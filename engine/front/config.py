@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Self
 from urllib.parse import urlsplit
@@ -141,8 +142,70 @@ class AgentTable(_Strict):
         return self
 
 
+PASSWORD_IN_URL = (
+    "a password in the URL is refused (it would show in process lists and logs): "
+    "give it with password_env or password_file in [shared]"
+)
+#: A key prefix: printable and free of Redis Cluster's `{hash tag}` braces and of spaces.
+_PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
+
+
+def check_redis_url(value: str) -> str:
+    """`redis://host:port/db` or `rediss://…`, without a password: the password comes from an
+    env var or a file. A URL that carries one is never repeated in the message."""
+    parts = urlsplit(value)
+    if parts.password is not None:
+        raise ValueError(PASSWORD_IN_URL)
+    if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+        raise ValueError(f"expected a redis:// or rediss:// URL with a host, got {value!r}")
+    if parts.query or parts.fragment:
+        raise ValueError(f"{value!r}: no query or fragment (timeout_ms sets the timeout)")
+    if parts.path.strip("/") and not parts.path.strip("/").isdigit():
+        raise ValueError(f"{value!r}: the path is the database number, as in /0")
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as error:
+        raise ValueError(f"{value!r}: {error}") from None
+    return value
+
+
+def redis_address(url: str) -> str:
+    """`host:port/db` of a checked URL: what a message may show of it."""
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port or 6379}/{parts.path.strip('/') or 0}"
+
+
+class SharedTable(_Strict):
+    """`[shared]`: the Redis that replicas share their agents' breakers through."""
+
+    url: str | None = None
+    password_env: str | None = None
+    password_file: str | None = None
+    prefix: str = "breakerdeck"
+    timeout_ms: Annotated[int, Field(ge=10, le=5000)] = 250
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return None if value is None else check_redis_url(value)
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if not _PREFIX.fullmatch(value):
+            raise ValueError("1 to 64 letters, digits and '_.:-', starting with a letter or digit")
+        return value
+
+    @model_validator(mode="after")
+    def _one_password(self) -> Self:
+        if self.password_env is not None and self.password_file is not None:
+            raise _Located(("password_file",), "give password_env or password_file, not both")
+        return self
+
+
 class GatewayConfig(_Strict):
     gateway: GatewayTable = Field(default_factory=GatewayTable)
+    shared: SharedTable | None = None
     platforms: dict[str, PlatformTable] = Field(default_factory=dict)
     agents: dict[str, AgentTable] = Field(default_factory=dict)
 
@@ -258,6 +321,52 @@ def _check_source(path: Path, where: tuple[str, ...], source: Source, private: A
     if source.command is not None and shutil.which(source.command[0]) is None:
         return [f"{path}: {_place((*where, 'command'))}: no program {source.command[0]!r}"]
     return []
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """What the gateway hands the shared store: the URL, the password read at start, the prefix
+    and the timeout in seconds."""
+
+    url: str
+    password: str | None = field(repr=False)
+    prefix: str
+    timeout: float
+
+
+def shared_settings(
+    path: str | Path, config: GatewayConfig, url: str | None = None
+) -> Shared | None:
+    """The shared store's settings, `url` (from `--shared`) winning over `[shared] url`, or None
+    when neither names one. The password is read now, once: an unset variable or a file with the
+    wrong owner or mode stops the start like any other secret in the file."""
+    path = Path(path)
+    table = config.shared or SharedTable()
+    if url is not None:
+        try:
+            check_redis_url(url)
+        except ValueError as error:
+            raise ConfigError(f"gateway: --shared: {error}") from None
+    url = url or table.url
+    if url is None:
+        if config.shared is not None:
+            raise ConfigError(f"{path}: {_place(('shared', 'url'))}: needed (or --shared URL)")
+        return None
+    password = None
+    if table.password_env is not None:
+        password = os.environ.get(table.password_env)
+        if not password:
+            where = _place(("shared", "password_env"))
+            raise ConfigError(f"{path}: {where}: ${table.password_env} is not set or empty")
+    elif table.password_file is not None:
+        where = _place(("shared", "password_file"))
+        try:
+            password = statedir.read_private(resolve(path, table.password_file)).strip()
+        except StateDirError as error:
+            raise ConfigError(f"{path}: {where}: {error}") from None
+        if not password:
+            raise ConfigError(f"{path}: {where}: empty file")
+    return Shared(url, password, table.prefix, table.timeout_ms / 1000)
 
 
 def _sha256(token: str) -> str:

@@ -14,6 +14,7 @@ import logging
 import secrets
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +28,10 @@ from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.feed.client import FeedError, read_token
 from breakerdeck.engine.feed.server import serve_feed
 from breakerdeck.engine.front.app import GatewayApp
-from breakerdeck.engine.front.config import GatewayConfig
+from breakerdeck.engine.front.config import GatewayConfig, Shared
 from breakerdeck.engine.front.speed import SpeedClock
 from breakerdeck.engine.policy import AgentPolicy
+from breakerdeck.engine.shared import SharedStore
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,8 @@ class Options:
     state_dir: Path | None
     feed_listen: str | None
     speed: float = 1.0
+    clock_anchor: float | None = None
+    shared: Shared | None = None
     insecure_bind: bool = False
     viewer_token_file: str | None = None
     operator_token_file: str | None = None
@@ -133,13 +137,53 @@ def uvicorn_config(app: GatewayApp, options: Options) -> uvicorn.Config:
     )
 
 
-def open_engine(options: Options, loop: asyncio.AbstractEventLoop) -> Engine:
-    clock = SpeedClock(options.speed)
+def open_shared(options: Options) -> SharedStore | None:
+    """The shared store when one is configured. Nothing is sent yet: a Redis that is down at
+    start leaves the gateway running on degraded local breakers, which `problems` lists."""
+    if options.shared is None:
+        return None
+    shared = options.shared
+    try:
+        store = SharedStore(
+            shared.url, password=shared.password, prefix=shared.prefix, timeout=shared.timeout
+        )
+    except ValueError as error:
+        raise StartError(f"gateway: shared store: {error}") from None
+    say(f"shared breakers on {store.describe()} (prefix {shared.prefix})")
+    return store
+
+
+def clock_anchor(options: Options, store: SharedStore | None) -> float | None:
+    """Where the sped-up clock runs from. Replicas sharing deadlines must read one time, so the
+    first to start stores its anchor (`--clock-anchor`, else its start) and the others adopt
+    it; `--clock-anchor` still wins in its own process, and a mismatch that would skew this
+    replica's clock from the fleet's is said at start."""
+    if store is None:
+        return options.clock_anchor
+    proposed = time.time() if options.clock_anchor is None else options.clock_anchor
+    fleet = store.anchor(proposed)
+    if options.clock_anchor is None:
+        return fleet
+    if fleet != options.clock_anchor and options.speed != 1:
+        say(
+            f"--clock-anchor {options.clock_anchor!r} differs from the shared store's "
+            f"{fleet!r}: at --speed {options.speed:g} this replica's deadlines differ from "
+            "the others'"
+        )
+    return options.clock_anchor
+
+
+def open_engine(
+    options: Options, loop: asyncio.AbstractEventLoop, store: SharedStore | None = None
+) -> Engine:
+    """The engine on the sped-up clock, `--clock-anchor` or the fleet's anchor."""
+    clock = SpeedClock(options.speed, clock_anchor(options, store))
     engine = Engine(
         options.policy,
         clock=clock,
         state_dir=options.state_dir,
         scheduler=clock.scheduler(loop),
+        shared=store,
     )
     engine.restore()
     return engine
@@ -165,9 +209,16 @@ async def _maybe_feed(engine: Engine, app: GatewayApp, options: Options) -> Asyn
 
 
 async def serve(options: Options, sock: socket.socket | None = None) -> None:
-    """Serve until a signal; the engine is closed (its log flushed) on the way out."""
+    """Serve until a signal; the engine is closed (its log flushed, then the shared store it
+    was given) on the way out."""
     loop = asyncio.get_running_loop()
-    engine = open_engine(options, loop)
+    store = open_shared(options)
+    try:
+        engine = open_engine(options, loop, store)
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
     try:
         app = GatewayApp(
             options.config,
@@ -175,6 +226,7 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
             config_path=options.config_path,
             engine=engine,
             speed=options.speed,
+            shared_lost=None if store is None else lambda: store.lost is not None,
         )
         for problem in engine.problems:
             say(problem)
