@@ -7,7 +7,8 @@ Server to client: `snapshot`, `event`, `events` (a batch), `ack`, `error`.
 Client to server: `reset`, `mark_fixed`.
 
 Versioning: the snapshot carries `version` (this module speaks 1) and `revision` (2: events that
-change a breaker carry its `view`; absent means 1). A client message may omit
+change a breaker carry its `view`; 3: the snapshot says the shared store's health, and a change
+of it resyncs every client with a snapshot; absent means 1). A client message may omit
 `version` (meaning 1); a present version other than 1 is refused with `unsupported_version`.
 Additive changes (new fields in server messages) keep the version; clients ignore fields they
 do not know. Client messages are strict: an unknown field is an error, so a typo never passes
@@ -36,7 +37,10 @@ PROTOCOL_VERSION: Literal[1] = 1
 Role = Literal["viewer", "operator"]
 BreakerState = Literal["closed", "open", "half_open"]
 #: Additive revisions within version 1. 2: an event that changes its breaker carries `view`.
-PROTOCOL_REVISION = 2
+#: 3: the snapshot carries `shared_store` and `shared_store_reason`.
+PROTOCOL_REVISION = 3
+#: A replica's shared store (DESIGN, "Replicas"): answering, or lost (it decides alone).
+SharedStoreHealth = Literal["ok", "lost"]
 
 #: Error codes, as sent in `error.code`.
 BAD_JSON = "bad_json"  # the frame is not a JSON object
@@ -137,6 +141,12 @@ class SnapshotMessage(_ServerMessage):
     #: The role of the token this connection presented: "viewer" or "operator" (None from a
     #: server that predates the field). A console offers resets only to an operator.
     role: Role | None = None
+    #: Revision 3: the engine's shared store, "ok" or "lost"; None when it has none (or the
+    #: server predates the field). While lost the replica decides alone, and
+    #: `shared_store_reason` says why. A change of health resyncs every client with a
+    #: snapshot, a message every client of version 1 already applies.
+    shared_store: SharedStoreHealth | None = None
+    shared_store_reason: str | None = None
 
 
 class EventMessage(_ServerMessage):

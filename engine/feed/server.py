@@ -29,6 +29,8 @@ How it moves data (docs/feed.md has the protocol):
   queued before it are trimmed to events after its `seq`, so nothing is sent twice.
 - Requests (`reset`, `mark_fixed`) need the operator token. Answers go ahead of queued event
   frames and are never dropped.
+- An engine with a shared store (a gateway replica) is looked at once a second: when the store
+  is lost or back, every client is resynced with a snapshot, which says so (`shared_store`).
 
 How it holds up against clients that misbehave (`FeedLimits` has the numbers):
 
@@ -91,6 +93,9 @@ PUMP_LINGER_SECONDS = 0.002
 MAX_PENDING_ANSWERS = 64
 #: Seconds a client refused at the connection cap is asked to wait (the Retry-After header).
 BUSY_RETRY_AFTER_SECONDS = 5
+#: Seconds between looks at the engine's shared store: a loss or a return reaches every
+#: client within this (the store notices within its command timeout or its listener's wait).
+HEALTH_CHECK_SECONDS = 1.0
 #: The loggers whose repeats the feed collapses while it serves (see the module docstring).
 _QUIETED_LOGGERS = (__name__, "websockets.server", "asyncio")
 
@@ -200,6 +205,7 @@ class FeedServer:
         self._clients: set[_Client] = set()
         self._server: Server | None = None
         self._pump: asyncio.Task[None] | None = None
+        self._health: asyncio.Task[None] | None = None
         self._subscription: Subscription | None = None
         self.frames_sent = 0
         self.snapshots_sent = 0
@@ -216,6 +222,8 @@ class FeedServer:
         self._subscription = Subscription(loop, PUMP_BUFFER_EVENTS, lambda: unsubscribe[0]())
         unsubscribe.append(self.engine.subscribe(self._subscription.offer))
         self._pump = asyncio.create_task(self._run_pump(), name="feed-pump")
+        if shared_store_health(self.engine)[0] is not None:
+            self._health = asyncio.create_task(self._watch_health(), name="feed-health")
         for name in _QUIETED_LOGGERS:
             logging.getLogger(name).addFilter(self._repeats)
         limits = self.limits
@@ -250,10 +258,11 @@ class FeedServer:
             self._server.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
-        if self._pump is not None:
-            self._pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pump
+        for task in (self._pump, self._health):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     @property
     def port(self) -> int:
@@ -484,11 +493,7 @@ class FeedServer:
             got = await self._subscription.get(linger=PUMP_LINGER_SECONDS)
             if isinstance(got, Missed):
                 log.warning("feed: fell %d events behind the engine; resyncing", got.count)
-                for client in self._clients:
-                    client.needs_snapshot = True
-                    client.frames.clear()
-                    client.buffered = 0
-                    client.wake.set()
+                self._resync()
                 continue
             if not got:
                 if self._subscription.closed:
@@ -513,6 +518,29 @@ class FeedServer:
                 for client in self._clients:
                     client.offer(frame, first, last, chunk)
 
+    def _resync(self) -> None:
+        """Every client's backlog dropped; each gets a fresh snapshot when it can take one."""
+        for client in self._clients:
+            client.needs_snapshot = True
+            client.frames.clear()
+            client.buffered = 0
+            client.wake.set()
+
+    async def _watch_health(self) -> None:
+        """Resync every client when the shared store is lost or comes back. A snapshot says
+        so, and it is the one message every client of version 1 applies whenever it comes: a
+        new message type would be a bad frame to an older console, costing it a reconnect."""
+        answering = self.engine.shared_lost is None
+        while True:
+            await asyncio.sleep(HEALTH_CHECK_SECONDS)
+            lost = self.engine.shared_lost
+            if (lost is None) == answering:
+                continue
+            answering = lost is None
+            said = "is back" if lost is None else f"is lost ({printable(lost)})"
+            log.warning("feed: the shared store %s; resyncing %d clients", said, self.client_count)
+            self._resync()
+
 
 def snapshot(
     engine: Engine, source: str, *, role: p.Role | None = None
@@ -529,6 +557,7 @@ def snapshot(
         }
     else:
         thresholds = {"consecutive": policy.failure_threshold}
+    health, reason = shared_store_health(engine)
     return seq, p.SnapshotMessage(
         seq=seq,
         source=source,
@@ -539,7 +568,19 @@ def snapshot(
         breakers=[_breaker(view, source, now) for view in views],
         role=role,
         revision=p.PROTOCOL_REVISION,
+        shared_store=health,
+        shared_store_reason=reason,
     )
+
+
+def shared_store_health(engine: Engine) -> tuple[p.SharedStoreHealth | None, str | None]:
+    """The engine's shared store as a snapshot reports it, and why it is lost: (None, None)
+    without one. `Engine.shared_lost` is None both without a store and while it answers, so
+    whether there is one is read from the engine's store itself."""
+    lost = engine.shared_lost
+    if lost is not None:
+        return "lost", lost
+    return ("ok" if engine._shared is not None else None), None
 
 
 def feed_record(event: Event, epoch: float, source: str) -> dict[str, Any]:
@@ -632,4 +673,4 @@ async def serve_feed(
         await feed.stop()
 
 
-__all__ = ["FeedLimits", "FeedServer", "serve_feed", "snapshot"]
+__all__ = ["FeedLimits", "FeedServer", "serve_feed", "shared_store_health", "snapshot"]

@@ -69,7 +69,7 @@ async def test_events_that_change_a_breaker_carry_its_view_as_of_that_event(
         call(engine, "agent-1")  # a success that changes nothing: no view
         trip(engine, "agent-1")
         got = await events_until(ws, engine.seq)
-    assert snap.revision == p.PROTOCOL_REVISION == 2
+    assert snap.revision == p.PROTOCOL_REVISION >= 2
     views = [(e.type, e.view and (e.view.state, e.view.count)) for e in got]
     assert views == [
         ("call.completed", None),
