@@ -823,7 +823,7 @@ class Engine:
         if slot.dirty and not self._reconcile(slot):
             return None
         name = slot.breaker.key
-        reply = store.run(op, name, self._wall(), self.instance, slot.gen, *extra)
+        reply = store.run(op, name, self._wall(), self.instance, (slot.gen, slot.ver), *extra)
         if isinstance(reply, Missing):
             store.note(
                 f"{printable(name)!r} vanished from the shared store (wiped, or idle a day); "
@@ -832,7 +832,7 @@ class Engine:
             slot.dirty = True
             if not self._reconcile(slot):
                 return None
-            reply = store.run(op, name, self._wall(), self.instance, slot.gen, *extra)
+            reply = store.run(op, name, self._wall(), self.instance, (slot.gen, slot.ver), *extra)
         if not isinstance(reply, Shared):
             if isinstance(reply, Foreign):
                 self._foreign(name, reply)
@@ -874,9 +874,10 @@ class Engine:
             )
         return ADMIT_NORMAL
 
-    def _take_shared(self, slot: _Slot, reply: Shared) -> None:
+    def _take_shared(self, slot: _Slot, reply: Shared, *, show_prior: bool = True) -> None:
         """Under the key's lock: the breaker as the store holds it. A probe slot held by one of
-        this replica's calls is that call's number here; another replica's stays its token."""
+        this replica's calls is that call's number here; another replica's stays its token.
+        The write before the script's, if this replica had not seen it, is shown first."""
         own, _, number = reply.probe.partition(":")
         probe: int | str | None = reply.probe or None
         if own == self.instance and number.isdigit():
@@ -884,7 +885,7 @@ class Engine:
         offset = self.clock.monotonic() - self.clock.wall()
         unseen = reply.prior
         slot.breaker.take(reply.state, offset, probe, reply.probe_deadline)
-        if unseen.ver > slot.ver and unseen.origin != self.instance and unseen.transitions:
+        if show_prior and unseen.ver > slot.ver and unseen.origin != self.instance:
             self._show(slot, unseen.transitions, unseen.origin)
         slot.ver, slot.gen = reply.ver, reply.gen
 
@@ -906,7 +907,7 @@ class Engine:
             slot.breaker.key,
             self._wall(),
             self.instance,
-            slot.gen,
+            (slot.gen, slot.ver),
             b.state.value,
             b.count,
             _text(b.last_failure_at),
@@ -925,11 +926,13 @@ class Engine:
         slot.dirty = False
         return True
 
-    def _adopt(self, slot: _Slot, reply: Shared, *, announce: bool) -> None:
-        """Under the key's lock: take the store's verdict on joining; when it differs from this
-        replica's, say so with a `circuit_breaker.restored` from its origin (not audited)."""
+    def _adopt(self, slot: _Slot, reply: Shared, *, announce: bool, origin: str = "") -> None:
+        """Under the key's lock: take a verdict from the store as a whole (on joining, or one a
+        replica wrote back on its return); when it differs from this replica's, say so with a
+        `circuit_breaker.restored` from `origin` (not audited). A read, or a reconcile the store
+        won, writes nothing: the verdict is then the last writer's, as the prior write says."""
         before = slot.breaker.snapshot()
-        self._take_shared(slot, reply)
+        self._take_shared(slot, reply, show_prior=False)
         self._keep_probe(slot)
         if announce and slot.breaker.snapshot() != before:
             b = slot.breaker.snapshot(self.clock.wall() - self.clock.monotonic())
@@ -944,7 +947,7 @@ class Engine:
                 "rate_limited_streak": b.rate_limited_streak,
                 "last_retry_after_seconds": b.last_retry_after,
             }
-            self._show(slot, [Transition(ev.RESTORED, fields)], reply.origin)
+            self._show(slot, [Transition(ev.RESTORED, fields)], origin or reply.prior.origin)
         self._follow(slot)
 
     def _foreign(self, name: str, reply: Foreign) -> None:
@@ -963,10 +966,13 @@ class Engine:
         with slot.lock:
             if reply.ver <= slot.ver or slot.dirty:
                 return
-            self._take_shared(slot, reply)
-            self._keep_probe(slot)
-            self._show(slot, reply.transitions, reply.origin)
-            self._follow(slot)
+            if reply.won == "replica":  # a verdict written back after an outage
+                self._adopt(slot, reply, announce=True, origin=reply.origin)
+            else:
+                self._take_shared(slot, reply)
+                self._keep_probe(slot)
+                self._show(slot, reply.transitions, reply.origin)
+                self._follow(slot)
         self._deliver()
 
     def _show(self, slot: _Slot, transitions: Sequence[Transition], origin: str) -> None:
@@ -1008,7 +1014,7 @@ class Engine:
             with slot.lock:
                 if not self._reconcile(slot):
                     return
-        seen = {name: self._slots[name].gen for name in clean}
+        seen = {name: (self._slots[name].gen, self._slots[name].ver) for name in clean}
         replies = store.run_many("read", clean, self._wall(), self.instance, seen)
         for name, reply in zip(clean, replies, strict=True):
             slot = self._slots[name]

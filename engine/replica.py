@@ -84,11 +84,16 @@ class Store(Protocol):
     def use_policy(self, policy: AgentPolicy) -> None: ...
 
     def run(
-        self, op: str, name: str, now: float, origin: str, seen_gen: int, *extra: Arg
+        self, op: str, name: str, now: float, origin: str, seen: tuple[int, int], *extra: Arg
     ) -> Reply | None: ...
 
     def run_many(
-        self, op: str, names: list[str], now: float, origin: str, seen: dict[str, int]
+        self,
+        op: str,
+        names: list[str],
+        now: float,
+        origin: str,
+        seen: dict[str, tuple[int, int]],
     ) -> list[Reply | None]: ...
 
     def names(self) -> list[str]: ...

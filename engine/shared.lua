@@ -3,7 +3,7 @@
 -- seconds, with `now` always the calling engine's clock (ARGV[2]), never Redis's.
 --
 -- KEYS[1]  the breaker's hash
--- ARGV     op, now, origin, seen_gen, ttl_ms, channel, name,
+-- ARGV     op, now, origin, seen_gen, seen_ver, ttl_ms, channel, name,
 --          window, cooldown, auth_threshold, upstream_threshold, then the op's own:
 --   admit     token, lease
 --   record    token, class, counted ("1"/"0"), detail
@@ -18,9 +18,10 @@
 local FORMAT = "1"
 local key = KEYS[1]
 local op, now, origin = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local seen_gen, ttl_ms, channel, name = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
-local window, cooldown_step = tonumber(ARGV[8]), tonumber(ARGV[9])
-local auth_threshold, upstream_threshold = tonumber(ARGV[10]), tonumber(ARGV[11])
+local seen_gen, seen_ver = tonumber(ARGV[4]), tonumber(ARGV[5])
+local ttl_ms, channel, name = ARGV[6], ARGV[7], ARGV[8]
+local window, cooldown_step = tonumber(ARGV[9]), tonumber(ARGV[10])
+local auth_threshold, upstream_threshold = tonumber(ARGV[11]), tonumber(ARGV[12])
 
 local raw = redis.call("HGETALL", key)
 local s = {}
@@ -31,15 +32,18 @@ local exists = #raw > 0
 if exists and s.v ~= FORMAT then
   return cjson.encode({foreign = s.v or "none"})
 end
-if not exists and seen_gen > 0 and op ~= "reconcile" then
+if not exists and seen_ver > 0 and op ~= "reconcile" then
   return cjson.encode({missing = true})
 end
 
+-- A stored number, or nil for none and for what no number should be (NaN, infinities,
+-- text): the replica reads the rest within bounds.
 local function num(text)
-  if text == nil or text == "" then
+  local value = tonumber(text)
+  if value == nil or value ~= value or value == math.huge or value == -math.huge then
     return nil
   end
-  return tonumber(text)
+  return value
 end
 
 local b = {
@@ -113,7 +117,7 @@ local function half_open_if_due()
 end
 
 if op == "admit" then
-  local token, lease = ARGV[12], tonumber(ARGV[13])
+  local token, lease = ARGV[13], tonumber(ARGV[14])
   expire()
   if b.state == "closed" then
     answer.admit = "normal"
@@ -130,7 +134,7 @@ if op == "admit" then
     end
   end
 elseif op == "record" then
-  local token, class, counted, detail = ARGV[12], ARGV[13], ARGV[14] == "1", ARGV[15]
+  local token, class, counted, detail = ARGV[13], ARGV[14], ARGV[15] == "1", ARGV[16]
   expire()
   local was_probe = b.state == "half_open" and b.probe == token
   answer.probe = was_probe
@@ -166,15 +170,15 @@ elseif op == "tick" then
 elseif op == "reset" then
   close()
   b.last_failure = nil
-  made("circuit_breaker_reset", {actor = ARGV[12], reason = ARGV[13]})
+  made("circuit_breaker_reset", {actor = ARGV[13], reason = ARGV[14]})
 elseif op == "reconcile" then
   if exists and gen ~= seen_gen then
     answer.won = "store"
   else
     local mine = {
-      state = ARGV[12], count = tonumber(ARGV[13]), last_failure = num(ARGV[14]),
-      detail = ARGV[15], opened = num(ARGV[16]), cooldown = tonumber(ARGV[17]),
-      failed_probes = tonumber(ARGV[18]), paged = ARGV[19] == "1", cause = ARGV[20],
+      state = ARGV[13], count = tonumber(ARGV[14]), last_failure = num(ARGV[15]),
+      detail = ARGV[16], opened = num(ARGV[17]), cooldown = tonumber(ARGV[18]),
+      failed_probes = tonumber(ARGV[19]), paged = ARGV[20] == "1", cause = ARGV[21],
       probe = "", probe_deadline = 0,
     }
     -- Deadlines only move later: of two open verdicts, the later end is kept.
@@ -183,6 +187,10 @@ elseif op == "reconcile" then
       mine.opened, mine.cooldown = b.opened, b.cooldown
     end
     b = mine
+    if not exists then
+      -- A wiped (or collected) key: versions go on from this replica's, never back.
+      ver, gen = math.max(ver, seen_ver), math.max(gen, seen_gen)
+    end
     changed, bumped = true, true
     answer.won = "replica"
   end

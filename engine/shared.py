@@ -147,6 +147,10 @@ class SharedStore:
         )
         self._script = self._client.register_script(SCRIPT)
         self._lost: str | None = None
+        #: While a lost store is being rejoined, scripts run (the engine reconciles) though
+        #: `lost` still says so: it clears only once every breaker is reconciled.
+        self._joining = False
+        self._losses = 0
         self._notes = Problems()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -177,6 +181,7 @@ class SharedStore:
         if self._lost is None:
             log.error("shared store lost: %s; deciding locally until it returns", reason)
         self._lost = reason
+        self._losses += 1
 
     # -- the fleet's clock ---------------------------------------------------------------------
 
@@ -207,23 +212,39 @@ class SharedStore:
         name: str,
         now: float,
         origin: str,
-        seen_gen: int,
+        seen: tuple[int, int],
         *extra: Arg,
     ) -> Reply | None:
         """One script on one breaker; None when the store is lost (or just got lost)."""
-        if self._lost is not None:
+        if self._lost is not None and not self._joining:
             return None
         try:
             text = self._script(
-                keys=[self._key(name)], args=self._args(op, name, now, origin, seen_gen, extra)
+                keys=[self._key(name)], args=self._args(op, name, now, origin, seen, extra)
             )
+        except redis.ResponseError as error:
+            self._refused(name, error)
+            return None
         except redis.RedisError as error:
             self._lose(error)
             return None
         return self.read_reply(text, now)
 
+    def _refused(self, name: str, error: Exception) -> None:
+        """The store answered with an error for one key (its data, a full memory, a read-only
+        replica): that key is decided locally this time; the store is not lost."""
+        self.note(
+            f"the shared store refused a script on {printable(name)!r}: "
+            f"{printable(str(error))[:_MAX_TEXT]}"
+        )
+
     def run_many(
-        self, op: str, names: Iterable[str], now: float, origin: str, seen: dict[str, int]
+        self,
+        op: str,
+        names: Iterable[str],
+        now: float,
+        origin: str,
+        seen: dict[str, tuple[int, int]],
     ) -> list[Reply | None]:
         """The same argument-less script on many breakers in one pipeline (a joining replica
         reading the fleet's verdicts). Raises `redis.RedisError`: the caller is the listener."""
@@ -232,10 +253,19 @@ class SharedStore:
         for name in listed:
             self._script(
                 keys=[self._key(name)],
-                args=self._args(op, name, now, origin, seen.get(name, 0), ()),
+                args=self._args(op, name, now, origin, seen.get(name, (0, 0)), ()),
                 client=pipe,
             )
-        return [self.read_reply(text, now) for text in pipe.execute()]
+        replies: list[Reply | None] = []
+        for name, text in zip(listed, pipe.execute(raise_on_error=False), strict=True):
+            if isinstance(text, redis.ResponseError):
+                self._refused(name, text)
+                replies.append(None)
+            elif isinstance(text, Exception):
+                raise text
+            else:
+                replies.append(self.read_reply(text, now))
+        return replies
 
     def names(self) -> list[str]:
         """Every breaker in the store (bounded). Raises `redis.RedisError`."""
@@ -252,14 +282,21 @@ class SharedStore:
         return f"{self.prefix}:breaker:{name}"
 
     def _args(
-        self, op: str, name: str, now: float, origin: str, seen_gen: int, extra: Iterable[Arg]
+        self,
+        op: str,
+        name: str,
+        now: float,
+        origin: str,
+        seen: tuple[int, int],
+        extra: Iterable[Arg],
     ) -> list[Arg]:
+        """The script's arguments; `seen` is the (generation, version) the replica last saw."""
         policy = self._policy
         return [
             op,
             repr(now),
             origin,
-            seen_gen,
+            *seen,
             GARBAGE_AFTER_MS,
             self.channel,
             name,
@@ -372,18 +409,20 @@ class SharedStore:
         pubsub: redis.client.PubSub = self._client.pubsub(  # type: ignore[no-untyped-call]
             ignore_subscribe_messages=True
         )
+        losses = self._losses
+        self._joining = True
         try:
             pubsub.subscribe(self.channel)
             assert self._on_join is not None
-            self._lost = None
             self._on_join()
         except redis.RedisError as error:
             self._lose(error)
+        finally:
+            self._joining = False
+        if self._losses != losses:  # lost again while joining
             pubsub.close()
             return None
-        if self._lost is not None:  # a script failed while joining
-            pubsub.close()
-            return None
+        self._lost = None
         return pubsub
 
     def _listen(self, pubsub: redis.client.PubSub | None) -> None:

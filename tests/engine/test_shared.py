@@ -1,0 +1,507 @@
+"""Replicas share each agent's breaker through a real Redis (DESIGN, "Replicas").
+
+Every replica here is a full `Engine` with its own instance, all on one manual clock; Redis is
+the real `redis-server` the suite starts. Round trips are counted at the server
+(`INFO commandstats`), never by instrumenting our code. The only real-time waits are for a
+message to cross Redis's pub/sub, never for a cooldown.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from breakerdeck.engine import AgentPolicy, Engine, ToolPolicy
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.breaker import DenyReason
+from breakerdeck.engine.clock import ManualClock
+from breakerdeck.engine.errors import UnknownKey
+from breakerdeck.engine.events import Event
+from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
+from breakerdeck.engine.shared import SharedStore
+from tests.redis_server import RedisServer
+from tests.tcp_cut import Cuttable
+
+AGENT = "billing-assistant"
+UPSTREAM = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="connection refused")
+AUTH = Outcome(OutcomeClass.AUTH_FAILURE, counted=True, detail="401 after refresh")
+NOT_FOUND = Outcome(OutcomeClass.CALLER_ERROR, detail="404")
+LEASE = AgentPolicy().probe_lease()
+
+
+@dataclass
+class Replica:
+    engine: Engine
+    events: list[Event] = field(default_factory=list)
+    pages: list[dict[str, Any]] = field(default_factory=list)
+
+    def call(self, outcome: Outcome | None = None, agent: str = AGENT) -> Any:
+        """One call: admitted or refused; when admitted and `outcome` given, completed."""
+        call = self.engine.new_call(agent, agent, "payments", "charge", 30.0)
+        admission = self.engine.admit(call, LEASE)
+        if admission.allowed and outcome is not None:
+            self.engine.complete(call, outcome, "none", 200 if outcome.is_success else 502)
+        return admission
+
+    def state(self, agent: str = AGENT) -> str:
+        """The breaker's state here, "unknown" before this replica has heard of the agent."""
+        try:
+            return self.engine.view(agent).state
+        except UnknownKey:
+            return "unknown"
+
+    def seen(self, kind: str) -> list[Event]:
+        return [event for event in self.events if event.type == kind]
+
+
+class Fleet:
+    def __init__(self, redis_url: str, tmp_path: Path) -> None:
+        self.clock = ManualClock()
+        self.url = redis_url
+        self.tmp_path = tmp_path
+        self.replicas: list[Replica] = []
+
+    def replica(self, name: str, *, url: str | None = None, state: bool = False) -> Replica:
+        pages: list[dict[str, Any]] = []
+        engine = Engine(
+            AgentPolicy(),
+            clock=self.clock,
+            shared=SharedStore(url or self.url, timeout=0.3),
+            instance=name,
+            state_dir=self.tmp_path / name if state else None,
+            page_hook=pages.append,
+        )
+        replica = Replica(engine, pages=pages)
+        replica.engine.subscribe(replica.events.append)
+        replica.engine.restore()
+        self.replicas.append(replica)
+        return replica
+
+    def close(self) -> None:
+        for replica in self.replicas:
+            replica.engine.close()
+
+
+@pytest.fixture
+def fleet(session_redis: RedisServer, tmp_path: Path) -> Iterator[Fleet]:
+    made = Fleet(session_redis.url, tmp_path)
+    yield made
+    made.close()
+
+
+def eventually(check: Callable[[], bool], seconds: float = 5.0) -> None:
+    """Wait for a message to cross Redis's pub/sub (real time, never a cooldown)."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("not within the time a relayed change takes")
+        time.sleep(0.005)
+
+
+def round_trips(server: RedisServer) -> int:
+    with server.client() as client:
+        stats = client.info("commandstats")
+    return sum(
+        int(value["calls"])
+        for name, value in stats.items()
+        if name in ("cmdstat_evalsha", "cmdstat_eval")
+    )
+
+
+def trip(replicas: list[Replica], outcome: Outcome = UPSTREAM, times: int = 5) -> None:
+    for n in range(times):
+        assert replicas[n % len(replicas)].call(outcome).allowed
+
+
+# -- one breaker across replicas -------------------------------------------------------------
+
+
+def test_five_upstream_failures_spread_over_three_replicas_trip_the_agent(fleet: Fleet) -> None:
+    a, b, c = (fleet.replica(name) for name in ("a", "b", "c"))
+    trip([a, b, c], times=4)
+    assert [r.state() for r in (a, b, c)] == ["closed"] * 3
+    assert c.call(UPSTREAM).allowed
+    eventually(lambda: all(r.state() == "open" for r in (a, b, c)))
+    assert len(c.seen(ev.TRIPPED)) == 1
+    assert c.seen(ev.TRIPPED)[0].fields["count"] == 5
+
+
+def test_every_replica_refuses_after_a_trip_without_a_round_trip(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a, b, c = (fleet.replica(name) for name in ("a", "b", "c"))
+    trip([a])
+    eventually(lambda: b.state() == c.state() == "open")
+    before = round_trips(session_redis)
+    refusals = [r.call() for r in (a, b, c) for _ in range(10)]
+    assert {refusal.reason for refusal in refusals} == {DenyReason.OPEN}
+    assert round_trips(session_redis) == before
+
+
+def test_a_healthy_call_makes_no_round_trip(fleet: Fleet, session_redis: RedisServer) -> None:
+    a = fleet.replica("a")
+    before = round_trips(session_redis)
+    for _ in range(20):
+        assert a.call(SUCCESS).allowed
+    assert round_trips(session_redis) == before
+
+
+def test_a_counted_failure_costs_one_round_trip(fleet: Fleet, session_redis: RedisServer) -> None:
+    a = fleet.replica("a")
+    before = round_trips(session_redis)
+    a.call(UPSTREAM)
+    assert round_trips(session_redis) - before == 1
+
+
+def test_a_success_clears_a_shared_count_with_one_round_trip(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    trip([a], times=3)
+    eventually(lambda: b.engine.view(AGENT).count == 3)
+    before = round_trips(session_redis)
+    b.call(SUCCESS)
+    assert round_trips(session_redis) - before == 1
+    eventually(lambda: a.engine.view(AGENT).count == 0)
+
+
+def test_the_window_and_the_auth_threshold_hold_across_replicas(fleet: Fleet) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    a.call(UPSTREAM)
+    b.call(UPSTREAM)
+    fleet.clock.advance(601)
+    a.call(AUTH)  # the window restarted the count: 1 of 3
+    b.call(AUTH)
+    assert b.state() == "closed"
+    a.call(AUTH)
+    eventually(lambda: b.state() == "open")
+    assert a.seen(ev.TRIPPED)[0].fields == {
+        "failure_class": "auth_failure",
+        "count": 3,
+        "cooldown_seconds": 300.0,
+        "cause_seq": a.seen(ev.TRIPPED)[0].fields["cause_seq"],
+    }
+
+
+def test_uncounted_outcomes_never_reach_the_store(fleet: Fleet, session_redis: RedisServer) -> None:
+    a = fleet.replica("a")
+    before = round_trips(session_redis)
+    for _ in range(10):
+        a.call(NOT_FOUND)
+    assert round_trips(session_redis) == before
+    assert a.engine.view(AGENT).count == 0
+
+
+# -- exactly one probe -------------------------------------------------------------------------
+
+
+def test_150_concurrent_calls_over_three_replicas_at_half_open_admit_one_probe(
+    fleet: Fleet,
+) -> None:
+    replicas = [fleet.replica(name) for name in ("a", "b", "c")]
+    trip(replicas)
+    eventually(lambda: all(r.state() == "open" for r in replicas))
+    fleet.clock.advance(300)
+    admissions: list[Any] = []
+    start = threading.Barrier(150)
+
+    def call(replica: Replica) -> None:
+        start.wait()
+        admissions.append(replica.call())
+
+    threads = [threading.Thread(target=call, args=(replicas[n % 3],)) for n in range(150)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(admission.as_probe for admission in admissions) == 1
+    assert sum(admission.allowed for admission in admissions) == 1
+    refused = {admission.reason for admission in admissions if not admission.allowed}
+    assert refused == {DenyReason.PROBE_IN_FLIGHT}
+    half_opens = [r.seen(ev.HALF_OPEN) for r in replicas]
+    assert sum(1 for seen in half_opens for event in seen if not event.relayed) == 1
+
+
+def test_a_probe_round_costs_at_most_two_round_trips(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a = fleet.replica("a")
+    trip([a])
+    fleet.clock.advance(300)
+    before = round_trips(session_redis)
+    assert a.call(SUCCESS).as_probe
+    assert round_trips(session_redis) - before == 2
+    assert a.state() == "closed"
+
+
+def test_a_dead_replicas_probe_expires_at_its_lease_on_the_engines_clock(fleet: Fleet) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    trip([a])
+    fleet.clock.advance(300)
+    assert a.call().as_probe  # and a dies holding it: it never reports back
+    a.engine.close()
+    eventually(lambda: b.engine.breaker(AGENT).probe_id is not None)
+    fleet.clock.advance(LEASE)
+    assert b.call().reason is DenyReason.PROBE_IN_FLIGHT  # within the lease and its grace
+    fleet.clock.advance(2)
+    refusal = b.call()
+    assert refusal.reason is DenyReason.OPEN  # expired: a failed probe, open for a cooldown
+    assert [e.fields["cooldown_seconds"] for e in b.seen(ev.REOPENED)] == [300.0]
+    assert not b.seen(ev.REOPENED)[0].relayed
+    fleet.clock.advance(300)
+    assert b.call(SUCCESS).as_probe
+    assert b.state() == "closed"
+
+
+def test_the_dead_probes_late_outcome_counts_as_late(fleet: Fleet) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    trip([a])
+    fleet.clock.advance(300)
+    call = a.engine.new_call(AGENT, AGENT, "payments", "charge", 30.0)
+    assert a.engine.admit(call, LEASE).as_probe
+    fleet.clock.advance(LEASE + 2)
+    assert b.call().reason is DenyReason.OPEN  # b expired a's probe
+    eventually(lambda: a.engine.breaker(AGENT).probe_id is None)
+    line = a.engine.complete(call, UPSTREAM, "refused", 502)
+    assert line is not None and line.fields["probe"] is False
+    assert b.seen(ev.REOPENED) and not a.seen(ev.PAGE)  # a late failure reopens nothing
+
+
+# -- who writes what ---------------------------------------------------------------------------
+
+
+def test_a_transition_is_audited_and_paged_only_by_the_replica_whose_script_made_it(
+    fleet: Fleet,
+) -> None:
+    a, b = fleet.replica("a", state=True), fleet.replica("b", state=True)
+    trip([a])
+    for _ in range(2):  # two failed probes: a page
+        fleet.clock.advance(300)
+        assert a.call(UPSTREAM).as_probe
+    eventually(lambda: len(b.seen(ev.PAGE)) == 1)
+    assert len(a.pages) == 1 and b.pages == []
+    relayed = b.seen(ev.TRIPPED)[0]
+    assert relayed.relayed and relayed.fields["origin"] == "a"
+    assert "cause_seq" not in relayed.fields
+    for replica, rows in ((a, 1), (b, 0)):
+        audit = replica.engine.audit
+        assert audit is not None and audit.flush(5)
+        assert len(audit.query(types=[ev.TRIPPED, ev.PAGE])) == 2 * rows
+
+
+def test_a_reset_from_one_replica_resets_the_agent_everywhere(fleet: Fleet) -> None:
+    a, b, c = (fleet.replica(name) for name in ("a", "b", "c"))
+    trip([a])
+    eventually(lambda: c.state() == "open")
+    b.engine.reset(AGENT, actor="oncall", reason="vault fixed")
+    eventually(lambda: a.state() == c.state() == "closed")
+    assert a.seen(ev.RESET)[0].fields == {
+        "actor": "oncall",
+        "reason": "vault fixed",
+        "origin": "b",
+    }
+    assert a.call(SUCCESS).allowed and c.call(SUCCESS).allowed
+
+
+def test_a_replica_started_late_adopts_the_open_verdict_at_once(fleet: Fleet) -> None:
+    a = fleet.replica("a")
+    trip([a])
+    late = fleet.replica("late")
+    assert late.state() == "open"
+    assert late.call().reason is DenyReason.OPEN
+    restored = late.seen(ev.RESTORED)
+    assert restored and restored[0].fields["origin"] == "a"
+
+
+def test_the_tool_policy_keeps_a_breaker_per_harness(session_redis: RedisServer) -> None:
+    with pytest.raises(ValueError, match="only under the agent policy"):
+        Engine(ToolPolicy(), shared=SharedStore(session_redis.url))
+
+
+# -- the store lost, and back ------------------------------------------------------------------
+
+
+def test_a_replica_that_loses_the_store_keeps_its_verdicts_and_counts_alone(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    link = Cuttable(("127.0.0.1", session_redis.port))
+    try:
+        a = fleet.replica("a", url=link.url())
+        trip([a], times=2)
+        link.cut()
+        for _ in range(3):
+            a.call(UPSTREAM)
+        assert a.state() == "open"
+        assert a.engine.shared_lost is not None
+        assert any(p.startswith("shared store lost") for p in a.engine.problems)
+    finally:
+        link.close()
+
+
+def test_on_return_a_replicas_open_verdict_of_the_outage_is_written(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    link = Cuttable(("127.0.0.1", session_redis.port))
+    try:
+        a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
+        link.cut()
+        trip([a])
+        assert b.state() == "unknown"
+        link.mend()
+        eventually(lambda: a.engine.shared_lost is None)
+        eventually(lambda: b.state() == "open")
+        assert not any(p.startswith("shared store lost") for p in a.engine.problems)
+        assert b.seen(ev.RESTORED)[-1].fields["origin"] == "a"
+    finally:
+        link.close()
+
+
+def test_on_return_a_reset_made_meanwhile_wins(fleet: Fleet, session_redis: RedisServer) -> None:
+    link = Cuttable(("127.0.0.1", session_redis.port))
+    try:
+        a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
+        trip([b])
+        eventually(lambda: a.state() == "open")
+        link.cut()
+        fleet.clock.advance(300)
+        assert a.call(UPSTREAM).as_probe  # a's probe fails alone: open again, locally
+        b.engine.reset(AGENT, actor="oncall", reason="fixed")
+        link.mend()
+        eventually(lambda: a.engine.shared_lost is None and a.state() == "closed")
+        assert b.state() == "closed"
+    finally:
+        link.close()
+
+
+def test_reconcile_keeps_the_later_deadline(fleet: Fleet, session_redis: RedisServer) -> None:
+    a = fleet.replica("a")
+    trip([a])
+    key = f"breakerdeck:breaker:{AGENT}"
+    with session_redis.client() as client:
+        opened = float(client.hget(key, "opened") or 0)
+        client.hset(key, mapping={"cooldown": "900"})  # another replica's later end
+    slot = a.engine._slots[AGENT]
+    slot.dirty = True  # as if a decided alone, seeing the same generation
+    assert a.engine._reconcile(slot)
+    assert a.engine.view(AGENT).reopens_at == pytest.approx(opened + 900)
+
+
+def test_a_slow_store_costs_one_timeout_then_the_replica_decides_alone(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    fleet = Fleet(redis_server.url, tmp_path)
+    try:
+        a = fleet.replica("a")
+        redis_server.pause()
+        try:
+            a.call(UPSTREAM)
+            assert a.engine.shared_lost is not None
+            trip([a], times=4)
+            assert a.state() == "open"
+        finally:
+            redis_server.resume()
+        eventually(lambda: a.engine.shared_lost is None)
+        with redis_server.client() as client:
+            assert client.hget(f"breakerdeck:breaker:{AGENT}", "state") == b"open"
+    finally:
+        fleet.close()
+
+
+def test_a_wiped_store_gets_the_replicas_verdicts_back(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    trip([a], times=3)
+    eventually(lambda: b.engine.view(AGENT).count == 3)
+    session_redis.flushall()
+    b.call(UPSTREAM)
+    b.call(UPSTREAM)
+    eventually(lambda: a.state() == "open")
+    assert any("vanished from the shared store" in p for p in b.engine.problems)
+
+
+def test_a_key_of_another_format_is_left_alone(fleet: Fleet, session_redis: RedisServer) -> None:
+    key = f"breakerdeck:breaker:{AGENT}"
+    with session_redis.client() as client:
+        client.hset(key, mapping={"v": "7", "state": "open"})
+    a = fleet.replica("a")
+    trip([a])
+    assert a.state() == "open"  # decided alone
+    assert any("another format" in p for p in a.engine.problems)
+    with session_redis.client() as client:
+        assert client.hget(key, "v") == b"7" and client.hget(key, "count") is None
+
+
+def test_values_out_of_bounds_in_the_store_are_read_safely(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a = fleet.replica("a")
+    trip([a])
+    with session_redis.client() as client:
+        client.hset(
+            f"breakerdeck:breaker:{AGENT}",
+            mapping={"cooldown": "1e308", "lf": "nan", "detail": "\x1b]0;pwned\x07"},
+        )
+    late = fleet.replica("late")
+    breaker = late.engine.breaker(AGENT)
+    assert breaker.cooldown == 300.0 and breaker.last_failure_at is None
+    assert "\x1b" not in breaker.last_failure_detail
+    assert any("out of range" in p for p in late.engine.problems)
+
+
+def test_a_wrong_password_leaves_local_breakers_and_says_why(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    with redis_server.client() as client:
+        client.config_set("requirepass", "right")
+    fleet = Fleet(redis_server.url, tmp_path)
+    try:
+        a = fleet.replica("a")
+        trip([a])
+        assert a.state() == "open"
+        assert "auth" in (a.engine.shared_lost or "").lower()
+        assert "right" not in " ".join(a.engine.problems)
+    finally:
+        fleet.close()
+
+
+# -- the script is the core --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_stores_script_decides_as_the_core_does(fleet: Fleet, seed: int) -> None:
+    """The Lua script restates the agent policy's rules; a random run through a shared
+    replica and through a plain engine, on one clock, must agree at every step."""
+    rng = random.Random(seed)
+    shared = fleet.replica("a")
+    plain = Replica(Engine(AgentPolicy(), clock=fleet.clock))
+    outcomes = [UPSTREAM, UPSTREAM, AUTH, SUCCESS, NOT_FOUND]
+    for step in range(400):
+        roll = rng.random()
+        if roll < 0.15:
+            fleet.clock.advance(rng.choice([1.0, 60.0, 299.0, 301.0, 700.0]))
+        elif roll < 0.18 and plain.engine.keys():
+            for replica in (shared, plain):
+                replica.engine.reset(AGENT, actor="t", reason="")
+        else:
+            outcome = rng.choice(outcomes)
+            got = [replica.call(outcome) for replica in (shared, plain)]
+            assert (got[0].allowed, got[0].as_probe, got[0].reason) == (
+                got[1].allowed,
+                got[1].as_probe,
+                got[1].reason,
+            ), step
+        views = [replica.engine.views() for replica in (shared, plain)]
+        picture = [
+            [(v.state, v.count, v.failed_probes, v.paged, v.trip_cause) for v in seen]
+            for seen in views
+        ]
+        assert picture[0] == picture[1], step
+    plain.engine.close()
