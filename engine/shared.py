@@ -178,7 +178,8 @@ class SharedStore:
 
     def _lose(self, error: Exception) -> None:
         reason = f"{self._where}: {printable(str(error))[:_MAX_TEXT] or type(error).__name__}"
-        if self._lost is None:
+        if self._lost is None and self._thread is not None:
+            # Before the listener starts, the caller lists `problems` itself (a start-up line).
             log.error("shared store lost: %s; deciding locally until it returns", reason)
         self._lost = reason
         self._losses += 1
