@@ -264,12 +264,23 @@ def run_status(args: argparse.Namespace) -> int:
         report = {"url": args.url, "exit_status": code, **snapshot.model_dump(mode="json")}
         lines = (json.dumps(report, indent=2) + "\n").splitlines(keepends=True)
     else:
+        store = "; shared store ok" if snapshot.shared_store == "ok" else ""
         say(
             f"{snapshot.source} at {args.url}: {len(snapshot.breakers)} breakers, "
-            f"{snapshot.policy} policy, seq {snapshot.seq}, as of {snapshot.at}"
+            f"{snapshot.policy} policy, seq {snapshot.seq}, as of {snapshot.at}{store}"
         )
         lines = table_lines(snapshot)
+    if snapshot.shared_store == "lost":
+        say(store_lost_line(snapshot))
     return _deliver(lines, code)
+
+
+def store_lost_line(snapshot: p.SnapshotMessage) -> str:
+    """What `status` says of a replica whose shared store is lost. Its exit status stays the
+    verdict (docs/feed.md): the replica still enforces its breakers, alone, and a paged one
+    must still read 2."""
+    why = snapshot.shared_store_reason or "no reason given"
+    return f"shared store lost: {why}; {snapshot.source} decides alone until it returns"
 
 
 def _deliver(lines: list[str], verdict: int) -> int:
