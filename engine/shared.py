@@ -427,6 +427,9 @@ class SharedStore:
         return pubsub
 
     def _listen(self, pubsub: redis.client.PubSub | None) -> None:
+        """Relay what others publish; every `RETRY_SECONDS` of quiet, ping (a Redis that hangs
+        keeps its sockets open, and a fleet with nothing to write would never notice)."""
+        heartbeat = time.monotonic() + RETRY_SECONDS
         while not self._stopping.is_set():
             if pubsub is None:
                 if self._stopping.wait(RETRY_SECONDS):
@@ -437,6 +440,9 @@ class SharedStore:
                 continue
             try:
                 message = pubsub.get_message(timeout=0.5)
+                if message is None and time.monotonic() > heartbeat:
+                    self._client.ping()
+                    heartbeat = time.monotonic() + RETRY_SECONDS
             except redis.RedisError as error:
                 self._lose(error)
                 message = None

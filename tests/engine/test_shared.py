@@ -505,3 +505,19 @@ def test_the_stores_script_decides_as_the_core_does(fleet: Fleet, seed: int) -> 
         ]
         assert picture[0] == picture[1], step
     plain.engine.close()
+
+
+def test_a_store_that_hangs_is_noticed_with_no_call_made(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    fleet = Fleet(redis_server.url, tmp_path)
+    try:
+        a = fleet.replica("a")
+        redis_server.pause()
+        try:
+            eventually(lambda: a.engine.shared_lost is not None)
+        finally:
+            redis_server.resume()
+        eventually(lambda: a.engine.shared_lost is None)
+    finally:
+        fleet.close()
