@@ -1183,9 +1183,14 @@ class Engine:
                 self._unsettled.add(key)
 
     def _schedule_poll(self, when: float) -> None:
-        """The scheduler is called holding a key's lock: it must run `poll` later, not now."""
+        """The scheduler is called holding a key's lock: it must run `poll` later, not now.
+        With a shared store a due key is a round trip, so the poll runs on a thread of its own
+        (a scheduler on an event loop never waits for Redis)."""
         if self.scheduler is not None:
-            self.scheduler(when, self.poll)
+            self.scheduler(when, self.poll if self._shared is None else self._poll_aside)
+
+    def _poll_aside(self) -> None:
+        threading.Thread(target=self.poll, name="breakerdeck-poll", daemon=True).start()
 
     def _watched(self) -> bool:
         """Whether a line would reach anyone: a listener or the audit log."""
