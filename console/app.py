@@ -313,10 +313,17 @@ class BreakerdeckApp(App[None]):
             f"Writes circuit_breaker_reset as {self.operator}.",
         ]
         where = self.source.source_name(card.id)
-        if where:
+        store = self.source.shared_store(card.id)
+        if where and store == "ok":
+            lines.insert(0, f"Source: {where} (a shared breaker)")
+        elif where:
             others = len(self.source.siblings(card.id)) - 1
             also = f" ({others} other source(s) report it: R resets them all)" if others else ""
             lines.insert(0, f"Source: {where} only{also}")
+        if store == "ok":
+            lines.append("Shared: every replica on the store is reset; audited here once.")
+        elif store == "lost":
+            lines.append("Its shared store is lost: the reset stays here until it returns.")
         warning = None
         if cause == "auth_failure" and self.fixed(card):
             lines.append("The credential was marked fixed: resetting now lets calls through.")

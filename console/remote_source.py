@@ -12,7 +12,10 @@ the app's one exclusive source worker iterates, fans them in and applies them in
   a snapshot already covers). The console keeps no breaker of its own: against a server of
   revision 1 (no views on events) cards change only at snapshots;
 - a lost connection marks that source's cards stale from that moment; `FeedClient` reconnects
-  with backoff and the next snapshot clears it.
+  with backoff and the next snapshot clears it;
+- a replica's snapshot says whether its shared store answers (protocol revision 3; a loss or a
+  return comes as a fresh snapshot): the header says which replica lost it, and a toast says
+  so and why when it changes.
 
 Times: every engine time is converted to this machine's clock with the offset measured at each
 snapshot (engine `at` against local time), so countdowns and "stale since" from several engines
@@ -100,6 +103,9 @@ class RemoteFeed:
     rate: float = 1.0
     #: Local time of the last snapshot.
     synced_at: float = 0.0
+    #: The engine's shared store as its last snapshot said: "ok", "lost" (and why), or None.
+    shared_store: p.SharedStoreHealth | None = None
+    store_reason: str | None = None
 
 
 class RemoteSource(Source):
@@ -229,6 +235,21 @@ class RemoteSource(Source):
         feed, _ = self._locate(ident)
         return feed.stale_since if feed is not None else None
 
+    @property
+    def engines(self) -> int:  # type: ignore[override]
+        return len(self.feeds)
+
+    def shared_store_lost(self) -> list[tuple[str | None, str]]:
+        return [
+            (feed.label if self.multi else None, feed.store_reason or "no reason given")
+            for feed in self.feeds
+            if feed.shared_store == "lost"
+        ]
+
+    def shared_store(self, ident: str) -> p.SharedStoreHealth | None:
+        feed, _ = self._locate(ident)
+        return feed.shared_store if feed is not None else None
+
     def can_write(self, ident: str) -> bool:
         feed, _ = self._locate(ident)
         return feed is not None and feed.role == "operator"
@@ -344,10 +365,19 @@ class RemoteSource(Source):
     def _apply(self, feed: RemoteFeed, message: object) -> list[list[Event] | Missed | Notice]:
         if isinstance(message, p.SnapshotMessage):
             back = feed.stale_since is not None and feed.connected_at is not None
+            store = feed.shared_store
             self._apply_snapshot(feed, message)
             out: list[list[Event] | Missed | Notice] = [Missed(0)]
             if back:
                 out.append(Notice(f"{feed.label} is back: resynced from its snapshot."))
+            if feed.shared_store == "lost" and store != "lost":
+                text = (
+                    f"{feed.label} lost its shared store: {feed.store_reason}. "
+                    "It decides alone until the store returns."
+                )
+                out.append(Notice(text, "warning"))
+            elif feed.shared_store == "ok" and store == "lost":
+                out.append(Notice(f"{feed.label}: its shared store answers again."))
             return out
         if isinstance(message, p.EventMessage | p.EventsMessage):
             records = [message.event] if isinstance(message, p.EventMessage) else message.events
@@ -378,6 +408,8 @@ class RemoteSource(Source):
         feed.role = snap.role
         feed.policy = snap.policy
         feed.thresholds = dict(snap.thresholds)
+        feed.shared_store = snap.shared_store
+        feed.store_reason = snap.shared_store_reason
         if snap.seq < feed.last_seq - feed.seq_base:  # the engine started over
             feed.seq_base = feed.last_seq
         feed.last_seq = feed.seq_base + snap.seq

@@ -18,6 +18,8 @@ from breakerdeck.engine import events as ev
 from breakerdeck.engine.bus import EventBus, Missed, Subscription
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.events import BreakerView, Event
+from breakerdeck.engine.feed.protocol import SharedStoreHealth
+from breakerdeck.engine.feed.server import shared_store_health
 from breakerdeck.engine.policy import AgentPolicy
 
 #: Rows read for a breaker's trips (transitions and failures only).
@@ -97,6 +99,19 @@ class Source(abc.ABC):
     def stale_for(self, ident: str) -> float | None:
         """Since when this breaker's numbers are not live (None while they are)."""
         return self.stale_since
+
+    #: Engines this source reads (the header's "shared store lost on 2 of 3").
+    engines: int = 1
+
+    def shared_store_lost(self) -> list[tuple[str | None, str]]:
+        """The engines whose shared store is lost, so that each decides alone (DESIGN,
+        "Replicas"): (its label, or None when it is the only engine; why). Empty while every
+        store answers, and for engines without one."""
+        return []
+
+    def shared_store(self, ident: str) -> SharedStoreHealth | None:
+        """The shared store of this breaker's engine: "ok", "lost", or None without one."""
+        return None
 
     def can_write(self, ident: str) -> bool:
         """Whether reset and mark-fixed are allowed here (a remote viewer token: no)."""
@@ -180,6 +195,13 @@ class InProcessSource(Source):
 
     def now(self) -> float:
         return self.engine.clock.wall()
+
+    def shared_store_lost(self) -> list[tuple[str | None, str]]:
+        lost = self.engine.shared_lost
+        return [] if lost is None else [(None, lost)]
+
+    def shared_store(self, ident: str) -> SharedStoreHealth | None:
+        return shared_store_health(self.engine)[0]
 
     def snapshot(self) -> list[BreakerView]:
         return self.engine.views()

@@ -47,6 +47,7 @@ class DashboardScreen(Screen[None]):
         super().__init__(id="dashboard")
         self.filter_text = ""
         self._offered: tuple[bool | None, ...] | None = None  # see `_refresh_bindings`
+        self._shown_of = (0, 0)  # cards shown, of how many: the status line's last numbers
 
     @property
     def deck(self) -> Deck:
@@ -115,13 +116,20 @@ class DashboardScreen(Screen[None]):
             speed=source.speed,
             label=source.label,
             stale_since=source.stale_since,
+            store_lost=[name for name, _ in source.shared_store_lost()],
+            engines=source.engines,
         )
 
     def _show_status(self, shown: int, total: int) -> None:
+        self._shown_of = (shown, total)
         controls = self.deck.controls
         faults = controls.status() if controls is not None else {}
         self.query_one(StatusLine).show(
-            filter_text=self.filter_text, shown=shown, total=total, faults=faults
+            filter_text=self.filter_text,
+            shown=shown,
+            total=total,
+            faults=faults,
+            store_lost=self.deck.source.shared_store_lost(),
         )
 
     def tick(self) -> None:
@@ -130,6 +138,9 @@ class DashboardScreen(Screen[None]):
         if self.deck.board.summary().open:
             self.cards.tick()
         self.show_summary()
+        # An in-process engine's store is lost or back without an event: the line follows the
+        # clock, as the header does (it repaints only when its text changed).
+        self._show_status(*self._shown_of)
 
     # -- keys --------------------------------------------------------------------------------
 

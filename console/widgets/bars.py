@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 from textual.widgets import Static
 
@@ -10,7 +12,8 @@ from breakerdeck.engine.text import printable
 
 
 class SummaryBar(Static):
-    """Counts per state, paged breakers loudly, and whether time is simulated or stale."""
+    """Counts per state, paged breakers loudly, whether time is simulated or stale, and which
+    engines lost their shared store."""
 
     DEFAULT_CSS = """
     SummaryBar { height: 1; width: 1fr; }
@@ -26,8 +29,13 @@ class SummaryBar(Static):
         speed: float | None,
         label: str,
         stale_since: float | None,
+        store_lost: Sequence[str | None] = (),
+        engines: int = 1,
     ) -> None:
+        """`store_lost`: the engines whose shared store is lost, by label (None: the only
+        one), of `engines` watched."""
         width = self.size.width or self.app.size.width  # before its first layout: the screen's
+        marks = store_marks(store_lost, engines)
         counts = Text(no_wrap=True)
         # NO_COLOR greys every colour, and red on the bar's grey is the faintest of them:
         # there, trouble counts are reversed instead, the loudest thing without colour.
@@ -46,7 +54,7 @@ class SummaryBar(Static):
             names = printable(", ".join(summary.paged_keys[:3]))
             more = f" +{summary.paged - 3}" if summary.paged > 3 else ""
             banner = f" !! PAGED {summary.paged}: {names}{more} !! "
-            shortest = self._right(now, speed, stale_since, full=False)
+            shortest = _marked(marks[-1], self._right(now, speed, stale_since, full=False))
             if len(banner) + 1 + counts.cell_len + shortest.cell_len > width:
                 # The paged cards head the list with their own PAGED mark: the header keeps
                 # room for every count and the clock rather than for their names.
@@ -54,9 +62,14 @@ class SummaryBar(Static):
             text.append(banner, style="bold reverse")
             text.append(" ")
         text.append_text(counts)
-        right = self._right(now, speed, stale_since, full=True)
-        if text.cell_len + right.cell_len > width:
-            right = self._right(now, speed, stale_since, full=False)
+        # The most the right side can say and still fit: the store's mark before the clock
+        # (it names the replicas, else counts them), the clock shortened before the mark.
+        rights = [
+            _marked(mark, self._right(now, speed, stale_since, full=full))
+            for mark in marks
+            for full in (True, False)
+        ]
+        right = next((r for r in rights if text.cell_len + r.cell_len <= width), rights[-1])
         label = printable(label)  # an engine's name, as its feed reported it
         if label and text.cell_len + right.cell_len + len(label) + 5 <= width:  # gap of 2+
             right = Text.assemble((label, "dim"), " · ", right)
@@ -79,8 +92,32 @@ class SummaryBar(Static):
         return right
 
 
+def store_marks(lost: Sequence[str | None], engines: int) -> list[str]:
+    """What the header may say of lost shared stores, the most telling first: the replicas'
+    names, how many of how many, then the fewest words. Empty text when none is lost."""
+    if not lost:
+        return [""]
+    names = [printable(name) for name in lost if name is not None]
+    if not names:  # the only engine
+        return ["shared store lost", "store lost"]
+    return [
+        f"shared store lost on {', '.join(names)}",
+        f"shared store lost on {len(lost)} of {engines}",
+        f"store lost {len(lost)}/{engines}",
+    ]
+
+
+def _marked(mark: str, right: Text) -> Text:
+    """The header's right side with a lost store's mark before it: reversed, as STALE is, so
+    it reads without colour."""
+    if not mark:
+        return right
+    return Text.assemble((f" {mark} ", "bold reverse"), " ", right, no_wrap=True)
+
+
 class StatusLine(Static):
-    """Demo fault state per platform and the active filter; hidden when there is neither."""
+    """The active filter, why shared stores are lost, and the demo's fault state per platform;
+    hidden when there is none of them."""
 
     DEFAULT_CSS = """
     StatusLine { height: 1; width: 1fr; }
@@ -88,11 +125,33 @@ class StatusLine(Static):
 
     _shown: Text | None = None
 
-    def show(self, *, filter_text: str, shown: int, total: int, faults: dict[str, str]) -> None:
+    def show(
+        self,
+        *,
+        filter_text: str,
+        shown: int,
+        total: int,
+        faults: dict[str, str],
+        store_lost: Sequence[tuple[str | None, str]] = (),
+    ) -> None:
+        """`store_lost`: (engine label, or None for the only one; why) for each engine whose
+        shared store is lost. The header says which; this line says why, once per reason
+        (replicas that lost one Redis usually give the same)."""
         text = Text(no_wrap=True, overflow="ellipsis")
         if filter_text:
             shown_filter = printable(filter_text)
             text.append(f"filter “{shown_filter}”: {shown} of {total} ", style="bold reverse")
+            text.append("  ")
+        if store_lost:
+            reasons: dict[str, list[str]] = {}
+            for name, why in store_lost:
+                reasons.setdefault(why, []).extend([name] if name else [])
+            text.append("store lost", style="bold reverse")
+            for why, names in reasons.items():
+                where = f" on {', '.join(names)}" if names else ""
+                text.append(printable(f"{where}: {why}"))
+                text.append(" · ", style="dim")
+            text.right_crop(3)
             text.append("  ")
         if faults:
             text.append("demo ", style="bold")
@@ -109,7 +168,7 @@ class StatusLine(Static):
             healthy = [p for p in order if faults[p] == "ok"]
             if healthy:
                 text.append("ok: " + printable(" ".join(healthy)))
-        self.display = bool(filter_text or faults)
+        self.display = bool(filter_text or faults or store_lost)
         width = self.app.size.width  # the line spans the screen (it may be hidden: no size yet)
         if text.cell_len > width:  # cut where the eye sees it was cut
             text.truncate(width, overflow="ellipsis")

@@ -410,7 +410,9 @@ class CardList(ScrollView, can_focus=True):
         if card.aggregate:
             if line == 0:
                 segments = [Segment("  "), Segment(printable(card.aggregate), Style(bold=True))]
+                # Every segment gets the list's style: NO_COLOR's filter fails on one without.
                 strip = Strip(segments).crop_extend(0, width - 1, self.rich_style)
+                strip = strip.apply_style(self.rich_style)
                 return Strip.join([strip, Strip.blank(1, self.rich_style)])
             line -= 1
         if line >= card_height(card) - (1 if card.aggregate else 0):
