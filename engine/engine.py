@@ -897,8 +897,9 @@ class Engine:
 
     def _reconcile(self, slot: _Slot) -> bool:
         """Under the key's lock: what this replica decided alone goes to the store, unless the
-        store's generation moved meanwhile (another replica reset, tripped or recovered it):
-        then the store's verdict is taken. False when the store is lost again."""
+        store's generation moved meanwhile (another replica reset, tripped or recovered it) or
+        the store holds a graver verdict of the outage (another returning replica's): then the
+        store's verdict is taken. False when the store is lost again."""
         store = self._shared
         assert store is not None
         b = slot.breaker.snapshot(self.clock.wall() - self.clock.monotonic())
@@ -922,7 +923,7 @@ class Engine:
             if isinstance(reply, Foreign):
                 self._foreign(slot.breaker.key, reply)
             return False
-        self._adopt(slot, reply, announce=reply.won == "store")
+        self._adopt(slot, reply, announce=True)
         slot.dirty = False
         return True
 

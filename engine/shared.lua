@@ -172,27 +172,39 @@ elseif op == "reset" then
   b.last_failure = nil
   made("circuit_breaker_reset", {actor = ARGV[13], reason = ARGV[14]})
 elseif op == "reconcile" then
-  if exists and gen ~= seen_gen then
-    answer.won = "store"
+  local mine = {
+    state = ARGV[13], count = tonumber(ARGV[14]), last_failure = num(ARGV[15]),
+    detail = ARGV[16], opened = num(ARGV[17]), cooldown = tonumber(ARGV[18]),
+    failed_probes = tonumber(ARGV[19]), paged = ARGV[20] == "1", cause = ARGV[21],
+    probe = "", probe_deadline = 0,
+  }
+  local function ends(v)
+    return (v.opened or now) + v.cooldown
+  end
+  local graver
+  if not exists then
+    -- A wiped (or collected) key: versions go on from this replica's, never back.
+    ver, gen = math.max(ver, seen_ver), math.max(gen, seen_gen)
+    graver = true
+  elseif gen ~= seen_gen then
+    -- A script made a transition meanwhile (a reset, a trip, a recovery): it stands.
+    graver = false
+  elseif b.state == "closed" then
+    -- Both verdicts are of the outage (the store's may be another returning replica's):
+    -- open beats closed, and of two closed the higher count stands.
+    graver = mine.state ~= "closed" or mine.count > b.count
   else
-    local mine = {
-      state = ARGV[13], count = tonumber(ARGV[14]), last_failure = num(ARGV[15]),
-      detail = ARGV[16], opened = num(ARGV[17]), cooldown = tonumber(ARGV[18]),
-      failed_probes = tonumber(ARGV[19]), paged = ARGV[20] == "1", cause = ARGV[21],
-      probe = "", probe_deadline = 0,
-    }
-    -- Deadlines only move later: of two open verdicts, the later end is kept.
-    if exists and b.state ~= "closed" and mine.state ~= "closed" and b.opened ~= nil
-        and mine.opened ~= nil and b.opened + b.cooldown > mine.opened + mine.cooldown then
-      mine.opened, mine.cooldown = b.opened, b.cooldown
-    end
+    -- Deadlines only move later: of two open verdicts, the later end stands.
+    graver = mine.state ~= "closed" and ends(mine) > ends(b)
+  end
+  if graver then
+    -- A write-back is no transition: the generation stays, so the next returning
+    -- replica's verdict is weighed the same way.
     b = mine
-    if not exists then
-      -- A wiped (or collected) key: versions go on from this replica's, never back.
-      ver, gen = math.max(ver, seen_ver), math.max(gen, seen_gen)
-    end
-    changed, bumped = true, true
+    changed = true
     answer.won = "replica"
+  else
+    answer.won = "store"
   end
 end
 

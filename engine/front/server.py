@@ -235,6 +235,9 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
         async with _maybe_feed(engine, app, options):
             if sock is None:
                 sock = server.config.bind_socket()
+            # Listening before the address is said: a client acting on the line is queued in
+            # the backlog until uvicorn accepts, never refused.
+            sock.listen(server.config.backlog)
             host, port = sock.getsockname()[:2]
             scheme = "https" if options.config.gateway.tls_cert else "http"
             say(f"gateway on {scheme}://{host}:{port} (speed {options.speed:g}x)")

@@ -521,3 +521,28 @@ def test_a_store_that_hangs_is_noticed_with_no_call_made(
         eventually(lambda: a.engine.shared_lost is None)
     finally:
         fleet.close()
+
+
+@pytest.mark.parametrize("first_back", ["tripped", "counted"])
+def test_replicas_returning_from_one_outage_keep_the_graver_verdict(
+    fleet: Fleet, session_redis: RedisServer, first_back: str
+) -> None:
+    links = {name: Cuttable(("127.0.0.1", session_redis.port)) for name in ("a", "b")}
+    try:
+        a = fleet.replica("a", url=links["a"].url())
+        b = fleet.replica("b", url=links["b"].url())
+        for link in links.values():
+            link.cut()
+        trip([a])  # a trips alone
+        b.call(UPSTREAM)  # b counts one failure alone
+        order = ["a", "b"] if first_back == "tripped" else ["b", "a"]
+        for name in order:
+            replica = a if name == "a" else b
+            links[name].mend()
+            eventually(lambda replica=replica: replica.engine.shared_lost is None)
+        eventually(lambda: a.state() == b.state() == "open")
+        with session_redis.client() as client:
+            assert client.hget(f"breakerdeck:breaker:{AGENT}", "state") == b"open"
+    finally:
+        for link in links.values():
+            link.close()
