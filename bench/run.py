@@ -2,7 +2,8 @@
 
 Run from the repository root: `.venv/bin/python bench/run.py` (or `make bench`); then the
 live feed's table (bench/feed.py) and the console's (bench/console.py, in a child process so
-its peak memory is its own), and the gateway (bench/gateway.py). `--only NAME` runs one.
+its peak memory is its own), the gateway (bench/gateway.py) and its replicas on one Redis
+(bench/shared.py). `--only NAME` runs one.
 Progress goes to standard error; the tables to standard output.
 """
 
@@ -248,8 +249,9 @@ def render(metrics: list[Metric], baseline: dict[str, float], seconds: float) ->
 def main() -> None:
     warnings.simplefilter("ignore", DeprecationWarning)  # aiobreaker's datetime.utcnow()
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
-    if only not in (None, "peers", "shell", "durability", "feed", "console", "gateway", "mcp"):
-        sys.exit("usage: bench/run.py [--only peers|shell|durability|feed|console|gateway|mcp]")
+    sections = ("peers", "shell", "durability", "feed", "console", "gateway", "shared", "mcp")
+    if only is not None and only not in sections:
+        sys.exit(f"usage: bench/run.py [--only {'|'.join(sections)}]")
     if only in (None, "shell"):
         from bench import shell  # issue 9's targets, each beside its figure
 
@@ -277,6 +279,12 @@ def main() -> None:
         if only is None:
             print()
         print(gateway.render(gateway.run()), flush=True)
+    if only in (None, "shared"):
+        from bench import shared  # issue 13's targets (docs/bench.md, "Replicas (shared store)")
+
+        if only is None:
+            print()
+        print(shared.section(), flush=True)
     if only in (None, "mcp"):
         # `breakerdeck mcp` (docs/mcp.md); a child process, as bench/mcp.py's name shadows the
         # SDK's `mcp` package when run from here.
