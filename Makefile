@@ -32,7 +32,7 @@ test: $(STAMP)
 	$(BIN)/pytest
 
 bench: $(STAMP)
-	command -v wrk >/dev/null && command -v nginx >/dev/null || \
-		(apt-get update -qq && apt-get install -y -qq wrk nginx-light)
+	command -v wrk >/dev/null && command -v nginx >/dev/null && command -v redis-server >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nginx-light redis-server)
 	$(BIN)/pip install --quiet -e '.[bench]' --config-settings editable_mode=strict
 	$(BIN)/python bench/run.py
