@@ -82,7 +82,11 @@ class BreakerdeckApp(App[None]):
         self.controls = controls
         self.platform_of = platform_of or (lambda key: None)
         self.board = Board(
-            source.thresholds, source.describe, origin=source.origin, limits_of=source.limits_of
+            source.thresholds,
+            source.describe,
+            origin=source.origin,
+            limits_of=source.limits_of,
+            pooled=source.pooled,
         )
         self.tick_seconds = tick_seconds
         self._pending: set[str] = set()
@@ -258,15 +262,23 @@ class BreakerdeckApp(App[None]):
         return True if card is not None and self.can_fix(card) else None
 
     def reset_targets(self, card: Card) -> list[Card]:
-        """`R`: the key's cards on every source reporting it that are not closed."""
+        """`R`: the key's cards on every source reporting it that are not closed; of replicas
+        that share the breaker through their store, one (its reset reaches the others, and is
+        audited once)."""
         ids = set(self.source.siblings(card.id))
         if len(ids) < 2:
             return []
-        return [
-            c
-            for c in self.board.cards_of(ids)
-            if c.agent == card.agent and c.state != "closed" and self.source.can_write(c.id)
-        ]
+        targets = []
+        pooled = False
+        for c in self.board.cards_of(ids):
+            if c.agent != card.agent or c.state == "closed" or not self.source.can_write(c.id):
+                continue
+            if self.source.pooled(c.id):
+                if pooled:
+                    continue
+                pooled = True
+            targets.append(c)
+        return targets
 
     def card_platform(self, card: Card) -> str | None:
         return card.platform or self.platform_of(card.key)
@@ -368,13 +380,17 @@ class BreakerdeckApp(App[None]):
         lines.append(f"On {len(targets)} of the {reporting} sources reporting it:")
         for target in targets:
             cause = target.view.trip_cause or "unknown cause"
-            lines.append(f"  {self.source.source_name(target.id)}: {target.word} on {cause}")
-        if len(targets) < reporting:
+            shared = " (and the replicas sharing it)" if self.source.pooled(target.id) else ""
+            lines.append(
+                f"  {self.source.source_name(target.id)}{shared}: {target.word} on {cause}"
+            )
+        siblings = self.board.cards_of(self.source.siblings(card.id))
+        if any(c.agent == card.agent and c.state == "closed" for c in siblings):
             lines.append("Sources where it is closed are left alone.")
         lines.append(f"Writes circuit_breaker_reset on each as {self.operator}.")
         reason = f"reset from the console on every source reporting {card.key}"
 
-        title = f"Reset {card.key} on {len(targets)} sources?"
+        title = f"Reset {card.key} on {len(targets)} source{'s' if len(targets) > 1 else ''}?"
         self.push_screen(
             ConfirmScreen(title, lines, yes="Reset all"), self._then_reset(card, targets, reason)
         )

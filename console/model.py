@@ -138,6 +138,8 @@ class Card:
     `view.key` is the source's id for the breaker (`id`); it is the breaker's key, except when
     several remote engines are watched: then `name` is the key and `source` the engine's label.
     `aggregate` ("ava: open on 3 of 5") is set on the first card of a key several sources report.
+    A card that stands for replicas sharing the breaker says how many more in `source`
+    ("replica-1 +2"; see `group_by_key`).
     """
 
     agent: str
@@ -330,19 +332,37 @@ _FIRST = itemgetter(0)
 _AGGREGATE_ORDER = ("PAUSED", "OPEN", "HALF-OPEN", "CLOSED")
 
 
-def group_by_key(cards: list[Card]) -> list[Card]:
+def group_by_key(cards: list[Card], pooled: Callable[[str], bool] | None = None) -> list[Card]:
     """Several sources: a key's cards together, where its most troubled one sorts, and its
-    first card carries the line "ava: open on 3 of 5 · closed on 2"."""
+    first card carries the line "ava: open on 3 of 5 · closed on 2".
+
+    Replicas whose breakers are one, through a shared store that answers (`pooled`, by id),
+    show the key once per state: the first such card stands for the others ("replica-1 +2"),
+    so three gateway replicas of an open agent take one card, not three. A replica that lost
+    its store decides alone and keeps its own card, as does any that disagrees for a moment.
+    """
     groups: dict[tuple[str, str], list[Card]] = {}
     for card in cards:
         groups.setdefault((card.agent, card.key), []).append(card)
     out: list[Card] = []
     for group in groups.values():  # dicts keep insertion order: the first card's place
-        if len(group) > 1:
-            out.append(replace(group[0], aggregate=aggregate_line(group)))
-            out.extend(group[1:])
-        else:
+        if len(group) == 1:
             out.extend(group)
+            continue
+        shown: list[Card] = []
+        also: dict[str, tuple[int, int]] = {}  # state word -> (its card's place, more)
+        for card in group:
+            if pooled is not None and pooled(card.id):
+                place, more = also.get(card.word, (len(shown), -1))
+                also[card.word] = (place, more + 1)
+                if more >= 0:
+                    continue
+            shown.append(card)
+        for place, more in also.values():
+            if more:
+                shown[place] = replace(shown[place], source=f"{shown[place].source} +{more}")
+        shown[0] = replace(shown[0], aggregate=aggregate_line(group))
+        out.extend(shown)
     return out
 
 
@@ -392,6 +412,7 @@ class Board:
         *,
         origin: Callable[[str], object] | None = None,
         limits_of: Callable[[str], Thresholds | None] | None = None,
+        pooled: Callable[[str], bool] | None = None,
     ) -> None:
         self.thresholds = thresholds
         #: id -> (key, source label): None for one source, whose ids are the keys.
@@ -401,6 +422,9 @@ class Board:
         self.origin = origin or (lambda ident: None)
         #: id -> its engine's thresholds when sources run different policies.
         self.limits_of = limits_of or (lambda ident: None)
+        #: id -> whether its engine shares the breaker with the others through an answering
+        #: store (gateway replicas): a key's such cards in one state are shown as one.
+        self.pooled = pooled
         self._views: dict[str, BreakerView] = {}
         self._history: dict[str, _History] = {}
         #: The last seq folded in, per source (seqs are each engine's own).
@@ -566,7 +590,7 @@ class Board:
         if self._cards is None:
             self._place()
             cards = list(self._ordered)
-            self._cards = group_by_key(cards) if self._sourced else cards
+            self._cards = group_by_key(cards, self.pooled) if self._sourced else cards
         return self._cards
 
     def _place(self) -> None:
@@ -702,17 +726,40 @@ class Board:
         """Counts by the word on the card; paged ones are also counted under their state."""
         if self._summary is not None and self._summary[0] == self.version:
             return self._summary[1]
-        counts = self._counts
+        counts, paged = self._counts, self._paged
+        if self.pooled is not None:
+            self.cards()  # placing the cards tells whether they come from several sources
+            if self._sourced:
+                counts, paged = self._pooled_counts(self.pooled)
         summary = Summary(
-            paged=len(self._paged),
+            paged=len(paged),
             open=counts["OPEN"],
             half_open=counts["HALF-OPEN"],
             paused=counts["PAUSED"],
             closed=counts["CLOSED"],
-            paged_keys=tuple(sorted(self._paged)),
+            paged_keys=tuple(sorted(paged)),
         )
         self._summary = (self.version, summary)
         return summary
+
+    def _pooled_counts(self, pooled: Callable[[str], bool]) -> tuple[dict[str, int], set[str]]:
+        """The counts as the cards show them: replicas sharing a breaker count it once per
+        state (three replicas of one open agent: OPEN 1, as its one card), others once each.
+        Counted afresh, once per change: only a console watching several engines pays it."""
+        counts = dict.fromkeys(_SUMMARY_WORDS, 0)
+        paged: set[str] = set()
+        seen: set[tuple[str, str]] = set()
+        for ident, view in self._views.items():
+            word = "PAUSED" if view.paused else WORDS.get(view.state, "CLOSED")
+            if pooled(ident):
+                one = (self.describe(ident)[0], word)
+                if one in seen:
+                    continue
+                seen.add(one)
+            counts[word] += 1
+            if view.paged and view.state != "closed":
+                paged.add(ident)
+        return counts, paged
 
     def __len__(self) -> int:
         return len(self._views)

@@ -250,6 +250,14 @@ class RemoteSource(Source):
         feed, _ = self._locate(ident)
         return feed.shared_store if feed is not None else None
 
+    def pooled(self, ident: str) -> bool:
+        """Every live engine whose store answers is taken to share that store: the replicas of
+        one gateway, as `watch` is meant to be pointed at (two fleets on two Redis servers
+        watched together would show a key's cards in one state as one, its line still
+        counting each)."""
+        feed, _ = self._locate(ident)
+        return feed is not None and feed.shared_store == "ok" and feed.stale_since is None
+
     def can_write(self, ident: str) -> bool:
         feed, _ = self._locate(ident)
         return feed is not None and feed.role == "operator"

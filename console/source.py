@@ -113,6 +113,11 @@ class Source(abc.ABC):
         """The shared store of this breaker's engine: "ok", "lost", or None without one."""
         return None
 
+    def pooled(self, ident: str) -> bool:
+        """Whether this breaker is one with the same key on the other engines watched here:
+        its engine is live and its shared store answers (replicas of one gateway)."""
+        return False
+
     def can_write(self, ident: str) -> bool:
         """Whether reset and mark-fixed are allowed here (a remote viewer token: no)."""
         return True

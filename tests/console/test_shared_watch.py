@@ -132,7 +132,7 @@ def header_fits(app: BreakerdeckApp) -> bool:
 # -- three replicas, one breaker ---------------------------------------------------------------
 
 
-async def test_three_replicas_show_the_agent_open_on_3_of_3(
+async def test_three_replicas_show_one_card_for_the_agent_open_on_3_of_3(
     fleet: Fleet, session_redis: RedisServer
 ) -> None:
     a, b, c = (fleet.replica(name, session_redis.url) for name in "abc")
@@ -140,13 +140,32 @@ async def test_three_replicas_show_the_agent_open_on_3_of_3(
     fail(b, 2)
     fail(c)  # the fifth, on the third replica: one breaker trips for all three
     app = await watch(*await fleet.serve())
-    async with app.run_test(size=(100, 40)) as pilot:
+    async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: f"{AGENT}: open on 3 of 3" in cards_text(app))
         lines = cards_text(app).splitlines()
         assert sum(f"{AGENT}: open on" in line for line in lines) == 1
-        for name in "abc":
-            assert any(f"{AGENT} on replica-{name}" in x and "OPEN" in x for x in lines)
+        [title] = [line for line in lines if line.strip().startswith(("▶ OPEN", "OPEN"))]
+        assert f"{AGENT} on replica-a +2" in title
+        assert "count 5 · auth 3 / upstream 5 · cause upstream" in cards_text(app)
+        assert header_text(app).startswith("OPEN 1  HALF-OPEN 0  PAUSED 0  CLOSED 0")
         assert "shared store" not in header_text(app)  # every store answers
+
+
+async def test_a_replica_that_lost_its_store_keeps_its_own_card(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a = fleet.replica("a", session_redis.url)
+    fleet.replica("b", session_redis.url)
+    alone = fleet.replica("c", NOWHERE)
+    fail(a, 5)
+    fail(alone, 5)  # tripped alone: open too, but its own breaker
+    app = await watch(*await fleet.serve())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: f"{AGENT}: open on 3 of 3" in cards_text(app))
+        titles = [line for line in cards_text(app).splitlines() if "cooldown" in line]
+        assert len(titles) == 2
+        assert f"{AGENT} on replica-a +1 " in titles[0]
+        assert f"{AGENT} on replica-c " in titles[1]
 
 
 async def test_a_reset_through_one_replica_resets_the_agent_on_all_three_audited_once(
@@ -211,7 +230,7 @@ async def test_the_header_names_the_replica_that_lost_its_store_at_80x24(
         await until(pilot, lambda: "replica-c" in cards_text(app))
         header = header_text(app)
         assert "shared store lost on replica-c" in header
-        assert header.startswith("OPEN 2  HALF-OPEN 0  PAUSED 0  CLOSED 1")
+        assert header.startswith("OPEN 1  HALF-OPEN 0  PAUSED 0  CLOSED 1")  # a and b: one
         assert header_fits(app)
         # the line below says why, cut where the screen ends
         said = f"store lost on replica-c: {lost.shared_lost}"
@@ -271,7 +290,7 @@ async def test_a_store_lost_while_watching_reaches_the_header_and_a_toast_then_c
     fail(fleet.engines["a"])
     app = await watch(*await fleet.serve())
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: "replica-b" in cards_text(app))
+        await until(pilot, lambda: f"{AGENT}: closed on 2 of 2" in cards_text(app))
         redis_server.kill()
         await until(pilot, lambda: "shared store lost on 2 of 2" in header_text(app))
         toasts = [n.message for n in app._notifications]
