@@ -198,6 +198,26 @@ async def test_a_reset_through_one_replica_resets_the_agent_on_all_three_audited
             assert rows[0].fields["actor"] == f"remote:operator:{OPERATOR}"
 
 
+async def test_reset_all_sends_one_reset_to_the_replicas_that_share_the_breaker(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    engines = [fleet.replica(name, session_redis.url) for name in "abc"]
+    fail(engines[0], 5)
+    app = await watch(*await fleet.serve())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: f"{AGENT}: open on 3 of 3" in cards_text(app))
+        await pilot.press("R")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert static_text(app.screen, "#confirm-title") == f"Reset {AGENT} on 1 source?"
+        await pilot.press("y")
+        await until(pilot, lambda: f"{AGENT}: closed on 3 of 3" in cards_text(app))
+    rows = []
+    for engine in engines:
+        assert engine.audit is not None and engine.audit.flush(5)
+        rows += engine.audit.query(key=AGENT, types=[ev.RESET])
+    assert len(rows) == 1
+
+
 async def test_the_reset_dialog_says_a_shared_breaker_resets_on_every_replica(
     fleet: Fleet, session_redis: RedisServer
 ) -> None:
