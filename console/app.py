@@ -335,7 +335,7 @@ class BreakerdeckApp(App[None]):
         if store == "ok":
             lines.append("Shared: every replica on the store is reset; audited here once.")
         elif store == "lost":
-            lines.append("Its shared store is lost: the reset stays here until it returns.")
+            lines.append("Its shared store is lost: the reset is this replica's alone.")
         warning = None
         if cause == "auth_failure" and self.fixed(card):
             lines.append("The credential was marked fixed: resetting now lets calls through.")

@@ -35,7 +35,7 @@ class SummaryBar(Static):
         """`store_lost`: the engines whose shared store is lost, by label (None: the only
         one), of `engines` watched."""
         width = self.size.width or self.app.size.width  # before its first layout: the screen's
-        marks = store_marks(store_lost, engines)
+        marks = _store_marks(store_lost, engines)
         counts = Text(no_wrap=True)
         # NO_COLOR greys every colour, and red on the bar's grey is the faintest of them:
         # there, trouble counts are reversed instead, the loudest thing without colour.
@@ -92,7 +92,7 @@ class SummaryBar(Static):
         return right
 
 
-def store_marks(lost: Sequence[str | None], engines: int) -> list[str]:
+def _store_marks(lost: Sequence[str | None], engines: int) -> list[str]:
     """What the header may say of lost shared stores, the most telling first: the replicas'
     names, how many of how many, then the fewest words. Empty text when none is lost."""
     if not lost:
