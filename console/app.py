@@ -46,6 +46,10 @@ from breakerdeck.engine.text import printable
 #: Audit rows read at start so cards show recent denials and trips at once.
 SEED_EVENTS = 2000
 
+#: Real seconds within which a second page of one key rings no bell: the same page relayed by
+#: the other replicas that share its breaker.
+PAGE_BELL_SPACING = 60.0
+
 #: The terminal went away (SSH dropped, tmux killed) or we were asked to stop.
 _LEAVE_ON = (signal.SIGHUP, signal.SIGTERM)
 
@@ -96,6 +100,7 @@ class BreakerdeckApp(App[None]):
         #: Under a flood, the board is folded at once but the screen repaints at most this often.
         self.min_repaint_seconds = min_repaint_seconds
         self._repainted_at = 0.0
+        self._rung: dict[str, float] = {}
         self._repaint_timer: Timer | None = None
         chosen = theme or os.environ.get("BREAKERDECK_THEME")
         if chosen and chosen in self.available_themes:
@@ -148,8 +153,15 @@ class BreakerdeckApp(App[None]):
         """A page rings the bell, once, as it happens. Its loud marks are the header's banner
         and the card's PAGED, which stay while it lasts: a toast stacked over the cards hid
         the very breakers it was about."""
-        if any(event.type == ev.PAGE for event in batch):
-            self.bell()
+        now = time.monotonic()
+        for event in batch:
+            if event.type != ev.PAGE:
+                continue
+            # Replicas sharing a breaker each show its page (relayed, with its origin): one
+            # page, one bell, whichever of them the console hears first.
+            if now - self._rung.get(event.key, -PAGE_BELL_SPACING) >= PAGE_BELL_SPACING:
+                self._rung[event.key] = now
+                self.bell()
 
     def on_board_changed(self, _message: BoardChanged) -> None:
         if self._repaint_timer is not None:

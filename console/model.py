@@ -737,7 +737,8 @@ class Board:
             half_open=counts["HALF-OPEN"],
             paused=counts["PAUSED"],
             closed=counts["CLOSED"],
-            paged_keys=tuple(sorted(paged)),
+            # Keys as the cards name them (an id of a watched source carries its source).
+            paged_keys=tuple(sorted({self.describe(ident)[0] for ident in paged})),
         )
         self._summary = (self.version, summary)
         return summary

@@ -275,6 +275,11 @@ class Engine:
         return found
 
     @property
+    def sharing(self) -> bool:
+        """Whether this engine shares its breakers with replicas (a shared store)."""
+        return self._shared is not None
+
+    @property
     def shared_lost(self) -> str | None:
         """Why the shared store cannot be used now (this replica decides alone meanwhile), or
         None: with no shared store, or while it answers."""

@@ -580,7 +580,7 @@ def shared_store_health(engine: Engine) -> tuple[p.SharedStoreHealth | None, str
     lost = engine.shared_lost
     if lost is not None:
         return "lost", lost
-    return ("ok" if engine._shared is not None else None), None
+    return ("ok" if engine.sharing else None), None
 
 
 def feed_record(event: Event, epoch: float, source: str) -> dict[str, Any]:
