@@ -53,8 +53,12 @@ SCRIPT = (files("breakerdeck.engine") / "shared.lua").read_text(encoding="utf-8"
 #: Redis's expiry only collects garbage: a breaker untouched for a day (real time) is gone.
 GARBAGE_AFTER_MS = 86_400_000
 
-#: How often the listener tries a lost store again (real seconds).
+#: How often the listener tries a lost store again, and pings a quiet one (real seconds).
 RETRY_SECONDS = 1.0
+
+#: The longest the listener waits for a message before looking at its stop flag again: what
+#: closing an engine may wait for it.
+LISTEN_SECONDS = 0.1
 
 #: The most keys a replica adopts when it joins: more is a foreign or damaged database.
 MAX_KEYS = 100_000
@@ -439,7 +443,7 @@ class SharedStore:
                     log.warning("shared store %s is back; breakers reconciled", self._where)
                 continue
             try:
-                message = pubsub.get_message(timeout=0.5)
+                message = pubsub.get_message(timeout=LISTEN_SECONDS)
                 if message is None and time.monotonic() > heartbeat:
                     self._client.ping()
                     heartbeat = time.monotonic() + RETRY_SECONDS
