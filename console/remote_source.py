@@ -373,19 +373,12 @@ class RemoteSource(Source):
     def _apply(self, feed: RemoteFeed, message: object) -> list[list[Event] | Missed | Notice]:
         if isinstance(message, p.SnapshotMessage):
             back = feed.stale_since is not None and feed.connected_at is not None
-            store = feed.shared_store
             self._apply_snapshot(feed, message)
             out: list[list[Event] | Missed | Notice] = [Missed(0)]
             if back:
                 out.append(Notice(f"{feed.label} is back: resynced from its snapshot."))
-            if feed.shared_store == "lost" and store != "lost":
-                text = (
-                    f"{feed.label} lost its shared store: {feed.store_reason}. "
-                    "It decides alone until the store returns."
-                )
-                out.append(Notice(text, "warning"))
-            elif feed.shared_store == "ok" and store == "lost":
-                out.append(Notice(f"{feed.label}: its shared store answers again."))
+            # A lost (or returning) store is said in the header and the status line, not in a
+            # toast: one Redis lost by three replicas made six toasts over the cards.
             return out
         if isinstance(message, p.EventMessage | p.EventsMessage):
             records = [message.event] if isinstance(message, p.EventMessage) else message.events
