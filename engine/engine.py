@@ -49,7 +49,15 @@ from breakerdeck.engine.errors import StateDirError, UnknownKey
 from breakerdeck.engine.events import BreakerView, CallCompleted, CallDenied, Event, Relayed
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
-from breakerdeck.engine.replica import Arg, Foreign, Missing, Shared, Store, token
+from breakerdeck.engine.replica import (
+    MAX_SHARED_KEYS,
+    Arg,
+    Foreign,
+    Missing,
+    Shared,
+    Store,
+    token,
+)
 from breakerdeck.engine.store import Problems, VerdictStore
 from breakerdeck.engine.text import printable
 from breakerdeck.engine.verdict import Verdict, bounded, is_stale
@@ -185,6 +193,9 @@ class _Slot:
     ver: int = 0
     gen: int = 0
     dirty: bool = False
+    #: The highest version whose transitions this replica has shown (its own, or relayed in
+    #: the order the store published them).
+    shown: int = 0
 
 
 #: What a caller must see committed before it returns: a store ticket and what it holds.
@@ -241,6 +252,7 @@ class Engine:
         self._seq_ceiling = self._calls_ceiling = 0
         self._seq_saved = 0
         self._shared = shared
+        self._polling = self._poll_again = False
         if shared is not None:
             shared.use_policy(policy)  # type: ignore[arg-type]
         if state_dir is not None:
@@ -795,9 +807,11 @@ class Engine:
         if number is None:
             return []
         call = slot.probe
-        assert call is not None
         slot.probe = None
         transitions = breaker.record(number, EXPIRED, now)
+        self._changed_alone(slot)
+        if call is None:  # another replica's probe, expired here while the store is lost
+            return self._apply(slot, transitions, None, cause_seq=None)
         line = self._call_line(call, EXPIRED, True, "expired", None, None, None)
         return [line, *self._apply(slot, transitions, call.agent, cause_seq=line.seq)]
 
@@ -879,19 +893,16 @@ class Engine:
             )
         return ADMIT_NORMAL
 
-    def _take_shared(self, slot: _Slot, reply: Shared, *, show_prior: bool = True) -> None:
+    def _take_shared(self, slot: _Slot, reply: Shared) -> None:
         """Under the key's lock: the breaker as the store holds it. A probe slot held by one of
         this replica's calls is that call's number here; another replica's stays its token.
-        The write before the script's, if this replica had not seen it, is shown first."""
-        own, _, number = reply.probe.partition(":")
+        Others' transitions before it are shown when their messages arrive (`_relay`)."""
+        own, _, number = reply.probe.rpartition(":")
         probe: int | str | None = reply.probe or None
-        if own == self.instance and number.isdigit():
+        if own == self.instance and number.isascii() and number.isdigit():
             probe = int(number)
         offset = self.clock.monotonic() - self.clock.wall()
-        unseen = reply.prior
         slot.breaker.take(reply.state, offset, probe, reply.probe_deadline)
-        if show_prior and unseen.ver > slot.ver and unseen.origin != self.instance:
-            self._show(slot, unseen.transitions, unseen.origin)
         slot.ver, slot.gen = reply.ver, reply.gen
 
     @staticmethod
@@ -936,9 +947,10 @@ class Engine:
         """Under the key's lock: take a verdict from the store as a whole (on joining, or one a
         replica wrote back on its return); when it differs from this replica's, say so with a
         `circuit_breaker.restored` from `origin` (not audited). A read, or a reconcile the store
-        won, writes nothing: the verdict is then the last writer's, as the prior write says."""
+        won, writes nothing: the verdict is then its last writer's."""
         before = slot.breaker.snapshot()
-        self._take_shared(slot, reply, show_prior=False)
+        self._take_shared(slot, reply)
+        slot.shown = max(slot.shown, reply.ver)  # what came before is summed up here
         self._keep_probe(slot)
         if announce and slot.breaker.snapshot() != before:
             b = slot.breaker.snapshot(self.clock.wall() - self.clock.monotonic())
@@ -953,7 +965,7 @@ class Engine:
                 "rate_limited_streak": b.rate_limited_streak,
                 "last_retry_after_seconds": b.last_retry_after,
             }
-            self._show(slot, [Transition(ev.RESTORED, fields)], origin or reply.prior.origin)
+            self._show(slot, [Transition(ev.RESTORED, fields)], origin or reply.writer)
         self._follow(slot)
 
     def _foreign(self, name: str, reply: Foreign) -> None:
@@ -966,16 +978,29 @@ class Engine:
     def _relay(self, reply: Shared) -> None:
         """On the store's listener thread: another replica's script changed a breaker. Take
         it, and show its transitions with their origin (never audited or paged here)."""
-        if reply.origin == self.instance:
-            return
+        if reply.name not in self._slots and len(self._slots) >= MAX_SHARED_KEYS:
+            return  # a flood of names: what is already known is kept, no more is taken
         slot = self._slot(reply.name, reply.name)
         with slot.lock:
-            if reply.ver <= slot.ver or slot.dirty:
+            if slot.dirty and not self._reconcile(slot):
+                return  # lost again: the next join reads it
+            if reply.ver <= slot.shown or reply.origin == self.instance:
+                slot.shown = max(slot.shown, reply.ver)
                 return
-            if reply.won == "replica":  # a verdict written back after an outage
+            slot.shown = reply.ver
+            if reply.ver <= slot.ver:
+                # Its state is already here (a script of ours answered with a later one): only
+                # what it did is news.
+                self._show(slot, reply.transitions, reply.origin)
+            elif reply.won == "replica":  # a verdict written back after an outage
                 self._adopt(slot, reply, announce=True, origin=reply.origin)
             else:
+                call = slot.probe
                 self._take_shared(slot, reply)
+                if call is not None and reply.expired == token(self.instance, call.number):
+                    # Another replica expired our probe: its line is ours to write.
+                    slot.probe = None
+                    self._call_line(call, EXPIRED, True, "expired", None, None, None)
                 self._keep_probe(slot)
                 self._show(slot, reply.transitions, reply.origin)
                 self._follow(slot)
@@ -1018,8 +1043,7 @@ class Engine:
                 clean.append(name)
                 continue
             with slot.lock:
-                if not self._reconcile(slot):
-                    return
+                self._reconcile(slot)  # a key that will not (foreign, refused) stays ours
         seen = {name: (self._slots[name].gen, self._slots[name].ver) for name in clean}
         replies = store.run_many("read", clean, self._wall(), self.instance, seen)
         for name, reply in zip(clean, replies, strict=True):
@@ -1028,7 +1052,7 @@ class Engine:
                 if isinstance(reply, Missing):
                     slot.dirty = True
                     self._reconcile(slot)
-                elif isinstance(reply, Shared) and reply.ver != slot.ver:
+                elif isinstance(reply, Shared) and reply.ver > slot.ver:
                     self._adopt(slot, reply, announce=True)
         self._deliver()
 
@@ -1196,7 +1220,24 @@ class Engine:
             self.scheduler(when, self.poll if self._shared is None else self._poll_aside)
 
     def _poll_aside(self) -> None:
-        threading.Thread(target=self.poll, name="breakerdeck-poll", daemon=True).start()
+        """One poll thread at a time: a poll asked for while one runs makes it poll again."""
+        with self._meta:
+            if self._polling:
+                self._poll_again = True
+                return
+            self._polling = True
+        threading.Thread(
+            target=self._poll_while_asked, name="breakerdeck-poll", daemon=True
+        ).start()
+
+    def _poll_while_asked(self) -> None:
+        while True:
+            self.poll()
+            with self._meta:
+                if not self._poll_again:
+                    self._polling = False
+                    return
+                self._poll_again = False
 
     def _watched(self) -> bool:
         """Whether a line would reach anyone: a listener or the audit log."""

@@ -11,15 +11,9 @@ from typing import Protocol
 from breakerdeck.engine.breaker import BreakerState, Transition
 from breakerdeck.engine.policy import AgentPolicy
 
-
-@dataclass(frozen=True, slots=True)
-class Prior:
-    """The write before a script's: who made it, at which version, and its transitions, so a
-    replica that learns of it from its own script's answer still shows it."""
-
-    ver: int
-    origin: str
-    transitions: tuple[Transition, ...]
+#: The most breakers a replica takes from the shared store (on joining, or from messages):
+#: more is a foreign or damaged database.
+MAX_SHARED_KEYS = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +39,8 @@ class Shared:
     was_probe: bool
     #: `reconcile`: whose verdict stands, "store" or "replica".
     won: str | None
-    prior: Prior
+    #: Who wrote the verdict before this script (the writer of a verdict only read).
+    writer: str
 
 
 class Missing:

@@ -59,11 +59,26 @@ local b = {
   probe = s.probe or "",
   probe_deadline = num(s.pd) or 0,
 }
+-- Stored times are read within bounds, as the replicas read them: a replica whose clock ran
+-- ahead must not hold the fleet open (or its probe out) for longer than the policy says. A
+-- bounded value is written back, so the bound holds from the first script that saw it.
+local clamped = false
+local function not_after(value, limit)
+  if value ~= nil and value > limit then
+    clamped = true
+    return limit
+  end
+  return value
+end
+b.last_failure = not_after(b.last_failure, now)
+b.opened = not_after(b.opened, now)
+b.cooldown = math.max(0, not_after(b.cooldown, cooldown_step))
+b.probe_deadline = not_after(b.probe_deadline, now + cooldown_step)
 local ver, gen = num(s.ver) or 0, num(s.gen) or 0
--- What the last write did, for a replica that has not seen it yet.
-local answer = {prior_ver = ver, prior_origin = s.origin or "", prior_tr = s.lt or "[]"}
+-- Who wrote the verdict last: a read or a reconcile the store won writes nothing.
+local answer = {writer = s.origin or ""}
 local transitions = {}
-local changed, bumped = false, false
+local changed, bumped = clamped and exists, false
 
 local function made(kind, fields)
   transitions[#transitions + 1] = {kind, fields}
@@ -103,9 +118,11 @@ end
 
 local function expire()
   if b.state == "half_open" and b.probe ~= "" and now > b.probe_deadline then
+    local before = #transitions
     answer.expired = b.probe
     count_failure("upstream_failure", "probe never reported back")
     reopen()
+    answer.expired_tr = #transitions - before
   end
 end
 
@@ -217,8 +234,7 @@ if changed then
     "v", FORMAT, "ver", ver, "gen", gen, "state", b.state, "count", b.count,
     "lf", b.last_failure or "", "detail", b.detail, "opened", b.opened or "",
     "cooldown", b.cooldown, "fp", b.failed_probes, "paged", b.paged and "1" or "0",
-    "cause", b.cause, "probe", b.probe, "pd", b.probe_deadline, "origin", origin, "at", now,
-    "lt", cjson.encode(transitions))
+    "cause", b.cause, "probe", b.probe, "pd", b.probe_deadline, "origin", origin, "at", now)
   redis.call("PEXPIRE", key, ttl_ms)
 end
 

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import redis
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -33,12 +33,12 @@ from breakerdeck.engine.breaker import BreakerState, State, Transition
 from breakerdeck.engine.outcomes import OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.replica import (
+    MAX_SHARED_KEYS,
     Arg,
     Foreign,
     Missing,
     OnChange,
     OnJoin,
-    Prior,
     Reply,
     Shared,
 )
@@ -60,10 +60,10 @@ RETRY_SECONDS = 1.0
 #: closing an engine may wait for it.
 LISTEN_SECONDS = 0.1
 
-#: The most keys a replica adopts when it joins: more is a foreign or damaged database.
-MAX_KEYS = 100_000
 
 _MAX_TEXT = 500
+#: Versions and generations beyond this are damage: Lua counts exactly only up to 2**53.
+_MAX_COUNTER = 2**53
 _MAX_NAME = 256
 _SCHEMES = ("redis", "rediss")
 _TRANSITION_TYPES = frozenset(
@@ -90,17 +90,12 @@ class _Fields(BaseModel):
     pd: float
 
 
-_TransitionList: TypeAdapter[list[tuple[str, dict[str, Any]]] | dict[str, Any]] = TypeAdapter(
-    list[tuple[str, dict[str, Any]]] | dict[str, Any]
-)
-
-
 class _Answer(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     name: str = Field(max_length=_MAX_NAME)
-    ver: int = Field(ge=0)
-    gen: int = Field(ge=0)
+    ver: int = Field(ge=0, le=_MAX_COUNTER)
+    gen: int = Field(ge=0, le=_MAX_COUNTER)
     origin: str = Field(max_length=_MAX_NAME)
     s: _Fields
     # An empty Lua table encodes as an object, so "no transitions" may come as {}.
@@ -111,9 +106,7 @@ class _Answer(BaseModel):
     expired: str | None = None
     expired_tr: int = Field(default=0, ge=0, le=2)
     won: Literal["store", "replica"] | None = None
-    prior_ver: int = Field(default=0, ge=0)
-    prior_origin: str = Field(default="", max_length=_MAX_NAME)
-    prior_tr: str = Field(default="[]", max_length=10_000)
+    writer: str = Field(default="", max_length=_MAX_NAME)
 
 
 class SharedStore:
@@ -146,7 +139,9 @@ class SharedStore:
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             retry=Retry(NoBackoff(), 0),
-            decode_responses=True,
+            # Bytes: whatever another writer left in Redis (not UTF-8, say) is decoded here,
+            # with replacement, never inside the client where it would raise.
+            decode_responses=False,
             health_check_interval=0,
         )
         self._script = self._client.register_script(SCRIPT)
@@ -154,7 +149,7 @@ class SharedStore:
         #: While a lost store is being rejoined, scripts run (the engine reconciles) though
         #: `lost` still says so: it clears only once every breaker is reconciled.
         self._joining = False
-        self._losses = 0
+        self._losses = self._joined_at = 0
         self._notes = Problems()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -201,7 +196,7 @@ class SharedStore:
             self._lose(error)
             return proposed
         try:
-            value = float(stored) if isinstance(stored, str) else math.nan
+            value = float(_text(stored)) if isinstance(stored, bytes) else math.nan
         except ValueError:
             value = math.nan
         if not math.isfinite(value) or abs(value - proposed) > 366 * 86_400:
@@ -221,8 +216,8 @@ class SharedStore:
         *extra: Arg,
     ) -> Reply | None:
         """One script on one breaker; None when the store is lost (or just got lost)."""
-        if self._lost is not None and not self._joining:
-            return None
+        if self._lost is not None and not (self._joining and self._losses == self._joined_at):
+            return None  # lost (or lost again while joining: the rest of the join is moot)
         try:
             text = self._script(
                 keys=[self._key(name)], args=self._args(op, name, now, origin, seen, extra)
@@ -277,9 +272,15 @@ class SharedStore:
         head = f"{self.prefix}:breaker:"
         found = []
         for key in self._client.scan_iter(match=f"{head}*", count=1000):
-            found.append(str(key)[len(head) :])
-            if len(found) >= MAX_KEYS:
-                self.note(f"more than {MAX_KEYS} breakers under {head}*; the rest not adopted")
+            name = _text(key)[len(head) :]
+            if not name or len(name) > _MAX_NAME or printable(name) != name:
+                self.note(f"a key in the shared store was not adopted: {printable(name)[:80]!r}")
+                continue
+            found.append(name)
+            if len(found) >= MAX_SHARED_KEYS:
+                self.note(
+                    f"more than {MAX_SHARED_KEYS} breakers under {head}*; the rest not adopted"
+                )
                 break
         return found
 
@@ -319,16 +320,15 @@ class SharedStore:
         """A script's answer (or a published message), validated and read within bounds; None
         (and a note in `problems`) for anything else."""
         try:
-            data = json.loads(text) if isinstance(text, str | bytes) else None
+            data = json.loads(_text(text)) if isinstance(text, str | bytes) else None
             if isinstance(data, dict) and data.get("missing"):
                 return Missing()
             if isinstance(data, dict) and "foreign" in data:
                 return Foreign(printable(str(data["foreign"]))[:64])
-            answer = _Answer.model_validate(data)
-        except (ValueError, ValidationError) as error:
+            return self._bounded(_Answer.model_validate(data), now)
+        except Exception as error:  # anything at all: it came from outside
             self.note(f"an unreadable answer from the shared store was ignored ({error!r:.200})")
             return None
-        return self._bounded(answer, now)
 
     def _bounded(self, answer: _Answer, now: float) -> Shared:
         f = answer.s
@@ -388,12 +388,10 @@ class SharedStore:
             expired=answer.expired,
             expired_count=answer.expired_tr,
             admit=answer.admit,
-            left=answer.left if math.isfinite(answer.left) and answer.left >= 0 else 0.0,
+            left=min(answer.left, verdict.cooldown) if answer.left >= 0 else 0.0,
             was_probe=answer.probe,
             won=answer.won,
-            prior=Prior(
-                answer.prior_ver, printable(answer.prior_origin)[:64], _stored(answer.prior_tr)
-            ),
+            writer=printable(answer.writer)[:64],
         )
 
     # -- listening -----------------------------------------------------------------------------
@@ -414,13 +412,13 @@ class SharedStore:
         pubsub: redis.client.PubSub = self._client.pubsub(  # type: ignore[no-untyped-call]
             ignore_subscribe_messages=True
         )
-        losses = self._losses
+        losses = self._joined_at = self._losses
         self._joining = True
         try:
             pubsub.subscribe(self.channel)
             assert self._on_join is not None
             self._on_join()
-        except redis.RedisError as error:
+        except Exception as error:  # a Redis error, or anything the store's data provoked
             self._lose(error)
         finally:
             self._joining = False
@@ -460,9 +458,15 @@ class SharedStore:
             pubsub.close()
 
     def _deliver(self, data: object) -> None:
-        reply = self.read_reply(data, self._wall())
-        if isinstance(reply, Shared) and self._on_change is not None:
-            self._on_change(reply)
+        """One published change to the engine. Whatever goes wrong with it is noted and the
+        listener goes on: a thread that died here would leave the replica deaf for good."""
+        try:
+            reply = self.read_reply(data, self._wall())
+            if isinstance(reply, Shared) and self._on_change is not None:
+                self._on_change(reply)
+        except Exception as error:
+            log.exception("a change from the shared store could not be applied")
+            self.note(f"a change from the shared store could not be applied ({error!r:.200})")
 
     def close(self) -> None:
         self._stopping.set()
@@ -493,13 +497,11 @@ def _transitions(raw: list[tuple[str, dict[str, Any]]] | dict[str, Any]) -> tupl
     return tuple(made)
 
 
-def _stored(text: str) -> tuple[Transition, ...]:
-    """The transitions a key's last write made, as the hash keeps them (JSON)."""
-    try:
-        raw = json.loads(text)
-        return _transitions(_TransitionList.validate_python(raw))
-    except (ValueError, ValidationError):
-        return ()
+def _text(value: object) -> str:
+    """What Redis sent, as text: bytes that are not UTF-8 replaced, never raised on."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
 
 
 def _number(value: object, kind: type[int] | type[float]) -> int | float:

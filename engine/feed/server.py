@@ -344,7 +344,10 @@ class FeedServer:
         log.info("feed: %s connected as %s", peer, role)
         try:
             async for raw in ws:
-                client.answer(self._answer(client, raw, peer))
+                if self.engine.sharing:  # a reset is a round trip to the shared store
+                    client.answer(await asyncio.to_thread(self._answer, client, raw, peer))
+                else:
+                    client.answer(self._answer(client, raw, peer))
                 # A client that sends requests but never reads the answers is simply not read
                 # from any more: TCP pushes back on it, and nobody else notices.
                 await client.room.wait()

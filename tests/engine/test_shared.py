@@ -460,7 +460,20 @@ def test_values_out_of_bounds_in_the_store_are_read_safely(
     breaker = late.engine.breaker(AGENT)
     assert breaker.cooldown == 300.0 and breaker.last_failure_at is None
     assert "\x1b" not in breaker.last_failure_detail
-    assert any("out of range" in p for p in late.engine.problems)
+
+
+def test_a_replica_whose_clock_ran_ahead_holds_the_fleet_open_one_cooldown_at_most(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a = fleet.replica("a")
+    trip([a])
+    ahead = fleet.clock.wall() + 3 * 86_400
+    with session_redis.client() as client:
+        client.hset(f"breakerdeck:breaker:{AGENT}", mapping={"opened": repr(ahead)})
+    late = fleet.replica("late")
+    assert late.call().retry_after <= 300.0
+    fleet.clock.advance(300)
+    assert late.call(SUCCESS).as_probe
 
 
 def test_a_wrong_password_leaves_local_breakers_and_says_why(
@@ -553,3 +566,63 @@ def test_replicas_returning_from_one_outage_keep_the_graver_verdict(
     finally:
         for link in links.values():
             link.close()
+
+
+def test_our_probe_expired_by_the_store_gets_its_expired_line(fleet: Fleet) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    trip([a])
+    fleet.clock.advance(300)
+    assert a.call().as_probe  # never reported back
+    fleet.clock.advance(LEASE + 2)
+    assert b.call().reason is DenyReason.OPEN  # b's script expires a's probe
+    eventually(lambda: any(e.fields.get("fault") == "expired" for e in a.events))
+    line = next(e for e in a.events if e.fields.get("fault") == "expired")
+    assert line.fields["probe"] is True and not line.relayed
+
+
+def test_another_replicas_probe_expires_here_while_the_store_is_lost(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    link = Cuttable(("127.0.0.1", session_redis.port))
+    try:
+        a, b = fleet.replica("a"), fleet.replica("b", url=link.url())
+        trip([a])
+        fleet.clock.advance(300)
+        assert a.call().as_probe
+        eventually(lambda: b.state() == "half_open")
+        assert b.engine.breaker(AGENT).probe_id is not None
+        link.cut()
+        fleet.clock.advance(LEASE + 2)
+        assert b.call().reason is DenyReason.OPEN  # expired here, alone: a failed probe
+        assert b.engine.shared_lost is not None
+    finally:
+        link.close()
+
+
+def test_garbage_published_on_the_channel_leaves_the_listener_relaying(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    with session_redis.client() as client:
+        for junk in (b"\xff", b"[[[[[[[[[[" * 10_000, b'{"ver": 1e400}'):
+            client.publish("breakerdeck:changes", junk)
+    trip([a])
+    eventually(lambda: b.state() == "open")
+
+
+def test_a_foreign_key_does_not_stop_a_returning_replica_adopting_the_others(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    link = Cuttable(("127.0.0.1", session_redis.port))
+    try:
+        a, b = fleet.replica("a"), fleet.replica("b", url=link.url())
+        link.cut()
+        b.call(UPSTREAM, agent="aaa")  # b changes "aaa" alone
+        with session_redis.client() as client:
+            client.hset("breakerdeck:breaker:aaa", mapping={"v": "2"})
+        trip([a], times=5)
+        link.mend()
+        eventually(lambda: b.engine.shared_lost is None)
+        eventually(lambda: b.state() == "open")
+    finally:
+        link.close()
