@@ -94,6 +94,10 @@ class _Failed(Exception):
         self.answer = answer
 
 
+#: Transitions that end a probe another replica sent: waiters here ask the engine again.
+_PROBE_ENDS = frozenset({ev.RECOVERED, ev.REOPENED, ev.RESET})
+
+
 class GatewayApp:
     """The ASGI app. `speed` is the engine clock's: deadlines are read on that clock."""
 
@@ -166,10 +170,12 @@ class GatewayApp:
             self._session = None
 
     def _on_event(self, event: Event) -> None:
-        """Attached only while a call waits for a probe (or a feed listens anyway): a reset
-        lets the waiters ask the engine now. Listeners may run on the feed's thread; the event
-        loop is only touched through its thread-safe door."""
-        if event.type == ev.RESET and self._loop is not None:
+        """Attached only while a call waits for a probe (or a feed listens anyway): a reset, or
+        another replica's probe ending (relayed), lets the waiters ask the engine now.
+        Listeners may run on the feed's or the shared store's thread; the event loop is only
+        touched through its thread-safe door."""
+        ends_probe = event.type == ev.RESET or (event.relayed and event.type in _PROBE_ENDS)
+        if ends_probe and self._loop is not None:
             self._loop.call_soon_threadsafe(self.calls.reset_seen, event.key)
 
     # -- the request ---------------------------------------------------------------------

@@ -25,6 +25,7 @@ from breakerdeck.engine.front.app import GatewayApp
 from breakerdeck.engine.front.config import load
 from breakerdeck.engine.front.server import Options, _Server, uvicorn_config
 from breakerdeck.engine.policy import AgentPolicy
+from breakerdeck.engine.replica import Store
 
 DEADLINE = 0.5
 
@@ -101,10 +102,18 @@ async def start_gateway(tmp_path: Path) -> AsyncIterator[StartRig]:
     """`await start_gateway(config_path)`: a running gateway on its own port."""
     running: list[tuple[_Server, asyncio.Task[None], Rig]] = []
 
-    async def start(config_path: Path, deadline: float = DEADLINE) -> Rig:
+    async def start(
+        config_path: Path,
+        deadline: float = DEADLINE,
+        *,
+        clock: ManualClock | None = None,
+        shared: Store | None = None,
+    ) -> Rig:
+        """A replica of a fleet when given the fleet's `clock` and a `shared` store."""
         config, digests = load(config_path)
-        clock = ManualClock()
-        engine = Engine(AgentPolicy(deadline_seconds=deadline), clock=clock)
+        clock = clock or ManualClock()
+        engine = Engine(AgentPolicy(deadline_seconds=deadline), clock=clock, shared=shared)
+        engine.restore()
         app = GatewayApp(config, digests, config_path=config_path, engine=engine)
         sock = free_socket()
         options = Options(config_path, config, digests, "127.0.0.1:0", None, None)

@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.results import HALT_INSTRUCTIONS
+from breakerdeck.engine.shared import SharedStore
 from breakerdeck.fixtures.faults import REFUSED, SLOW, Fault
 from breakerdeck.fixtures.platform import FakePlatform
 from breakerdeck.fixtures.server import PlatformServer
 from tests.front.conftest import StartRig, body, credential_file, write_config
+from tests.redis_server import RedisServer
 
 
 @pytest.fixture
@@ -196,3 +199,31 @@ async def test_a_platform_with_a_token_url_gets_the_refresh_token_grant(
     assert answer.status_code == 200
     assert (platform.refreshes, platform.requests) == (1, 2)
     assert rig.app.vault._held[("billing", "payments")].value == "payments-refreshed-1"
+
+
+async def test_with_probe_wait_waiters_on_another_replica_proceed_when_its_probe_succeeds(
+    tmp_path: Path,
+    payments: tuple[FakePlatform, PlatformServer],
+    start_gateway: StartRig,
+    session_redis: RedisServer,
+) -> None:
+    platform, server = payments
+    # Waiters would wait out 20 s unless the other replica's probe ending wakes them.
+    config = _config(tmp_path, server, "probe_wait_seconds = 20")
+    clock = ManualClock()
+    a, b = [
+        await start_gateway(config, 25.0, clock=clock, shared=SharedStore(session_redis.url))
+        for _ in range(2)
+    ]
+    platform.set_fault(REFUSED)
+    for _ in range(5):
+        await a.call("billing", "/p/payments/x")
+    clock.advance(300)
+    platform.set_fault(Fault(SLOW.kind, delay=0.5))
+    probe = asyncio.create_task(a.call("billing", "/p/payments/x"))
+    while b.engine.breaker("billing").probe_id is None:
+        await asyncio.sleep(0.01)
+    waiters = [b.call("billing", "/p/payments/x") for _ in range(5)]
+    answers = await asyncio.wait_for(asyncio.gather(probe, *waiters), timeout=10)
+    assert [a.status_code for a in answers] == [200] * 6
+    assert platform.requests == 5 + 6
