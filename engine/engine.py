@@ -432,7 +432,8 @@ class Engine:
         """Let the call in, as normal or as the one probe, or refuse it (`call.denied`).
 
         A transition this causes (a due half-open) is on disk before it returns."""
-        breaker = self._slots[call.key].breaker
+        slot = self._slots[call.key]
+        breaker = slot.breaker
         # The seq is read before the state: if a trip lands in between, this call still reads
         # as admitted before it, which is what a closed breaker let in.
         seq = self._seq
@@ -441,11 +442,11 @@ class Engine:
             call.admitted_wall = self._wall()
             call.admitted_seq = seq
             return ADMIT_NORMAL
-        if not self._watched():
+        if not (self._listeners or self.audit is not None):  # `_watched()`, inlined
             # Nobody reads a refusal's line: a breaker in its cooldown refuses without a lock.
             refusal = breaker.cooling(self.clock.monotonic())
             if refusal is not None:
-                self._slots[call.key].denied[refusal.reason] += 1
+                slot.denied[refusal.reason] += 1
                 return refusal
         admission, owed = self._admit_slow(call, lease)
         self._settle(owed)
@@ -453,17 +454,18 @@ class Engine:
 
     async def admit_async(self, call: Call, lease: float) -> Admission:
         """`admit` for a coroutine: the wait for the disk never blocks the event loop."""
-        breaker = self._slots[call.key].breaker
+        slot = self._slots[call.key]
+        breaker = slot.breaker
         seq = self._seq
         if breaker.state is _CLOSED:
             call.admitted_as = "normal"
             call.admitted_wall = self._wall()
             call.admitted_seq = seq
             return ADMIT_NORMAL
-        if not self._watched():
+        if not (self._listeners or self.audit is not None):
             refusal = breaker.cooling(self.clock.monotonic())
             if refusal is not None:
-                self._slots[call.key].denied[refusal.reason] += 1
+                slot.denied[refusal.reason] += 1
                 return refusal
         if self._asks_store(breaker, self.clock.monotonic()):
             # A round trip to the shared store: on a worker thread, never on the loop.

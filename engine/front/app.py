@@ -141,8 +141,9 @@ class GatewayApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            await self._http(scope, receive, send)
-        elif scope["type"] == "lifespan":
+            # Not `await self._http(...)`: one coroutine fewer on every request.
+            return await self._http(scope, receive, send)
+        if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
@@ -204,29 +205,30 @@ class GatewayApp:
         call = self.calls.open(agent, platform.name)
         admission = await self.calls.admit(call, platform.probe_wait_seconds)
         if not admission.allowed:
-            await self._halted(send, admission, call)
+            start, halted = self._halted(admission, call)
+            await send(start)
+            await send(halted)
             return
         url = upstream_url(platform.base, target[1], scope["query_string"])
         await self._call(scope, receive, send, call, platform, url, declared != 0)
 
-    async def _halted(self, send: Send, admission: Admission, call: Call) -> None:
-        """403 `agent_halted`: the fast-fail path. Its headers and body message are made once
-        per (reason, cause, whole seconds left) and reused until the second changes; a refusal
-        allocates only its call id and the start message (the server sends both on)."""
+    def _halted(self, admission: Admission, call: Call) -> tuple[Message, Message]:
+        """403 `agent_halted`: the fast-fail path, as its two messages (the caller sends them:
+        no coroutine of its own). Its headers and body message are made once per (reason,
+        cause, whole seconds left) and reused until the second changes; a refusal allocates
+        only its call id and the start message."""
         shape = (admission.reason, admission.cause, math.ceil(admission.retry_after))
         encoded = self._halted_cache.get(shape)
         if encoded is None:
             encoded = self._encode_halted(shape, admission)
         headers, body = encoded
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 403,
-                # `engine.call_id`, formatted straight to bytes.
-                "headers": [*headers, (CALL_HEADER, b"call-%06d" % call.number)],
-            }
-        )
-        await send(body)
+        start = {
+            "type": "http.response.start",
+            "status": 403,
+            # `engine.call_id`, formatted straight to bytes.
+            "headers": [*headers, (CALL_HEADER, b"call-%06d" % call.number)],
+        }
+        return start, body
 
     def _encode_halted(self, shape: _Shape, admission: Admission) -> _Encoded:
         if len(self._halted_cache) > 1024:

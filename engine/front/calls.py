@@ -37,6 +37,7 @@ class Calls:
     ) -> None:
         self.engine = engine
         self.policy = policy
+        self._deadline = policy.deadline_seconds
         self.speed = speed
         self.counts = counts or Counts()
         self._probe_done: dict[str, asyncio.Event] = {}
@@ -80,13 +81,8 @@ class Calls:
         return True
 
     def open(self, agent: str, platform: str) -> Call:
-        return self.engine.new_call(
-            key=agent,
-            agent=agent,
-            platform=platform,
-            tool=platform,
-            deadline_seconds=self.policy.deadline_seconds,
-        )
+        # key, agent, platform, tool (the platform), deadline: positional, on every request.
+        return self.engine.new_call(agent, agent, platform, platform, self._deadline)
 
     def idempotency_key(self, call: Call) -> str:
         return self.engine.idempotency_key(call.number)
