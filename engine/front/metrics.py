@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import TypeVar
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -104,8 +105,12 @@ class BreakerCollector(Collector):
         return family
 
 
+#: A family's label values, as many as its label names.
+LabelValues = TypeVar("LabelValues", bound=tuple[str, ...])
+
+
 def _family(
-    name: str, documentation: str, labels: list[str], values: dict[tuple[str, ...], int]
+    name: str, documentation: str, labels: list[str], values: Mapping[LabelValues, int]
 ) -> CounterMetricFamily:
     family = CounterMetricFamily(name, documentation, labels=labels)
     for label_values, n in sorted(values.items()):
