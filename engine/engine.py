@@ -920,7 +920,16 @@ class Engine:
         store's verdict is taken. False when the store is lost again."""
         store = self._shared
         assert store is not None
-        b = slot.breaker.snapshot(self.clock.wall() - self.clock.monotonic())
+        to_wall = self.clock.wall() - self.clock.monotonic()
+        breaker = slot.breaker
+        b = breaker.snapshot(to_wall)
+        # A probe still out goes with the verdict, so the store's slot stays taken by it.
+        probe = breaker.probe_id if b.state is State.HALF_OPEN else None
+        held = (
+            ""
+            if probe is None
+            else (token(self.instance, probe) if isinstance(probe, int) else probe)
+        )
         reply = store.run(
             "reconcile",
             slot.breaker.key,
@@ -936,6 +945,8 @@ class Engine:
             b.failed_probes,
             "1" if b.paged else "0",
             b.trip_cause.value if b.trip_cause else "",
+            held,
+            repr(breaker.probe_deadline + to_wall) if held else "",
         )
         if not isinstance(reply, Shared):
             if isinstance(reply, Foreign):

@@ -9,7 +9,8 @@
 --   record    token, class, counted ("1"/"0"), detail
 --   tick      (none)
 --   reset     actor, reason
---   reconcile state, count, last_failure, detail, opened, cooldown, failed_probes, paged, cause
+--   reconcile state, count, last_failure, detail, opened, cooldown, failed_probes, paged, cause,
+--             the probe still out (its call token, or "") and its lease's end
 --   read      (none)
 -- Returns JSON: {ver, gen, s = the fields, tr = transitions made, probe, admit, left, expired}
 -- or {missing = true} (the key is gone though this replica saw it: wiped or collected), or
@@ -193,7 +194,7 @@ elseif op == "reconcile" then
     state = ARGV[13], count = tonumber(ARGV[14]), last_failure = num(ARGV[15]),
     detail = ARGV[16], opened = num(ARGV[17]), cooldown = tonumber(ARGV[18]),
     failed_probes = tonumber(ARGV[19]), paged = ARGV[20] == "1", cause = ARGV[21],
-    probe = "", probe_deadline = 0,
+    probe = ARGV[22] or "", probe_deadline = not_after(num(ARGV[23]) or 0, now + cooldown_step),
   }
   local function ends(v)
     return (v.opened or now) + v.cooldown
@@ -211,8 +212,11 @@ elseif op == "reconcile" then
     -- open beats closed, and of two closed the higher count stands.
     graver = mine.state ~= "closed" or mine.count > b.count
   else
-    -- Deadlines only move later: of two open verdicts, the later end stands.
-    graver = mine.state ~= "closed" and ends(mine) > ends(b)
+    -- Deadlines only move later: of two open verdicts, the later end stands; at the same
+    -- end, a probe still out stands over none (the fleet then waits for it).
+    local later = ends(mine) > ends(b)
+    local probing = ends(mine) == ends(b) and mine.probe ~= "" and b.probe == ""
+    graver = mine.state ~= "closed" and (later or probing)
   end
   if graver then
     -- A write-back is no transition: the generation stays, so the next returning

@@ -626,3 +626,22 @@ def test_a_foreign_key_does_not_stop_a_returning_replica_adopting_the_others(
         eventually(lambda: b.state() == "open")
     finally:
         link.close()
+
+
+def test_a_probe_taken_alone_stays_the_fleets_one_probe_when_the_store_returns(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    link = Cuttable(("127.0.0.1", session_redis.port))
+    try:
+        a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
+        trip([b])
+        eventually(lambda: a.state() == "open")
+        link.cut()
+        fleet.clock.advance(300)
+        assert a.call().as_probe  # taken alone, still out
+        link.mend()
+        eventually(lambda: a.engine.shared_lost is None)
+        eventually(lambda: b.engine.breaker(AGENT).probe_id is not None)
+        assert b.call().reason is DenyReason.PROBE_IN_FLIGHT
+    finally:
+        link.close()
