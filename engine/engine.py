@@ -11,6 +11,9 @@ callbacks).
 Storage never sits on the call path: verdicts and events are queued for writer threads. The one
 exception the design asks for is a transition, reset or credential flag, whose caller waits
 (after the lock is released, at most `COMMIT_WAIT` seconds) until it is on disk.
+
+With a shared store the engine owns a `fleet.Fleet`, which keeps its breakers in step with the
+other replicas'; the engine calls it where the fleet has a say, and only then.
 """
 
 from __future__ import annotations
@@ -27,16 +30,15 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine import statedir
 from breakerdeck.engine.audit import AuditLog
 from breakerdeck.engine.breaker import (
     ADMIT_NORMAL,
-    ADMIT_PROBE,
     Admission,
     Breaker,
     BreakerState,
@@ -46,21 +48,15 @@ from breakerdeck.engine.breaker import (
 )
 from breakerdeck.engine.clock import Clock, SystemClock
 from breakerdeck.engine.errors import StateDirError, UnknownKey
-from breakerdeck.engine.events import BreakerView, CallCompleted, CallDenied, Event, Relayed
+from breakerdeck.engine.events import BreakerView, CallCompleted, CallDenied, Event
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
-from breakerdeck.engine.replica import (
-    MAX_SHARED_KEYS,
-    Arg,
-    Foreign,
-    Missing,
-    Shared,
-    Store,
-    token,
-)
+from breakerdeck.engine.replica import Store, token
 from breakerdeck.engine.store import Problems, VerdictStore
-from breakerdeck.engine.text import printable
 from breakerdeck.engine.verdict import Verdict, bounded, is_stale
+
+if TYPE_CHECKING:
+    from breakerdeck.engine.fleet import Fleet
 
 log = logging.getLogger(__name__)
 
@@ -251,10 +247,12 @@ class Engine:
         self._seq_refill = self._calls_refill = float("inf")
         self._seq_ceiling = self._calls_ceiling = 0
         self._seq_saved = 0
-        self._shared = shared
+        self._fleet: Fleet | None = None
         self._polling = self._poll_again = False
         if shared is not None:
-            shared.use_policy(policy)  # type: ignore[arg-type]
+            from breakerdeck.engine.fleet import Fleet  # it imports this module
+
+            self._fleet = Fleet(self, shared)
         if state_dir is not None:
             self._open_state(statedir.prepare(state_dir))
 
@@ -282,20 +280,20 @@ class Engine:
             found += self.audit.problems
         if self.store is not None:
             found += self.store.problems
-        if self._shared is not None:
-            found += self._shared.problems()
+        if self._fleet is not None:
+            found += self._fleet.store.problems()
         return found
 
     @property
     def sharing(self) -> bool:
         """Whether this engine shares its breakers with replicas (a shared store)."""
-        return self._shared is not None
+        return self._fleet is not None
 
     @property
     def shared_lost(self) -> str | None:
         """Why the shared store cannot be used now (this replica decides alone meanwhile), or
         None: with no shared store, or while it answers."""
-        return None if self._shared is None else self._shared.lost
+        return None if self._fleet is None else self._fleet.store.lost
 
     def __enter__(self) -> Self:
         return self
@@ -328,8 +326,8 @@ class Engine:
         """Seed breakers from the verdict store, then (with a shared store) join the fleet:
         adopt what it holds and listen for its changes. Call once subscribers are attached."""
         restored = self._restore_local()
-        if self._shared is not None:
-            self._shared.start(self._relay, self._join, self.clock.wall)
+        if self._fleet is not None:
+            self._fleet.start()
         return restored
 
     def _restore_local(self) -> list[Event]:
@@ -390,7 +388,7 @@ class Engine:
             self._schedule_poll(breaker.opened_at + breaker.cooldown)
         slot.credential_worked_at = verdict.credential_ok_at
         slot.credential_revoked = verdict.credential_revoked
-        slot.dirty = self._shared is not None  # the fleet's verdict, if any, wins on joining
+        slot.dirty = self._fleet is not None  # the fleet's verdict, if any, wins on joining
         fields = {
             "state": verdict.state,
             "count": verdict.count,
@@ -467,7 +465,7 @@ class Engine:
             if refusal is not None:
                 slot.denied[refusal.reason] += 1
                 return refusal
-        if self._asks_store(breaker, self.clock.monotonic()):
+        if self._fleet is not None and self._fleet.asks(breaker, self.clock.monotonic()):
             # A round trip to the shared store: on a worker thread, never on the loop.
             admission, owed = await asyncio.to_thread(self._admit_slow, call, lease)
         else:
@@ -487,16 +485,17 @@ class Engine:
         """Under the key's lock: expire a lost probe, admit or refuse, write what that caused."""
         now = self.clock.monotonic()
         lease += LEASE_GRACE_SECONDS
-        shared = None
-        if self._asks_store(slot.breaker, now):
-            shared = self._shared_step(slot, "admit", token(self.instance, call.number), lease)
-        if shared is None:
+        fleet = self._fleet
+        decided = None
+        if fleet is not None and fleet.asks(slot.breaker, now):
+            decided = fleet.admit(slot, call.number, lease)
+        if decided is None:
             self._expire(slot, now)
             admission, transitions = slot.breaker.admit(call.number, now, lease)
             if transitions or admission.as_probe:
                 self._changed_alone(slot)
         else:
-            admission, transitions = self._shared_admission(slot, shared), shared.transitions
+            admission, transitions = decided
         breaker = slot.breaker
         self._apply(slot, transitions, call.agent, cause_seq=None)
         if admission.allowed:
@@ -564,7 +563,7 @@ class Engine:
         """`complete` for a coroutine: the wait for the disk never blocks the event loop."""
         if self._untouched(call, outcome):
             return None
-        if self._shared is not None and not self._unchanging(self._slots[call.key], outcome):
+        if self._fleet is not None and not self._unchanging(self._slots[call.key], outcome):
             # A round trip to the shared store: on a worker thread, never on the loop.
             line, owed = await asyncio.to_thread(
                 self._record, call, outcome, fault, agent_status, refresh, platform_status
@@ -622,12 +621,13 @@ class Engine:
             now = self.clock.monotonic()
             count_before = slot.breaker.count
             shared = None
-            if self._shared is not None and (
+            fleet = self._fleet
+            if fleet is not None and (
                 outcome.counted or outcome.cls is _SUCCESS or slot.breaker.state is not _CLOSED
             ):
                 counted = "1" if outcome.counted else "0"
                 call_token = token(self.instance, call.number)
-                shared = self._shared_step(
+                shared = fleet.step(
                     slot, "record", call_token, outcome.cls.value, counted, outcome.detail
                 )
             # The breaker moves first, so the last line this writes carries its view after.
@@ -765,7 +765,8 @@ class Engine:
         slot = self._known(key)
         with slot.lock:
             slot.probe = None
-            shared = self._shared_step(slot, "reset", actor, reason) if self._shared else None
+            fleet = self._fleet
+            shared = None if fleet is None else fleet.step(slot, "reset", actor, reason)
             if shared is None:
                 transitions: Sequence[Transition] = slot.breaker.reset(actor, reason)
                 self._changed_alone(slot)
@@ -788,8 +789,8 @@ class Engine:
             with slot.lock:
                 now = self.clock.monotonic()
                 shared = None
-                if self._shared is not None and _due(slot.breaker, now):
-                    shared = self._shared_step(slot, "tick", written=written)
+                if self._fleet is not None and _due(slot.breaker, now):
+                    shared = self._fleet.step(slot, "tick", written=written)
                 if shared is None:
                     written += self._expire(slot, now)
                     transitions = slot.breaker.poll(now)
@@ -817,257 +818,11 @@ class Engine:
         line = self._call_line(call, EXPIRED, True, "expired", None, None, None)
         return [line, *self._apply(slot, transitions, call.agent, cause_seq=line.seq)]
 
-    # -- replicas (a shared store) -------------------------------------------------------------
-
-    def _asks_store(self, breaker: Breaker, now: float) -> bool:
-        """Whether admitting needs the fleet's word: a refusal in the cooldown or behind a live
-        probe is this replica's own (its copy is current by subscription)."""
-        if self._shared is None or breaker.state is _CLOSED or breaker.cooling(now) is not None:
-            return False
-        busy = breaker.probe_id is not None and breaker.expired_probe(now) is None
-        return not (breaker.state is State.HALF_OPEN and busy)
-
     def _changed_alone(self, slot: _Slot) -> None:
         """Under the key's lock: the breaker moved without the store (lost, or a foreign key),
         so the store hears this replica's verdict when it is back."""
-        if self._shared is not None:
+        if self._fleet is not None:
             slot.dirty = True
-
-    def _shared_step(
-        self, slot: _Slot, op: str, *extra: Arg, written: list[Event] | None = None
-    ) -> Shared | None:
-        """Under the key's lock: one script on the key, its result taken as the breaker, the
-        probe it expired written (into `written`). None when the store is lost or will not do:
-        the caller decides locally."""
-        store = self._shared
-        assert store is not None
-        if slot.dirty and not self._reconcile(slot):
-            return None
-        name = slot.breaker.key
-        reply = store.run(op, name, self._wall(), self.instance, (slot.gen, slot.ver), *extra)
-        if isinstance(reply, Missing):
-            store.note(
-                f"{printable(name)!r} vanished from the shared store (wiped, or idle a day); "
-                "this replica wrote its verdict back"
-            )
-            slot.dirty = True
-            if not self._reconcile(slot):
-                return None
-            reply = store.run(op, name, self._wall(), self.instance, (slot.gen, slot.ver), *extra)
-        if not isinstance(reply, Shared):
-            if isinstance(reply, Foreign):
-                self._foreign(name, reply)
-            return None
-        self._take_shared(slot, reply)
-        if reply.expired_count:
-            made = self._expired_by_store(slot, reply)
-            if written is not None:
-                written += made
-            reply = replace(reply, transitions=reply.transitions[reply.expired_count :])
-        self._keep_probe(slot)
-        return reply
-
-    def _expired_by_store(self, slot: _Slot, reply: Shared) -> list[Event]:
-        """Under the key's lock: a script expired the probe. Ours gets its `call.completed`
-        line (`fault: expired`) first; another replica's has only its transitions here."""
-        call = slot.probe
-        if call is not None and token(self.instance, call.number) != reply.expired:
-            call = None
-        made: list[Event] = []
-        cause = None
-        if call is not None:
-            slot.probe = None
-            line = self._call_line(call, EXPIRED, True, "expired", None, None, None)
-            made.append(line)
-            cause = line.seq
-        expiring = reply.transitions[: reply.expired_count]
-        agent = call.agent if call is not None else None
-        return made + self._apply(slot, expiring, agent, cause_seq=cause)
-
-    def _shared_admission(self, slot: _Slot, reply: Shared) -> Admission:
-        if reply.admit == "probe":
-            return ADMIT_PROBE
-        if reply.admit == "open":
-            return slot.breaker.refusal(DenyReason.OPEN, reply.left)
-        if reply.admit == "probe_in_flight":
-            return slot.breaker.refusal(
-                DenyReason.PROBE_IN_FLIGHT, self.policy.probe_retry_after_seconds
-            )
-        return ADMIT_NORMAL
-
-    def _take_shared(self, slot: _Slot, reply: Shared) -> None:
-        """Under the key's lock: the breaker as the store holds it. A probe slot held by one of
-        this replica's calls is that call's number here; another replica's stays its token.
-        Others' transitions before it are shown when their messages arrive (`_relay`)."""
-        own, _, number = reply.probe.rpartition(":")
-        probe: int | str | None = reply.probe or None
-        if own == self.instance and number.isascii() and number.isdigit():
-            probe = int(number)
-        offset = self.clock.monotonic() - self.clock.wall()
-        slot.breaker.take(reply.state, offset, probe, reply.probe_deadline)
-        slot.ver, slot.gen = reply.ver, reply.gen
-
-    @staticmethod
-    def _keep_probe(slot: _Slot) -> None:
-        """Under the key's lock: forget a probe ticket whose slot the store gave away."""
-        if slot.probe is not None and slot.breaker.probe_id != slot.probe.number:
-            slot.probe = None
-
-    def _reconcile(self, slot: _Slot) -> bool:
-        """Under the key's lock: what this replica decided alone goes to the store, unless the
-        store's generation moved meanwhile (another replica reset, tripped or recovered it) or
-        the store holds a graver verdict of the outage (another returning replica's): then the
-        store's verdict is taken. False when the store is lost again."""
-        store = self._shared
-        assert store is not None
-        to_wall = self.clock.wall() - self.clock.monotonic()
-        breaker = slot.breaker
-        b = breaker.snapshot(to_wall)
-        # A probe still out goes with the verdict, so the store's slot stays taken by it.
-        probe = breaker.probe_id if b.state is State.HALF_OPEN else None
-        held = (
-            ""
-            if probe is None
-            else (token(self.instance, probe) if isinstance(probe, int) else probe)
-        )
-        reply = store.run(
-            "reconcile",
-            slot.breaker.key,
-            self._wall(),
-            self.instance,
-            (slot.gen, slot.ver),
-            b.state.value,
-            b.count,
-            _text(b.last_failure_at),
-            b.last_failure_detail,
-            _text(b.opened_at),
-            repr(b.cooldown),
-            b.failed_probes,
-            "1" if b.paged else "0",
-            b.trip_cause.value if b.trip_cause else "",
-            held,
-            repr(breaker.probe_deadline + to_wall) if held else "",
-        )
-        if not isinstance(reply, Shared):
-            if isinstance(reply, Foreign):
-                self._foreign(slot.breaker.key, reply)
-            return False
-        self._adopt(slot, reply, announce=True)
-        slot.dirty = False
-        return True
-
-    def _adopt(self, slot: _Slot, reply: Shared, *, announce: bool, origin: str = "") -> None:
-        """Under the key's lock: take a verdict from the store as a whole (on joining, or one a
-        replica wrote back on its return); when it differs from this replica's, say so with a
-        `circuit_breaker.restored` from `origin` (not audited). A read, or a reconcile the store
-        won, writes nothing: the verdict is then its last writer's."""
-        before = slot.breaker.snapshot()
-        self._take_shared(slot, reply)
-        slot.shown = max(slot.shown, reply.ver)  # what came before is summed up here
-        self._keep_probe(slot)
-        if announce and slot.breaker.snapshot() != before:
-            b = slot.breaker.snapshot(self.clock.wall() - self.clock.monotonic())
-            fields = {
-                "state": b.state.value,
-                "count": b.count,
-                "last_failure_t": self._t(b.last_failure_at),
-                "opened_t": self._t(b.opened_at),
-                "cooldown_seconds": b.cooldown,
-                "failed_probes": b.failed_probes,
-                "paged": b.paged,
-                "rate_limited_streak": b.rate_limited_streak,
-                "last_retry_after_seconds": b.last_retry_after,
-            }
-            self._show(slot, [Transition(ev.RESTORED, fields)], origin or reply.writer)
-        self._follow(slot)
-
-    def _foreign(self, name: str, reply: Foreign) -> None:
-        assert self._shared is not None
-        self._shared.note(
-            f"{printable(name)!r} in the shared store was written by another format "
-            f"({reply.format}); this replica keeps its own breaker for it"
-        )
-
-    def _relay(self, reply: Shared) -> None:
-        """On the store's listener thread: another replica's script changed a breaker. Take
-        it, and show its transitions with their origin (never audited or paged here)."""
-        if reply.name not in self._slots and len(self._slots) >= MAX_SHARED_KEYS:
-            return  # a flood of names: what is already known is kept, no more is taken
-        slot = self._slot(reply.name, reply.name)
-        with slot.lock:
-            if slot.dirty and not self._reconcile(slot):
-                return  # lost again: the next join reads it
-            if reply.ver <= slot.shown or reply.origin == self.instance:
-                slot.shown = max(slot.shown, reply.ver)
-                return
-            slot.shown = reply.ver
-            if reply.ver <= slot.ver:
-                # Its state is already here (a script of ours answered with a later one): only
-                # what it did is news.
-                self._show(slot, reply.transitions, reply.origin)
-            elif reply.won == "replica":  # a verdict written back after an outage
-                self._adopt(slot, reply, announce=True, origin=reply.origin)
-            else:
-                call = slot.probe
-                self._take_shared(slot, reply)
-                if call is not None and reply.expired == token(self.instance, call.number):
-                    # Another replica expired our probe: its line is ours to write.
-                    slot.probe = None
-                    self._call_line(call, EXPIRED, True, "expired", None, None, None)
-                self._keep_probe(slot)
-                self._show(slot, reply.transitions, reply.origin)
-                self._follow(slot)
-        self._deliver()
-
-    def _show(self, slot: _Slot, transitions: Sequence[Transition], origin: str) -> None:
-        """Under the key's lock: another replica's transitions, on this replica's feed."""
-        key = slot.breaker.key
-        last = len(transitions) - 1
-        for n, transition in enumerate(transitions):
-            fields = {**transition.fields, "origin": origin}
-            view = self._view(slot) if n == last else None
-            self._publish(Relayed(0, transition.type, key, key, 0.0, fields), view)
-
-    def _follow(self, slot: _Slot) -> None:
-        """Under the key's lock, after taking the store's verdict: poll it when it is due,
-        and keep it on disk for a restart without the store."""
-        breaker = slot.breaker
-        self._track(breaker.key, settled=breaker.state is _CLOSED)
-        due = breaker.reopens_at
-        if due is not None:
-            self._schedule_poll(due)
-        elif breaker.state is State.HALF_OPEN and breaker.probe_id is not None:
-            self._schedule_poll(breaker.probe_deadline + _JUST_AFTER)
-        self._persist(slot, urgent=False)
-
-    def _join(self) -> None:
-        """On joining the fleet (at start, and when a lost store is back): what this replica
-        decided alone is reconciled; every other breaker is read and taken as the store has
-        it, so a replica started late adopts the current verdicts at once."""
-        store = self._shared
-        assert store is not None
-        names = set(store.names())
-        with self._meta:
-            names.update(self._slots)
-        clean = []
-        for name in sorted(names):
-            slot = self._slot(name, name)
-            if not slot.dirty:
-                clean.append(name)
-                continue
-            with slot.lock:
-                self._reconcile(slot)  # a key that will not (foreign, refused) stays ours
-        seen = {name: (self._slots[name].gen, self._slots[name].ver) for name in clean}
-        replies = store.run_many("read", clean, self._wall(), self.instance, seen)
-        for name, reply in zip(clean, replies, strict=True):
-            slot = self._slots[name]
-            with slot.lock:
-                if isinstance(reply, Missing):
-                    slot.dirty = True
-                    self._reconcile(slot)
-                elif isinstance(reply, Shared) and reply.ver > slot.ver:
-                    self._adopt(slot, reply, announce=True)
-        self._deliver()
 
     # -- views ------------------------------------------------------------------------------
 
@@ -1149,8 +904,8 @@ class Engine:
                 return
             self._closed = True
             calls = next(self._call_ids) - 1
-        if self._shared is not None:
-            self._shared.close()
+        if self._fleet is not None:
+            self._fleet.store.close()
         if self.audit is not None:
             self.audit.close()
         if self.store is not None:
@@ -1230,7 +985,7 @@ class Engine:
         With a shared store a due key is a round trip, so the poll runs on a thread of its own
         (a scheduler on an event loop never waits for Redis)."""
         if self.scheduler is not None:
-            self.scheduler(when, self.poll if self._shared is None else self._poll_aside)
+            self.scheduler(when, self.poll if self._fleet is None else self._poll_aside)
 
     def _poll_aside(self) -> None:
         """One poll thread at a time: a poll asked for while one runs makes it poll again."""
@@ -1509,10 +1264,6 @@ def _due(breaker: Breaker, now: float) -> bool:
     """Whether time alone changes the breaker now: its cooldown or its probe's lease ended."""
     due = breaker.reopens_at
     return (due is not None and now >= due) or breaker.expired_probe(now) is not None
-
-
-def _text(value: float | None) -> str:
-    return "" if value is None else repr(value)
 
 
 def _written(event: Event) -> str:

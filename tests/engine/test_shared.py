@@ -396,7 +396,8 @@ def test_reconcile_keeps_the_later_deadline(fleet: Fleet, session_redis: RedisSe
         client.hset(key, mapping={"cooldown": "900"})  # another replica's later end
     slot = a.engine._slots[AGENT]
     slot.dirty = True  # as if a decided alone, seeing the same generation
-    assert a.engine._reconcile(slot)
+    assert a.engine._fleet is not None
+    assert a.engine._fleet._reconcile(slot)
     assert a.engine.view(AGENT).reopens_at == pytest.approx(opened + 900)
 
 
