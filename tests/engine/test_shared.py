@@ -97,6 +97,14 @@ class Fleet:
 
 
 @pytest.fixture
+def link(session_redis: RedisServer) -> Iterator[Cuttable]:
+    """A link to the session's Redis that a test cuts and mends: one replica's partition."""
+    made = Cuttable(("127.0.0.1", session_redis.port))
+    yield made
+    made.close()
+
+
+@pytest.fixture
 def fleet(session_redis: RedisServer, tmp_path: Path) -> Iterator[Fleet]:
     made = Fleet(session_redis.url, tmp_path)
     yield made
@@ -336,55 +344,45 @@ def test_the_tool_policy_keeps_a_breaker_per_harness(session_redis: RedisServer)
 
 
 def test_a_replica_that_loses_the_store_keeps_its_verdicts_and_counts_alone(
-    fleet: Fleet, session_redis: RedisServer
+    fleet: Fleet, session_redis: RedisServer, link: Cuttable
 ) -> None:
-    link = Cuttable(("127.0.0.1", session_redis.port))
-    try:
-        a = fleet.replica("a", url=link.url())
-        trip([a], times=2)
-        link.cut()
-        for _ in range(3):
-            a.call(UPSTREAM)
-        assert a.state() == "open"
-        assert a.engine.shared_lost is not None
-        assert any(p.startswith("shared store lost") for p in a.engine.problems)
-    finally:
-        link.close()
+    a = fleet.replica("a", url=link.url())
+    trip([a], times=2)
+    link.cut()
+    for _ in range(3):
+        a.call(UPSTREAM)
+    assert a.state() == "open"
+    assert a.engine.shared_lost is not None
+    assert any(p.startswith("shared store lost") for p in a.engine.problems)
 
 
 def test_on_return_a_replicas_open_verdict_of_the_outage_is_written(
-    fleet: Fleet, session_redis: RedisServer
+    fleet: Fleet, session_redis: RedisServer, link: Cuttable
 ) -> None:
-    link = Cuttable(("127.0.0.1", session_redis.port))
-    try:
-        a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
-        link.cut()
-        trip([a])
-        assert b.state() == "unknown"
-        link.mend()
-        eventually(lambda: a.engine.shared_lost is None)
-        eventually(lambda: b.state() == "open")
-        assert not any(p.startswith("shared store lost") for p in a.engine.problems)
-        assert b.seen(ev.RESTORED)[-1].fields["origin"] == "a"
-    finally:
-        link.close()
+    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
+    link.cut()
+    trip([a])
+    assert b.state() == "unknown"
+    link.mend()
+    eventually(lambda: a.engine.shared_lost is None)
+    eventually(lambda: b.state() == "open")
+    assert not any(p.startswith("shared store lost") for p in a.engine.problems)
+    assert b.seen(ev.RESTORED)[-1].fields["origin"] == "a"
 
 
-def test_on_return_a_reset_made_meanwhile_wins(fleet: Fleet, session_redis: RedisServer) -> None:
-    link = Cuttable(("127.0.0.1", session_redis.port))
-    try:
-        a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
-        trip([b])
-        eventually(lambda: a.state() == "open")
-        link.cut()
-        fleet.clock.advance(300)
-        assert a.call(UPSTREAM).as_probe  # a's probe fails alone: open again, locally
-        b.engine.reset(AGENT, actor="oncall", reason="fixed")
-        link.mend()
-        eventually(lambda: a.engine.shared_lost is None and a.state() == "closed")
-        assert b.state() == "closed"
-    finally:
-        link.close()
+def test_on_return_a_reset_made_meanwhile_wins(
+    fleet: Fleet, session_redis: RedisServer, link: Cuttable
+) -> None:
+    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
+    trip([b])
+    eventually(lambda: a.state() == "open")
+    link.cut()
+    fleet.clock.advance(300)
+    assert a.call(UPSTREAM).as_probe  # a's probe fails alone: open again, locally
+    b.engine.reset(AGENT, actor="oncall", reason="fixed")
+    link.mend()
+    eventually(lambda: a.engine.shared_lost is None and a.state() == "closed")
+    assert b.state() == "closed"
 
 
 def test_reconcile_keeps_the_later_deadline(fleet: Fleet, session_redis: RedisServer) -> None:
@@ -582,22 +580,18 @@ def test_our_probe_expired_by_the_store_gets_its_expired_line(fleet: Fleet) -> N
 
 
 def test_another_replicas_probe_expires_here_while_the_store_is_lost(
-    fleet: Fleet, session_redis: RedisServer
+    fleet: Fleet, session_redis: RedisServer, link: Cuttable
 ) -> None:
-    link = Cuttable(("127.0.0.1", session_redis.port))
-    try:
-        a, b = fleet.replica("a"), fleet.replica("b", url=link.url())
-        trip([a])
-        fleet.clock.advance(300)
-        assert a.call().as_probe
-        eventually(lambda: b.state() == "half_open")
-        assert b.engine.breaker(AGENT).probe_id is not None
-        link.cut()
-        fleet.clock.advance(LEASE + 2)
-        assert b.call().reason is DenyReason.OPEN  # expired here, alone: a failed probe
-        assert b.engine.shared_lost is not None
-    finally:
-        link.close()
+    a, b = fleet.replica("a"), fleet.replica("b", url=link.url())
+    trip([a])
+    fleet.clock.advance(300)
+    assert a.call().as_probe
+    eventually(lambda: b.state() == "half_open")
+    assert b.engine.breaker(AGENT).probe_id is not None
+    link.cut()
+    fleet.clock.advance(LEASE + 2)
+    assert b.call().reason is DenyReason.OPEN  # expired here, alone: a failed probe
+    assert b.engine.shared_lost is not None
 
 
 def test_garbage_published_on_the_channel_leaves_the_listener_relaying(
@@ -612,37 +606,46 @@ def test_garbage_published_on_the_channel_leaves_the_listener_relaying(
 
 
 def test_a_foreign_key_does_not_stop_a_returning_replica_adopting_the_others(
-    fleet: Fleet, session_redis: RedisServer
+    fleet: Fleet, session_redis: RedisServer, link: Cuttable
 ) -> None:
-    link = Cuttable(("127.0.0.1", session_redis.port))
-    try:
-        a, b = fleet.replica("a"), fleet.replica("b", url=link.url())
-        link.cut()
-        b.call(UPSTREAM, agent="aaa")  # b changes "aaa" alone
-        with session_redis.client() as client:
-            client.hset("breakerdeck:breaker:aaa", mapping={"v": "2"})
-        trip([a], times=5)
-        link.mend()
-        eventually(lambda: b.engine.shared_lost is None)
-        eventually(lambda: b.state() == "open")
-    finally:
-        link.close()
+    a, b = fleet.replica("a"), fleet.replica("b", url=link.url())
+    link.cut()
+    b.call(UPSTREAM, agent="aaa")  # b changes "aaa" alone
+    with session_redis.client() as client:
+        client.hset("breakerdeck:breaker:aaa", mapping={"v": "2"})
+    trip([a], times=5)
+    link.mend()
+    eventually(lambda: b.engine.shared_lost is None)
+    eventually(lambda: b.state() == "open")
 
 
 def test_a_probe_taken_alone_stays_the_fleets_one_probe_when_the_store_returns(
+    fleet: Fleet, session_redis: RedisServer, link: Cuttable
+) -> None:
+    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
+    trip([b])
+    eventually(lambda: a.state() == "open")
+    link.cut()
+    fleet.clock.advance(300)
+    assert a.call().as_probe  # taken alone, still out
+    link.mend()
+    eventually(lambda: a.engine.shared_lost is None)
+    eventually(lambda: b.engine.breaker(AGENT).probe_id is not None)
+    assert b.call().reason is DenyReason.PROBE_IN_FLIGHT
+
+
+def test_a_replica_started_late_adopts_ten_thousand_open_agents_at_once(
     fleet: Fleet, session_redis: RedisServer
 ) -> None:
-    link = Cuttable(("127.0.0.1", session_redis.port))
-    try:
-        a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
-        trip([b])
-        eventually(lambda: a.state() == "open")
-        link.cut()
-        fleet.clock.advance(300)
-        assert a.call().as_probe  # taken alone, still out
-        link.mend()
-        eventually(lambda: a.engine.shared_lost is None)
-        eventually(lambda: b.engine.breaker(AGENT).probe_id is not None)
-        assert b.call().reason is DenyReason.PROBE_IN_FLIGHT
-    finally:
-        link.close()
+    now = fleet.clock.wall()
+    with session_redis.client() as client:
+        pipe = client.pipeline(transaction=False)
+        for n in range(10_000):
+            fields = {"v": "1", "ver": "1", "gen": "1", "state": "open", "count": "5"}
+            fields |= {"opened": repr(now), "cooldown": "300", "cause": "upstream_failure"}
+            pipe.hset(f"breakerdeck:breaker:agent-{n:05d}", mapping=fields)
+        pipe.execute()
+    late = fleet.replica("late")
+    assert len(late.engine.keys()) == 10_000
+    assert late.call(agent="agent-09999").reason is DenyReason.OPEN
+    assert len(late.seen(ev.RESTORED)) == 10_000
