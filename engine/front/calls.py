@@ -10,13 +10,12 @@ when its wait ends, and the engine still admits exactly one probe at a time.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 
-from breakerdeck.engine.breaker import Admission, State
+from breakerdeck.engine.breaker import Admission
 from breakerdeck.engine.engine import Call, Engine, Listener
 from breakerdeck.engine.front.metrics import Counts
+from breakerdeck.engine.front.probewait import ProbeWaits
 from breakerdeck.engine.outcomes import Outcome
 from breakerdeck.engine.policy import AgentPolicy
 
@@ -40,7 +39,7 @@ class Calls:
         self._deadline = policy.deadline_seconds
         self.speed = speed
         self.counts = counts or Counts()
-        self._probe_done: dict[str, asyncio.Event] = {}
+        self.waits = ProbeWaits(engine)
         self._lease = policy.probe_lease()
         # No listener on the call path: any listener makes the engine write a line for every
         # call, refusals included (the fast-fail path). Metrics read the engine's own counts;
@@ -91,7 +90,7 @@ class Calls:
         """The engine's admission, after waiting (at most `wait_seconds` on the engine's clock)
         for an outstanding probe's outcome when the platform opts in. Without a wait it is the
         engine's own coroutine: one frame less on the fast-fail path."""
-        if wait_seconds > 0 and self._probe_out(call.key):
+        if wait_seconds > 0 and self.waits.probe_out(call.key):
             return self._admit_after_wait(call, wait_seconds / self.speed)
         return self.engine.admit_async(call, self._lease)
 
@@ -99,7 +98,7 @@ class Calls:
         self._waiting += 1
         self._attach()  # before the wait looks at the breaker: no reset slips between
         try:
-            await self._wait_for_probe(call.key, real_seconds)
+            await self.waits.wait(call.key, real_seconds)
         finally:
             self._waiting -= 1
             self._release()
@@ -127,31 +126,8 @@ class Calls:
             platform_status=platform_status,
         )
         if was_probe:
-            self._wake(key)
-
-    def _probe_out(self, key: str) -> bool:
-        breaker = self.engine.breaker(key)
-        return breaker.state is State.HALF_OPEN and breaker.probe_id is not None
-
-    async def _wait_for_probe(self, key: str, real_seconds: float) -> None:
-        """Wait for probe outcomes until none is out or the bound is spent. After an uncounted
-        probe the first waiter to run becomes the next probe; the others wait on it in turn."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + real_seconds
-        while self._probe_out(key):
-            left = until - loop.time()
-            if left <= 0:
-                return
-            done = self._probe_done.setdefault(key, asyncio.Event())
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(left):
-                    await done.wait()
-
-    def _wake(self, key: str) -> None:
-        done = self._probe_done.pop(key, None)
-        if done is not None:
-            done.set()
+            self.waits.wake(key)
 
     def reset_seen(self, key: str) -> None:
         """A reset (from the feed) ends the probe too: waiters go and ask the engine."""
-        self._wake(key)
+        self.waits.wake(key)

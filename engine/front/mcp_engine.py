@@ -8,19 +8,18 @@ that clock into real seconds for the event loop's timers).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from breakerdeck.engine import results
-from breakerdeck.engine.breaker import DenyReason, State
+from breakerdeck.engine.breaker import DenyReason
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.errors import UnknownKey
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.front.metrics import Counts
+from breakerdeck.engine.front.probewait import ProbeWaits
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.results import ToolResult
 
@@ -78,7 +77,7 @@ class Breakers:
         self.clock = clock
         #: The metrics' per-key integers: a completion and its duration are added here.
         self.counts = counts
-        self._probe_done: dict[str, asyncio.Event] = {}
+        self._waits = ProbeWaits(engine)
 
     def key(self, server: str, credential_id: str) -> str:
         return f"{server}@{credential_id}"
@@ -100,8 +99,8 @@ class Breakers:
         """None when the call may go out; otherwise the refusal the model gets. With a probe
         wait (`probe_wait_seconds`), a call that finds the probe out first waits (at most that
         long on the engine's clock) for its outcome."""
-        if wait_seconds > 0 and self._probe_out(call.key):
-            await self._wait_for_probe(call.key, self.clock.real(wait_seconds))
+        if wait_seconds > 0 and self._waits.probe_out(call.key):
+            await self._waits.wait(call.key, self.clock.real(wait_seconds))
         admission = await self.engine.admit_async(call, lease)
         if admission.allowed:
             return None
@@ -142,32 +141,9 @@ class Breakers:
         if call.admitted_wall is not None:
             counts.observe(call.key, max(0.0, self.clock.wall() - call.admitted_wall))
 
-    def _probe_out(self, key: str) -> bool:
-        try:
-            breaker = self.engine.breaker(key)
-        except UnknownKey:
-            return False
-        return breaker.state is State.HALF_OPEN and breaker.probe_id is not None
-
-    async def _wait_for_probe(self, key: str, real_seconds: float) -> None:
-        """Until no probe is out or the bound is spent: after an uncounted probe the first
-        waiter to run becomes the next probe, and the others wait on it in turn."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + real_seconds
-        while self._probe_out(key):
-            left = until - loop.time()
-            if left <= 0:
-                return
-            done = self._probe_done.setdefault(key, asyncio.Event())
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(left):
-                    await done.wait()
-
     def _wake(self, call: Call) -> None:
         if call.admitted_as == "probe":
-            done = self._probe_done.pop(call.key, None)
-            if done is not None:
-                done.set()
+            self._waits.wake(call.key)
 
     def stopped_by_recheck(self, call: Call, tool: str, outcome: Outcome, fault: str) -> ToolResult:
         """The breaker opened while this call waited to retry: record what it saw, stop."""

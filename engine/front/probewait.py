@@ -1,0 +1,46 @@
+"""The opt-in probe wait (DESIGN, "Both policies"), shared by the gateway and the MCP proxy:
+calls that arrive while a key's probe is out wait, up to their bound, for its outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from breakerdeck.engine.breaker import State
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.errors import UnknownKey
+
+
+class ProbeWaits:
+    """One event per key with waiters, set when the probe's outcome (or a reset) is known."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._done: dict[str, asyncio.Event] = {}
+
+    def probe_out(self, key: str) -> bool:
+        try:
+            breaker = self.engine.breaker(key)
+        except UnknownKey:
+            return False
+        return breaker.state is State.HALF_OPEN and breaker.probe_id is not None
+
+    async def wait(self, key: str, real_seconds: float) -> None:
+        """Until no probe is out or the bound is spent: after an uncounted probe the first
+        waiter to run becomes the next probe, and the others wait on it in turn."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + real_seconds
+        while self.probe_out(key):
+            left = until - loop.time()
+            if left <= 0:
+                return
+            done = self._done.setdefault(key, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):
+                    await done.wait()
+
+    def wake(self, key: str) -> None:
+        """The probe's outcome is known (or the breaker was reset): waiters ask again."""
+        done = self._done.pop(key, None)
+        if done is not None:
+            done.set()
