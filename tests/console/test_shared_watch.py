@@ -11,8 +11,9 @@ clock, each serving its own feed on loopback; the console reads them with `Remot
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,8 @@ from breakerdeck.engine.shared import SharedStore
 from tests.console.conftest import OPERATOR, make_app, settle
 from tests.console.helpers import cards_text, header_text, static_text, status_text
 from tests.console.test_no_color import LOUD, contrast, find, screen_segments
+from tests.console.test_watch import until
+from tests.console.test_watch import watch as watch_feeds
 from tests.redis_server import RedisServer
 
 AGENT = "ava"
@@ -109,18 +112,8 @@ def fail(engine: Engine, times: int = 1) -> None:
             engine.complete(call, UPSTREAM, "refused", 502)
 
 
-async def watch(*urls: str) -> BreakerdeckApp:
-    source = RemoteSource(urls, tokens=[OPERATOR_TOKEN], min_backoff=0.05, max_backoff=0.2)
-    assert await source.prime(timeout=5) == []
-    return BreakerdeckApp(source, operator=OPERATOR, tick_seconds=None, min_repaint_seconds=0)
-
-
-async def until(pilot, condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.02)
+#: The console watching this fleet's feeds (test_watch's, with this file's token).
+watch = partial(watch_feeds, token=OPERATOR_TOKEN)
 
 
 def header_fits(app: BreakerdeckApp) -> bool:
