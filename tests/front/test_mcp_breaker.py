@@ -139,7 +139,7 @@ async def test_fifty_concurrent_calls_at_half_open_send_exactly_one_probe(tmp_pa
             await bench.call("search__charge", {"amount": 1})
         assert bench.state("search") == "open"
         before = ctl.calls()
-        ctl.set_mode("progress", steps=3, every=0.1)
+        ctl.set_mode("progress", steps=0, every=0.05, until_released=True)
         bench.cool_down()
         statuses: list[str] = []
 
@@ -150,6 +150,10 @@ async def test_fifty_concurrent_calls_at_half_open_send_exactly_one_probe(tmp_pa
         async with anyio.create_task_group() as group:
             for _ in range(50):
                 group.start_soon(one)
+            with anyio.fail_after(30):
+                while len(statuses) < 49:  # the probe is held on the wire until all 49 answered
+                    await anyio.sleep(0.02)
+            ctl.release()
         assert ctl.calls() - before == 1
         assert statuses.count("ok") == 1
         assert statuses.count("probe_in_flight") == 49
