@@ -119,14 +119,19 @@ async def test_after_the_cooldown_fifty_concurrent_calls_send_exactly_one_probe(
     tmp_path: Path, payments: tuple[FakePlatform, PlatformServer], start_gateway: StartRig
 ) -> None:
     platform, server = payments
-    rig = await start_gateway(_config(tmp_path, server), deadline=3.0)
+    rig = await start_gateway(_config(tmp_path, server), deadline=30.0)
     platform.set_fault(REFUSED)
     for _ in range(5):
         await rig.call("billing", "/p/payments/x")
     rig.clock.advance(300)
-    # The probe is out long enough for all fifty to arrive while it is.
-    platform.set_fault(Fault(SLOW.kind, delay=1.5))
-    answers = await asyncio.gather(*(rig.call("billing", "/p/payments/x") for _ in range(50)))
+    # The probe is held on the wire until the other forty-nine have been answered.
+    platform.set_fault(Fault(SLOW.kind, delay=60))
+    calls = [asyncio.create_task(rig.call("billing", "/p/payments/x")) for _ in range(50)]
+    async with asyncio.timeout(30):
+        while sum(call.done() for call in calls) < 49:
+            await asyncio.sleep(0.02)
+    server.release()
+    answers = await asyncio.gather(*calls)
     statuses = sorted(a.status_code for a in answers)
     assert statuses == [200] + [403] * 49
     for refused in (a for a in answers if a.status_code == 403):
