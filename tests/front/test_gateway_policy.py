@@ -161,7 +161,9 @@ async def test_with_probe_wait_the_waiters_are_refused_after_a_failed_probe(
     tmp_path: Path, payments: tuple[FakePlatform, PlatformServer], start_gateway: StartRig
 ) -> None:
     platform, server = payments
-    rig = await start_gateway(_config(tmp_path, server, "probe_wait_seconds = 0.4"))
+    # Waiters and the probe have bounds far longer than a loaded machine takes to refuse it.
+    config = _config(tmp_path, server, "probe_wait_seconds = 30")
+    rig = await start_gateway(config, deadline=10.0)
     platform.set_fault(REFUSED)
     for _ in range(5):
         await rig.call("billing", "/p/payments/x")
