@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,6 +118,25 @@ async def app(scope, receive, send):
     await send({"type": "http.response.start", "status": 403,
                 "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": b'{"error": "agent_halted"}'})
+"""
+
+#: A bare app answering the gateway's own 403, byte for byte (headers and body captured from
+#: the running gateway, the call id counted as the gateway counts it): the floor uvicorn puts
+#: under a refusal of DESIGN's shape, to read the fast-fail ratio against.
+SAME_403 = r"""
+import json, os
+SHAPE = json.loads(os.environ["HALTED"])
+HEADERS = [(n.encode(), v.encode()) for n, v in SHAPE["headers"] if n != "x-breakerdeck-call"]
+BODY = SHAPE["body"].encode()
+NUMBER = [0]
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    NUMBER[0] += 1
+    headers = [*HEADERS, (b"x-breakerdeck-call", b"call-%06d" % NUMBER[0])]
+    await send({"type": "http.response.start", "status": 403, "headers": headers})
+    await send({"type": "http.response.body", "body": BODY})
 """
 
 NGINX = """
@@ -286,11 +307,17 @@ class Figures:
     gateway_paced: Load
     fast_fail: Load
     bare_403: Load
-    #: Median over `FAST_FAIL_ROUNDS` of fast-fail ÷ bare 403, each round's two runs back to
+    #: Median over `FAST_FAIL_ROUNDS` of fast-fail ÷ bare 403, each round's runs back to
     #: back: one pair of runs on a shared box moved between 0.5x and 0.9x.
     fast_ratio: float
     own_share: float | None
     own_share_how: str
+    #: The bare app answering the gateway's own 403 bytes, from the median round above.
+    same_403: Load
+    #: Medians over the same rounds: fast-fail ÷ that app (what breakerdeck's code costs), and
+    #: that app ÷ the bare 403 (what DESIGN's headers and body cost uvicorn).
+    fast_ratio_same: float
+    bytes_ratio: float
 
 
 def run() -> Figures:
@@ -299,6 +326,7 @@ def run() -> Figures:
         for name, source in (("upstream", UPSTREAM), ("httpxrelay", HTTPX_RELAY)):
             (directory / f"{name}.py").write_text(source)
         (directory / "bare403.py").write_text(BARE_403)
+        (directory / "same403.py").write_text(SAME_403)
         script = directory / "report.lua"
         script.write_text(REPORT_LUA)
         up = _free_port()
@@ -322,15 +350,25 @@ def _measure(directory: Path, up: int, script: Path) -> Figures:
         share, how = _own_cpu_share(gateway_process.pid, url, script)
         for _ in range(5):  # five upstream failures trip the agent
             httpx.get(f"http://127.0.0.1:{port}/p/dead/x", headers=_AUTH)
-        _progress("fast-fail against a bare uvicorn app answering 403, alternately ...")
-        bare_port = _free_port()
-        with _process(_uvicorn(directory, "bare403", bare_port), bare_port):
-            pairs = [
-                (wrk(url, script), wrk(f"http://127.0.0.1:{bare_port}/x", script))
+        halted = httpx.get(url, headers=_AUTH)
+        shape = {"headers": list(halted.headers.items()), "body": halted.text}
+        _progress("fast-fail against bare uvicorn apps answering 403, in turn ...")
+        bare_port, same_port = _free_port(), _free_port()
+        same_env = {**os.environ, "HALTED": json.dumps(shape)}
+        with (
+            _process(_uvicorn(directory, "bare403", bare_port), bare_port),
+            _process(_uvicorn(directory, "same403", same_port), same_port, env=same_env),
+        ):
+            rounds = [
+                (
+                    wrk(url, script),
+                    wrk(f"http://127.0.0.1:{bare_port}/x", script),
+                    wrk(f"http://127.0.0.1:{same_port}/x", script),
+                )
                 for _ in range(FAST_FAIL_ROUNDS)
             ]
-    pairs.sort(key=lambda pair: pair[0].rps / pair[1].rps)
-    fast_fail, bare = pairs[len(pairs) // 2]
+    rounds.sort(key=lambda each: each[0].rps / each[1].rps)
+    fast_fail, bare, same = rounds[len(rounds) // 2]
     _progress("a minimal uvicorn + httpx relay ...")
     port = _free_port()
     env = {**os.environ, "UPSTREAM": f"http://127.0.0.1:{up}"}
@@ -338,8 +376,13 @@ def _measure(directory: Path, up: int, script: Path) -> Figures:
         httpx_relay = wrk(f"http://127.0.0.1:{port}/x", script)
     return Figures(
         upstream, gateway, httpx_relay, _nginx(directory, up, script), upstream_paced,
-        gateway_paced, fast_fail, bare, fast_fail.rps / bare.rps, share, how,
+        gateway_paced, fast_fail, bare, fast_fail.rps / bare.rps, share, how, same,
+        _median(r[0].rps / r[2].rps for r in rounds), _median(r[2].rps / r[1].rps for r in rounds),
     )  # fmt: skip
+
+
+def _median(ratios: Iterable[float]) -> float:
+    return statistics.median(ratios)
 
 
 def _nginx(directory: Path, up: int, script: Path) -> Load | None:
@@ -374,10 +417,13 @@ def render(f: Figures) -> str:
         f"  (gateway {f.gateway_paced.p50_ms:.2f}/{f.gateway_paced.p99_ms:.2f},"
         f" upstream {f.upstream_paced.p50_ms:.2f}/{f.upstream_paced.p99_ms:.2f})",
         f"  fast-fail, breaker open             {f.fast_fail.rps:>10,.0f} req/s"
-        f"   {fast_ratio:.2f}x the bare 403 app (median of {FAST_FAIL_ROUNDS} pairs)"
+        f"   {fast_ratio:.2f}x the bare 403 app (median of {FAST_FAIL_ROUNDS} rounds)"
         f"  target >= 0.8x"
         f"  {'MET' if fast_ratio >= 0.8 else 'MISSED'}",
         f"  bare uvicorn constant 403           {f.bare_403.rps:>10,.0f} req/s",
+        f"  bare uvicorn, the gateway's 403     {f.same_403.rps:>10,.0f} req/s"
+        f"   {f.bytes_ratio:.2f}x the bare 403 app; fast-fail is"
+        f" {f.fast_ratio_same:.2f}x this one (medians)",
         f"  breakerdeck's own CPU share         {share:>10}   target <= 10%"
         f"  {'MET' if f.own_share is not None and f.own_share <= 0.10 else 'MISSED'}"
         f"  ({f.own_share_how})",

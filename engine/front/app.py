@@ -287,7 +287,10 @@ class GatewayApp:
         body = RequestBody(receive, self.body_limit, self.replay_limit, self.deadline)
         response: aiohttp.ClientResponse | None = None
         try:
-            await body.start(has_body)
+            if has_body:
+                await body.start()
+            else:
+                body.no_body()
             response, outcome = await self._exchange(scope, call, platform, url, body, attempt)
         except UploadProblem as problem:
             await self._upload_refused(send, call, problem, attempt)
@@ -333,7 +336,9 @@ class GatewayApp:
             # The operator fixed something: read the agent's file and command credentials again.
             self.vault.forget(call.agent)
         try:
-            credential = await self.vault.fetch(call.agent, platform.name, self.deadline)
+            credential = self.vault.held(call.agent, platform.name) or await self.vault.fetch(
+                call.agent, platform.name, self.deadline
+            )
         except VaultUnavailable as error:
             attempt.fault = "vault_down"
             detail = f"the credential vault is unreachable: {error}"
@@ -361,9 +366,9 @@ class GatewayApp:
     def _idempotency_key(self, headers: Iterable[tuple[bytes, bytes]], call: Call) -> str:
         """The agent's own key, scoped to the agent (two agents' `1` are different calls),
         or else the call's."""
-        own = next((v for n, v in headers if n == b"idempotency-key"), None)
-        if own is not None:
-            return f"{call.agent}/{own.decode('latin-1')}"
+        for name, own in headers:
+            if name == b"idempotency-key":
+                return f"{call.agent}/{own.decode('latin-1')}"
         return self.calls.idempotency_key(call)
 
     async def _send(

@@ -123,6 +123,10 @@ class Vault:
     def granted(self, agent: str, platform: str) -> bool:
         return (agent, platform) in self._held
 
+    def held(self, agent: str, platform: str) -> str | None:
+        """The credential already in hand, if any: most calls need no coroutine for it."""
+        return self._held[(agent, platform)].value
+
     async def fetch(self, agent: str, platform: str, timeout: float) -> str:
         held = self._held[(agent, platform)]
         if held.value is None:

@@ -67,17 +67,18 @@ class RequestBody:
         #: Told when the upload starts streaming (False) and when its last byte is read (True).
         self.on_progress: Callable[[bool], None] | None = None
 
-    async def start(self, has_body: bool = True) -> None:
+    async def start(self) -> None:
         """Read the first message: most bodies end there. A request that declares no body
-        (neither Content-Length nor Transfer-Encoding, as most GETs) is not read at all."""
-        if not has_body:
-            self.finished = True
-            return
+        (neither Content-Length nor Transfer-Encoding, as most GETs) is not read at all: its
+        caller skips this and calls `no_body`, one coroutine fewer on most requests."""
         chunk, more = await self._next()
         self.first = chunk
         self.finished = not more
         if self.size > self.replay_limit:
             self.kept = None
+
+    def no_body(self) -> None:
+        self.finished = True
 
     @property
     def replayable(self) -> bool:

@@ -170,7 +170,9 @@ async def test_a_host_that_cancels_the_probe_frees_the_slot(tmp_path: Path) -> N
         ctl.set_mode("hang")
         with pytest.raises(MCPError):
             await bench.host.call_tool("search__charge", {"amount": 1}, read_timeout_seconds=0.3)
-        await anyio.sleep(0.2)  # the host's cancellation reaches the proxy
+        with anyio.fail_after(30):  # the host's cancellation reaches the proxy
+            while not any(e.fields.get("fault") == "cancelled" for e in bench.events):
+                await anyio.sleep(0.02)
         ctl.set_mode("ok")
         probe = await bench.call("search__charge", {"amount": 1})
         assert not probe.is_error
