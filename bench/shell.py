@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import threading
 import time
 import tracemalloc
@@ -19,6 +20,7 @@ from typing import Any
 from bench import measure, ours, peers
 from bench.common import AGENT, ALTERNATIVES, BACKEND, KEY, TOOL, awork, make_sink, work
 from breakerdeck.engine import results
+from breakerdeck.engine.breaker import ADMIT_NORMAL, Admission
 from breakerdeck.engine.bus import EventBus
 from breakerdeck.engine.clock import SystemClock
 from breakerdeck.engine.engine import Engine
@@ -39,7 +41,8 @@ class Row:
     peer_label: str
     peer: float | None
     target: str
-    met: bool
+    #: None for a row that is a reference, not a target.
+    met: bool | None
 
 
 def _engine(listener: bool, loop: asyncio.AbstractEventLoop) -> Engine:
@@ -75,6 +78,35 @@ def _engine_guard(engine: Engine, fn: Callable[[], Any], key: str = KEY) -> Call
         return value
 
     return guarded
+
+
+class _EmptyTicket:
+    __slots__ = ("agent", "attempts", "deadline", "key", "number", "platform", "tool")
+
+    def __init__(
+        self, number: int, key: str, agent: str, platform: str, tool: str, deadline: float
+    ) -> None:
+        self.number, self.key, self.agent = number, key, agent
+        self.platform, self.tool, self.deadline = platform, tool, deadline
+
+
+class _EmptyEngine:
+    """The documented call shape with nothing behind it: a numbered ticket, an admission that
+    always lets in, a completion that does nothing. What no engine of this shape can beat."""
+
+    def __init__(self) -> None:
+        self._numbers = itertools.count(1)
+
+    def new_call(
+        self, key: str, agent: str, platform: str, tool: str, deadline: float
+    ) -> _EmptyTicket:
+        return _EmptyTicket(next(self._numbers), key, agent, platform, tool, deadline)
+
+    def admit(self, call: _EmptyTicket, lease: float) -> Admission:
+        return ADMIT_NORMAL
+
+    def complete(self, call: _EmptyTicket, outcome: Outcome, fault: str, status: str) -> None:
+        return None
 
 
 def _engine_guard_async(
@@ -159,6 +191,8 @@ def run() -> list[Row]:
     p_async = measure.overhead_async(loop, purgatory.guard_async(awork), awork) * US
     p_label = peers.Purgatory.label
 
+    floor = measure.overhead(_engine_guard(_EmptyEngine(), work), work) * US
+    rows.append(Row("(reference) the call shape alone, sync", floor, p_label, p_sync, "", None))
     for listener in (False, True):
         engine = _engine(listener, loop)
         sync = measure.overhead(_engine_guard(engine, work), work) * US
@@ -255,7 +289,7 @@ def render(rows: list[Row]) -> str:
         ours_text = f"{row.ours:8.3f}" if row.peer is not None else f"{row.ours:8.2f}"
         lines.append(
             f"  {row.title:62}  {ours_text}  {peer}  {ratio}  {row.target:>7}  "
-            f"{'yes' if row.met else 'NO'}"
+            f"{'—' if row.met is None else 'yes' if row.met else 'NO'}"
         )
     labels = sorted({row.peer_label for row in rows if row.peer_label})
     lines.append(f"  peers: {', '.join(labels)}")
