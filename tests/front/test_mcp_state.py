@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from breakerdeck.engine.feed.client import fetch_snapshot, read_token
 from breakerdeck.fixtures.mcp_server import FixtureControl
@@ -137,26 +139,42 @@ def call(number: int, tool: str = "search__charge") -> dict[str, object]:
     return {"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params}
 
 
+def answer(process: subprocess.Popen[str], number: int, seconds: float = 30.0) -> Any:
+    """The result of request `number`, read past notifications; fails rather than waits on."""
+    assert process.stdout is not None
+    stdout, found = process.stdout, []
+
+    def read() -> None:
+        for line in stdout:
+            message = json.loads(line)
+            if message.get("id") == number:
+                found.append(message["result"])
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(seconds)
+    assert found, f"no answer to request {number} within {seconds} s"
+    return found[0]
+
+
 def test_sigterm_lets_the_call_in_flight_finish_refuses_new_ones_and_exits_0(
     tmp_path: Path,
 ) -> None:
-    FixtureControl(tmp_path / "s").set_mode("progress", steps=4, every=0.25)
+    upstream = FixtureControl(tmp_path / "s")
+    upstream.set_mode("progress", steps=0, every=0.05, until_released=True)
     process = start(config(tmp_path))
-    assert process.stdout is not None
     send(process, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call(2))
-    time.sleep(0.3)
+    deadline = time.monotonic() + 30
+    while upstream.calls() == 0:  # call 2 is in flight, held at the upstream until released
+        assert time.monotonic() < deadline, "call 2 never reached the upstream"
+        time.sleep(0.02)
     process.send_signal(signal.SIGTERM)
-    time.sleep(0.1)
+    time.sleep(0.5)  # nothing shows that the drain began: a generous margin for the signal
     send(process, call(3))
-    answers = {}
-    for line in process.stdout:
-        message = json.loads(line)
-        if "id" in message:
-            answers[message["id"]] = message["result"]
-        if len(answers) == 2:
-            break
-    assert answers[2]["isError"] is False
-    assert answers[3]["structuredContent"]["status"] == "refused"
+    assert answer(process, 3)["structuredContent"]["status"] == "refused"
+    upstream.release()
+    assert answer(process, 2)["isError"] is False
     process.wait(timeout=30)
     assert process.returncode == 0
 
