@@ -91,16 +91,20 @@ def gateway_config(tmp_path: Path, payments: tuple[FakePlatform, PlatformServer]
 async def test_sigterm_lets_an_in_flight_call_finish_then_exits_0(
     gateway_config: Path, payments: tuple[FakePlatform, PlatformServer]
 ) -> None:
-    platform, _ = payments
-    platform.set_fault(Fault(FaultKind.SLOW, delay=1.0))
+    platform, server = payments
+    platform.set_fault(Fault(FaultKind.SLOW, delay=60))  # held on the wire until released
     gateway = Gateway(gateway_config)
     try:
-        async with httpx.AsyncClient(timeout=10) as client:
+        async with httpx.AsyncClient(timeout=30) as client:
             call = asyncio.create_task(
                 client.get(gateway.url + "/p/payments/x", headers=auth("billing"))
             )
-            await asyncio.sleep(0.4)
+            async with asyncio.timeout(30):
+                while platform.requests == 0:
+                    await asyncio.sleep(0.02)
             gateway.process.send_signal(signal.SIGTERM)
+            await asyncio.sleep(0.5)  # nothing shows that the drain began: a generous margin
+            server.release()
             answer = await call
         assert answer.status_code == 200
         assert await asyncio.to_thread(gateway.process.wait, 10) == 0
