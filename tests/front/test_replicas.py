@@ -1,6 +1,7 @@
 """Three `breakerdeck gateway` processes on one real Redis (DESIGN, "Replicas"), seen from
 outside: agents are real HTTP clients, the platform is the loopback fixture counted at its wire,
-each replica has its own state dir and runs at `--speed 10` on the fleet's one clock anchor.
+each replica has its own state dir and runs at `--speed 10` (one test's at 1) on the fleet's one
+clock anchor.
 
 The gateway's cooldown is the agent policy's 300 s (its config does not set it), 30 real seconds
 at `--speed 10`: too long to wait for each half-open. So the probe tests start from an agent
@@ -29,7 +30,7 @@ from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.engine import LEASE_GRACE_SECONDS
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.shared import SharedStore
-from breakerdeck.fixtures.faults import REFUSED, TIMEOUT
+from breakerdeck.fixtures.faults import REFUSED, TIMEOUT, Fault, FaultKind
 from breakerdeck.fixtures.platform import FakePlatform
 from breakerdeck.fixtures.server import PlatformServer
 from tests.front.conftest import auth, credential_file, write_config
@@ -48,11 +49,11 @@ class Replica:
     """One gateway process; its standard error is read to the end on a thread, so what it
     logs (a lost store, its return) never fills the pipe and stalls it."""
 
-    def __init__(self, config: Path, state_dir: Path, redis_url: str) -> None:
+    def __init__(self, config: Path, state_dir: Path, redis_url: str, speed: int) -> None:
         self.gateway = Gateway(
             config,
             *("--state-dir", str(state_dir)),
-            *("--shared", redis_url, "--speed", str(SPEED)),
+            *("--shared", redis_url, "--speed", str(speed)),
         )
         self.url = self.gateway.url
         threading.Thread(target=self._drain, daemon=True).start()
@@ -92,11 +93,12 @@ class Fleet:
         self.tmp_path = tmp_path
         self.replicas: list[Replica] = []
 
-    async def start(self, *names: str) -> list[Replica]:
+    async def start(self, *names: str, speed: int = SPEED) -> list[Replica]:
         """Replicas started side by side, each on its own state dir, once they serve."""
 
         def one(name: str) -> Replica:
-            replica = Replica(self.config, self.tmp_path / f"state-{name}", self.redis.url)
+            state_dir = self.tmp_path / f"state-{name}"
+            replica = Replica(self.config, state_dir, self.redis.url, speed)
             self.replicas.append(replica)
             return replica
 
@@ -223,18 +225,21 @@ async def half_open_on(http: httpx.AsyncClient, replicas: list[Replica], agent: 
 
 
 async def test_150_concurrent_calls_over_three_replicas_at_half_open_send_one_probe(
-    fleet: Fleet, platform: FakePlatform, http: httpx.AsyncClient
+    fleet: Fleet, server: PlatformServer, platform: FakePlatform, http: httpx.AsyncClient
 ) -> None:
-    replicas = await fleet.start("a", "b", "c")
+    # At --speed 1 the probe's 30 s deadline is 30 real seconds, not 3 that the others'
+    # answers on a loaded machine could outlast; the probe is held on the wire until they are in.
+    replicas = await fleet.start("a", "b", "c", speed=1)
     trip_a_cooldown_ago(fleet.redis.url, "billing")
     await half_open_on(http, replicas, "billing")
-    platform.set_fault(TIMEOUT)  # the probe stays out while the others are answered
+    platform.set_fault(Fault(FaultKind.SLOW, delay=60))
     calls = [asyncio.create_task(call(http, replicas[n % 3])) for n in range(150)]
     answered = [await answer for answer in itertools.islice(asyncio.as_completed(calls), 149)]
     assert [reason(answer) for answer in answered] == ["probe_in_flight"] * 149
     assert platform.requests == 1
     (probe,) = [task for task in calls if not task.done()]
-    probe.cancel()
+    server.release()
+    assert (await probe).status_code == 200
 
 
 async def test_a_killed_replicas_probe_holds_the_fleet_off_the_wire_until_its_lease_ends(
