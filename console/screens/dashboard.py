@@ -130,6 +130,7 @@ class DashboardScreen(Screen[None]):
             total=total,
             faults=faults,
             store_lost=self.deck.source.shared_store_lost(),
+            hidden=self.cards.selection_out_of_view() if self.is_mounted else None,
         )
 
     def tick(self) -> None:
@@ -163,6 +164,7 @@ class DashboardScreen(Screen[None]):
     @on(CardList.Selected)
     def _selected(self) -> None:
         self._refresh_bindings()
+        self._show_status(*self._shown_of)  # the off-screen hint goes with the move
 
     def action_filter(self) -> None:
         box = self.query_one(Input)

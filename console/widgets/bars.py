@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widgets import Static
 
-from breakerdeck.console.model import Summary, clock_text
+from breakerdeck.console.model import Card, Summary, clock_text
 from breakerdeck.engine.text import printable
 
 
@@ -133,11 +133,18 @@ class StatusLine(Static):
         total: int,
         faults: dict[str, str],
         store_lost: Sequence[tuple[str | None, str]] = (),
+        hidden: Card | None = None,
     ) -> None:
         """`store_lost`: (engine label, or None for the only one; why) for each engine whose
         shared store is lost. The header says which; this line says why, once per reason
-        (replicas that lost one Redis usually give the same)."""
+        (replicas that lost one Redis usually give the same). `hidden`: the selected card when
+        it is off screen (the selection stays on its breaker through re-sorts), so a key that
+        seems to do nothing is explained: `r` acts on that card, greyed if it is closed."""
         text = Text(no_wrap=True, overflow="ellipsis")
+        if hidden is not None:
+            text.append(f"▶ {printable(hidden.name or hidden.agent)}", style="bold reverse")
+            text.append(f" ({hidden.state}) is off screen: j selects the top card shown")
+            text.append("  ")
         if filter_text:
             shown_filter = printable(filter_text)
             text.append(f"filter “{shown_filter}”: {shown} of {total} ", style="bold reverse")
@@ -168,7 +175,7 @@ class StatusLine(Static):
             healthy = [p for p in order if faults[p] == "ok"]
             if healthy:
                 text.append("ok: " + printable(" ".join(healthy)))
-        self.display = bool(filter_text or faults or store_lost)
+        self.display = bool(filter_text or faults or store_lost or hidden)
         width = self.app.size.width  # the line spans the screen (it may be hidden: no size yet)
         if text.cell_len > width:  # cut where the eye sees it was cut
             text.truncate(width, overflow="ellipsis")

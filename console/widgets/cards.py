@@ -252,6 +252,14 @@ class CardList(ScrollView, can_focus=True):
             return False
         return row in self.visible_rows()
 
+    def selection_out_of_view(self) -> Card | None:
+        """The selected card when the operator cannot see it (a re-sort pushed it down, or
+        the wheel scrolled): the status line says where the keys would act."""
+        index = self.selected_index
+        if index is None or not self._row_h or self.in_view(index):
+            return None
+        return self.cards[index]
+
     def shown_selection(self) -> Card | None:
         """The selected card if the operator can see it; if not (the wheel scrolled, or a
         re-sort pushed it off), scroll it into view and return None: a key acts only on a
