@@ -111,8 +111,6 @@ class RemoteFeed:
 class RemoteSource(Source):
     """Breakers of one or more remote engines, read over their live feeds."""
 
-    speed = None
-
     def __init__(
         self,
         urls: Sequence[str],
@@ -158,8 +156,20 @@ class RemoteSource(Source):
         return f"{where} · {role}"
 
     @property
+    def speed(self) -> float | None:  # type: ignore[override]
+        """One sped-up engine's rate, for the header's "simulated time ×10" (to two digits:
+        it is measured); None for real time or several engines (the header's clock is then
+        the local one)."""
+        if self.multi or self.feeds[0].rate == 1.0:
+            return None
+        return float(f"{self.feeds[0].rate:.2g}")
+
+    @property
     def stale_since(self) -> float | None:  # type: ignore[override]
-        """The header's "STALE since": the earliest source that is out of touch."""
+        """The header's "STALE since": the earliest source that is out of touch, on the
+        header's clock (one engine's own, else the local one)."""
+        if not self.multi:
+            return self.stale_for("")
         since = [feed.stale_since for feed in self.feeds if feed.stale_since is not None]
         return min(since) if since else None
 
@@ -176,10 +186,7 @@ class RemoteSource(Source):
         """This engine's time on the local clock: countdowns against a sped-up engine run at
         its speed instead of drifting between snapshots."""
         feed, _ = self._locate(ident)
-        local = time.time()
-        if feed is None or feed.rate == 1.0:
-            return local
-        return feed.synced_at + feed.rate * (local - feed.synced_at)
+        return time.time() if feed is None else _on_engine_clock(feed, time.time())
 
     def snapshot(self) -> list[BreakerView]:
         return [view for feed in self.feeds for view in feed.views.values()]
@@ -232,8 +239,12 @@ class RemoteSource(Source):
         return len({feed.policy for feed in self.feeds if feed.policy}) > 1
 
     def stale_for(self, ident: str) -> float | None:
+        """When the card's engine went out of touch, on that engine's clock, as every other
+        time on its card is (a local time beside sped-up ones read as 46 minutes ago)."""
         feed, _ = self._locate(ident)
-        return feed.stale_since if feed is not None else None
+        if feed is None or feed.stale_since is None:
+            return None
+        return _on_engine_clock(feed, feed.stale_since)
 
     @property
     def engines(self) -> int:  # type: ignore[override]
@@ -571,3 +582,10 @@ def _login() -> str:
 
 
 __all__ = ["RemoteFeed", "RemoteSource", "run_watch"]
+
+
+def _on_engine_clock(feed: RemoteFeed, local: float) -> float:
+    """A local time on a sped-up engine's clock, from its last snapshot at its measured rate."""
+    if feed.rate == 1.0:
+        return local
+    return feed.synced_at + feed.rate * (local - feed.synced_at)
