@@ -334,7 +334,7 @@ class BreakerdeckApp(App[None]):
             _agent_line(card),
             self._state_line(card),
             f"Counter: {self.board.thresholds.counter(view.count)}",
-            f"Writes circuit_breaker_reset as {self.operator}.",
+            f"The audit log records it as circuit_breaker_reset by {self.operator}.",
         ]
         where = self.source.source_name(card.id)
         store = self.source.shared_store(card.id)
@@ -399,7 +399,7 @@ class BreakerdeckApp(App[None]):
         siblings = self.board.cards_of(self.source.siblings(card.id))
         if any(c.agent == card.agent and c.state == "closed" for c in siblings):
             lines.append("Sources where it is closed are left alone.")
-        lines.append(f"Writes circuit_breaker_reset on each as {self.operator}.")
+        lines.append(f"Each audit log records it as circuit_breaker_reset by {self.operator}.")
         reason = f"reset from the console on every source reporting {card.key}"
 
         title = f"Reset {card.key} on {len(targets)} source{'s' if len(targets) > 1 else ''}?"

@@ -241,7 +241,7 @@ def _rank(view: BreakerView) -> int:
 #: What a counted upstream failure's fault says, in the hint's words.
 _FAULT_WORDS = {
     "refused": "refused",
-    "reset": "reset",
+    "reset": "connection reset",
     "timeout": "timeouts",
     "slow": "timeouts",
     "expired": "timeouts",
