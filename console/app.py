@@ -37,7 +37,7 @@ from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.screens.help import HelpScreen
 from breakerdeck.console.screens.table import TableScreen
-from breakerdeck.console.source import FaultControls, Notice, Source
+from breakerdeck.console.source import REVOKED, FaultControls, Notice, Source
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.bus import Missed
 from breakerdeck.engine.events import Event
@@ -309,10 +309,15 @@ class BreakerdeckApp(App[None]):
         return "REVOKED" not in self.controls.status().get(platform, "REVOKED")
 
     def can_fix(self, card: Card) -> bool:
-        """`f` applies: a paused credential (tool policy), or any card in demo mode."""
+        """`f` applies: a paused credential (tool policy); in demo mode, a card tripped on its
+        credential or whose platform's credential is revoked (a healthy one has nothing to
+        fix, and asking "fixed?" about it confused)."""
         if card.view.paused and self.source.can_mark_fixed and self.source.can_write(card.id):
             return True
-        return self.controls is not None and self.card_platform(card) is not None
+        platform = self.card_platform(card)
+        if self.controls is None or platform is None:
+            return False
+        return card.auth_trip or REVOKED in self.controls.status().get(platform, "")
 
     def request_reset(self, card: Card, *, every: bool = False) -> None:
         stale = self.source.stale_for(card.id)

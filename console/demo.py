@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from breakerdeck.console.output import say
-from breakerdeck.console.source import InProcessSource
+from breakerdeck.console.source import REVOKED, InProcessSource
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
 
@@ -58,7 +58,7 @@ class SimulationControls:
         for platform, fake in self.sim.fakes.items():
             word = fault_word(fake.fault.label)
             if not fake.credential_valid:
-                word = "CRED REVOKED" if word == "ok" else f"{word}, CRED REVOKED"
+                word = REVOKED if word == "ok" else f"{word}, {REVOKED}"
             shown[platform] = word
         return shown
 

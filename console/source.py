@@ -153,13 +153,17 @@ class Source(abc.ABC):
         """Release what the source holds."""
 
 
+#: In a `FaultControls.status()` word: the platform's credential is revoked (`f` fixes it).
+REVOKED = "CRED REVOKED"
+
+
 class FaultControls(Protocol):
     """Demo mode's fault injector, as the console drives it."""
 
     platforms: list[str]
 
     def status(self) -> dict[str, str]:
-        """Platform -> what it does now, in a word or two ("ok", "DOWN", "cred REVOKED")."""
+        """Platform -> what it does now, in a word or two ("ok", "DOWN (refused)", `REVOKED`)."""
         ...
 
     def take_down(self, platform: str) -> None: ...
