@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import copy
 import logging
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -39,6 +40,11 @@ from breakerdeck.engine.text import printable
 MAX_INSTANCES = 64
 INSTANCES = "instances"
 FEED_URL_FILE = "feed.url"
+#: Said once when a person starts the stdio proxy in a terminal, where it would look hung.
+TTY_HINT = (
+    "speaking MCP (JSON-RPC) on stdin/stdout: an MCP host starts this command itself; "
+    "its config entry is in docs/mcp.md (Ctrl-D or Ctrl-C ends it)"
+)
 #: After the last call in flight returns, this long for its answer to reach the host.
 ANSWER_FLUSH_SECONDS = 0.1
 
@@ -193,6 +199,8 @@ async def _serve_host(proxy: Proxy, options: McpOptions) -> None:
 
         await serve_http(proxy, options)  # uvicorn drains on SIGTERM, as the gateway does
         return
+    if os.isatty(0):
+        say(TTY_HINT)
     async with anyio.create_task_group() as group:
         group.start_soon(_stop_on_signals, proxy, group)
         async with host_stdio() as (read, write):

@@ -13,16 +13,18 @@ import asyncio
 import json
 import os
 import re
+import selectors
+import stat
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 import mcp_types as types
 from mcp.client.stdio import get_default_environment
-from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
 #: The JSON-RPC error code a too-large answer is delivered as (server-defined range).
@@ -140,60 +142,47 @@ HOST_MESSAGE_LIMIT = 16 * 1024 * 1024
 
 @asynccontextmanager
 async def host_stdio(limit: int = HOST_MESSAGE_LIMIT) -> AsyncIterator[tuple[Any, Any]]:
-    """The host's JSON-RPC on this process's stdin and stdout, read without threads.
+    """The host's JSON-RPC on this process's stdin and stdout, whatever files they are.
 
     Standard output carries nothing but JSON-RPC: the wire is a private copy of fd 1, and fd 1
     itself points at stderr while serving, so a stray print (ours, a library's) lands there.
-    Reading without a thread lets a SIGTERM stop the proxy while the host keeps its end open
-    (the SDK's stdio server reads in a thread, which no cancellation reaches). Standard input
-    that is a regular file, not a pipe, falls back to the SDK's transport.
+    A pipe, socket or terminal is read and written on the event loop, without threads, so that
+    a SIGTERM stops the proxy while the host keeps its end open (a thread blocked in a read is
+    out of any cancellation's reach). A file the loop cannot wait on (a regular file,
+    /dev/null) never blocks for long: it goes through anyio's file wrapper, in a worker thread.
+    The end of input is the host going away: the read stream ends and so does the serving.
     """
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=limit, loop=loop)
-    try:
-        read_transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
-            os.fdopen(os.dup(0), "rb", buffering=0),
-        )
-    except ValueError:
-        async with stdio_server() as streams:
-            yield streams
-        return
     wire_out = os.dup(1)
     os.dup2(2, 1)
-    write_transport, write_protocol = await loop.connect_write_pipe(
-        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(loop=loop), loop=loop),
-        os.fdopen(wire_out, "wb", buffering=0),
-    )
-    writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
     incoming, read_stream = anyio.create_memory_object_stream[Any](0)
     write_stream, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
+    async with AsyncExitStack() as stack:
+        lines = await stack.enter_async_context(_host_lines(os.dup(0), limit))
+        send = await stack.enter_async_context(_host_sink(wire_out))
 
-    async def pump_in() -> None:
-        async with incoming:
-            while True:
-                try:
-                    line = await reader.readline()
-                except ValueError as error:  # a line over the limit: dropped, said so
-                    await incoming.send(error)
-                    continue
-                if not line:
-                    return
-                try:
-                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except ValueError as error:
-                    await incoming.send(error)
-                    continue
-                await incoming.send(SessionMessage(message))
+        async def pump_in() -> None:
+            async with incoming:
+                async for line in lines:
+                    if isinstance(line, ValueError):  # a line over the limit: dropped, said so
+                        await incoming.send(line)
+                        continue
+                    try:
+                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    except ValueError as error:
+                        await incoming.send(error)
+                        continue
+                    await incoming.send(SessionMessage(message))
 
-    async def pump_out() -> None:
-        async with outgoing:
-            async for item in outgoing:
-                data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-                writer.write(data.encode() + b"\n")
-                await writer.drain()
+        async def pump_out() -> None:
+            async with outgoing:
+                async for item in outgoing:
+                    data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    try:
+                        await send(data.encode() + b"\n")
+                    except OSError:  # the host closed its end: it went away
+                        group.cancel_scope.cancel()
+                        return
 
-    try:
         async with anyio.create_task_group() as group:
             group.start_soon(pump_in)
             group.start_soon(pump_out)
@@ -201,6 +190,98 @@ async def host_stdio(limit: int = HOST_MESSAGE_LIMIT) -> AsyncIterator[tuple[Any
                 yield read_stream, write_stream
             finally:
                 group.cancel_scope.cancel()
+
+
+def _pollable(fd: int) -> bool:
+    """Whether the event loop can wait on `fd`: a pipe, a socket or a terminal can; a regular
+    file or /dev/null cannot (epoll refuses them, and asyncio would fail in a callback)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+        return False
+    with selectors.DefaultSelector() as selector:
+        try:
+            selector.register(fd, selectors.EVENT_READ)
+        except (OSError, ValueError):
+            return False
+    return True
+
+
+Line = bytes | ValueError
+
+
+@asynccontextmanager
+async def _host_lines(fd: int, limit: int) -> AsyncIterator[AsyncIterator[Line]]:
+    """Lines from `fd` (owned: closed on the way out), each a ValueError when over `limit`."""
+    if not _pollable(fd):
+        async with anyio.wrap_file(os.fdopen(fd, "rb")) as file:
+            yield _file_lines(file, limit)
+        return
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=limit, loop=loop)
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
+        os.fdopen(fd, "rb", buffering=0),
+    )
+    try:
+        yield _pipe_lines(reader)
     finally:
-        read_transport.close()
-        write_transport.close()
+        transport.close()
+
+
+async def _pipe_lines(reader: asyncio.StreamReader) -> AsyncIterator[Line]:
+    while True:
+        try:
+            line = await reader.readline()
+        except ValueError as error:
+            yield error
+            continue
+        except OSError:  # a terminal hung up (EIO): the end of input
+            return
+        if not line:
+            return
+        yield line
+
+
+async def _file_lines(file: anyio.AsyncFile[bytes], limit: int) -> AsyncIterator[Line]:
+    async def readline() -> bytes:  # at most limit + 1 bytes: AsyncFile.readline has no bound
+        return await anyio.to_thread.run_sync(file.wrapped.readline, limit + 1)
+
+    while line := await readline():
+        if len(line) > limit and not line.endswith(b"\n"):
+            while (rest := await readline()) and not rest.endswith(b"\n"):
+                pass
+            yield ValueError(f"a message over {limit} bytes")
+            continue
+        yield line
+
+
+@asynccontextmanager
+async def _host_sink(fd: int) -> AsyncIterator[Callable[[bytes], Awaitable[None]]]:
+    """Writes to `fd` (owned: closed on the way out), each awaited until it is on its way."""
+    if not _pollable(fd):
+        async with anyio.wrap_file(os.fdopen(fd, "wb")) as file:
+
+            async def to_file(data: bytes) -> None:
+                await file.write(data)
+                await file.flush()
+
+            yield to_file
+        return
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.connect_write_pipe(
+        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(loop=loop), loop=loop),
+        os.fdopen(fd, "wb", buffering=0),
+    )
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+
+    async def to_pipe(data: bytes) -> None:
+        writer.write(data)
+        await writer.drain()
+
+    try:
+        yield to_pipe
+    finally:
+        transport.close()
