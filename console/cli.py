@@ -9,6 +9,8 @@ lengths the feed accepts. docs/console.md lists every exit status.
 from __future__ import annotations
 
 import argparse
+import difflib
+import importlib.metadata
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -41,6 +43,29 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         shown = printable(message)  # it quotes what was typed, which may be pasted from anywhere
         self.exit(EXIT_USAGE, f"{self.prog}: {shown} (see {self.prog} --help)\n")
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        """An option the command does not know is reported by that command's parser, with the
+        nearest it does know (`gateway --confg` → did you mean --config?): argparse reports
+        leftovers from the top parser, whose help does not list them."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if not extras:
+            return parsed
+        command = self._commands.get(getattr(parsed, "command", None) or "", self)
+        unknown = extras[0].partition("=")[0]
+        known = [o for action in command._actions for o in action.option_strings]
+        near = difflib.get_close_matches(unknown, known, n=1, cutoff=0.8)
+        hint = f"; did you mean {near[0]}?" if near else ""
+        command.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+
+    @property
+    def _commands(self) -> dict[str, argparse.ArgumentParser]:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
 
 
 def _number(low: float, high: float, *, above_low: bool = False) -> Callable[[str], float]:
@@ -104,11 +129,30 @@ _reason = _text(MAX_REASON_CHARS, "the reason")
 _key = _text(MAX_KEY_CHARS, "the key")
 
 
+#: `status`'s exit codes (docs/feed.md); `reset` reads 0 and 1 its own way.
+_EXITS = """exit codes:
+  0   every breaker closed
+  1   something open, half-open or paused
+  2   something paged (open through two cooldowns)
+  3   unreachable: nothing listening, timed out, or not a websocket
+  4   the token was refused, or none could be found or read
+  5   the server refused the request or spoke another protocol version
+  64  a usage mistake; 74 standard output closed"""
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("breakerdeck")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="breakerdeck",
         description="Circuit breakers for AI agents' tool calls, and the console to watch them.",
     )
+    parser.add_argument("--version", action="version", version=f"breakerdeck {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = commands.add_parser(
@@ -178,7 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     status = commands.add_parser(
-        "status", help="one-shot table or JSON of a remote engine's breakers"
+        "status",
+        help="one-shot table or JSON of a remote engine's breakers",
+        epilog=_EXITS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     status.add_argument("url", type=_feed_url)
     status.add_argument("--json", action="store_true")
@@ -203,7 +250,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     watch.add_argument("--timeout", type=_timeout, default=10.0, help="seconds to connect")
 
-    reset = commands.add_parser("reset", help="reset one breaker on a remote engine")
+    reset = commands.add_parser(
+        "reset",
+        help="reset one breaker on a remote engine",
+        epilog=_EXITS.replace("every breaker closed", "reset done").replace(
+            "something open, half-open or paused", "not confirmed: nothing sent"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     reset.add_argument("url", type=_feed_url)
     reset.add_argument("key", type=_key)
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import difflib
 import getpass
 import json
 import os
@@ -346,8 +347,14 @@ def run_reset(args: argparse.Namespace) -> int:
         return _exit_for(error)
     breaker = next((b for b in current.breakers if b.key == args.key), None)
     if breaker is None:
-        known = ", ".join(sorted(b.key for b in current.breakers)[:10]) or "none yet"
-        say(f"{current.source} has no breaker with key {args.key!r} (known: {known})")
+        keys = sorted(b.key for b in current.breakers)
+        near = difflib.get_close_matches(args.key, keys, n=1)
+        known = ", ".join(keys[:10]) + (f", … {len(keys) - 10} more" if len(keys) > 10 else "")
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        say(
+            f"{current.source} has no breaker with key {args.key!r}{hint} "
+            f"(known: {known or 'none yet'})"
+        )
         return EXIT_ERROR
     what = f"{breaker.display_state}, count {breaker.count}"
     if breaker.trip_cause and breaker.state != "closed":
