@@ -50,10 +50,15 @@ FLOW = (
 )
 
 
+#: First, not last: at 80x24 the help is longer than the screen, and the way out must show.
+CLOSE_LINE = "escape, ? or q closes this help · j/k, pgdn/pgup scroll"
+
+
 def help_table() -> Table:
     table = Table(box=None, show_header=False, expand=True, padding=(0, 1))
     table.add_column("key", style="bold", no_wrap=True, width=18)
     table.add_column("what", ratio=1)
+    table.add_row("", Text(CLOSE_LINE, style="dim"))
     for key, what in KEYS:
         if what:
             table.add_row(key, what)
@@ -61,13 +66,15 @@ def help_table() -> Table:
             table.add_row(Text(key, style="bold underline"), "")
     table.add_row("", "")
     table.add_row("", Text(FLOW, style="bold"))
-    table.add_row("", Text("escape, ? or q closes this help", style="dim"))
     return table
 
 
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,q", "close", "Close", id="help-close"),
+        # The list's own keys scroll the help too: they are what an operator's fingers try.
+        Binding("j", "scroll(1)", "Down", show=False, id="help-down"),
+        Binding("k", "scroll(-1)", "Up", show=False, id="help-up"),
     ]
 
     def compose(self) -> ComposeResult:
@@ -76,3 +83,8 @@ class HelpScreen(ModalScreen[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one("#help-box", VerticalScroll).scroll_relative(
+            y=lines, animate=False, immediate=True
+        )
