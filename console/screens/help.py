@@ -51,7 +51,7 @@ FLOW = (
 
 
 #: First, not last: at 80x24 the help is longer than the screen, and the way out must show.
-CLOSE_LINE = "escape, ? or q closes this help · j/k, pgdn/pgup scroll"
+CLOSE_LINE = "escape, ? or q closes this help; j/k scroll it"
 
 
 def help_table() -> Table:
