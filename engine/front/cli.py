@@ -91,7 +91,7 @@ def add_gateway_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
 
 
 def run_gateway(args: argparse.Namespace) -> int:
-    from breakerdeck.engine.front.config import ConfigError, load, redis_address, shared_settings
+    from breakerdeck.engine.front.config import ConfigError, load, shared_settings
     from breakerdeck.engine.front.server import Options, say
 
     if not args.config:
@@ -103,11 +103,6 @@ def run_gateway(args: argparse.Namespace) -> int:
     except ConfigError as error:
         say(str(error))
         return EXIT_START
-    if args.check_config:
-        where = "" if shared is None else f", shared on {redis_address(shared.url)}"
-        counts = f"{len(config.platforms)} platforms, {len(config.agents)} agents"
-        say(f"{args.config}: ok ({counts}{where})")
-        return 0
     table = config.gateway
     state_dir = args.state_dir or table.state_dir
     options = Options(
@@ -124,16 +119,35 @@ def run_gateway(args: argparse.Namespace) -> int:
         viewer_token_file=args.viewer_token_file,
         operator_token_file=args.operator_token_file,
     )
+    if args.check_config:
+        return _check(options)
     return _serve(options)
+
+
+def _check(options: Options) -> int:
+    """`--check-config`: the file, then the same checks the start makes before it binds."""
+    from breakerdeck.engine.front.config import redis_address
+    from breakerdeck.engine.front.server import StartError, check_start, say
+
+    try:
+        check_start(options)
+    except StartError as error:
+        say(str(error))
+        return EXIT_START
+    config = options.config
+    where = "" if options.shared is None else f", shared on {redis_address(options.shared.url)}"
+    counts = f"{len(config.platforms)} platforms, {len(config.agents)} agents"
+    say(f"{options.config_path}: ok ({counts}{where})")
+    return 0
 
 
 def _serve(options: Options) -> int:
     from breakerdeck.engine import statedir
     from breakerdeck.engine.errors import StateDirError
-    from breakerdeck.engine.front.server import StartError, check_bind, run, say, serve
+    from breakerdeck.engine.front.server import StartError, check_start, run, say, serve
 
     try:
-        check_bind(options)
+        check_start(options)
         if options.state_dir is not None:
             statedir.prepare(options.state_dir)
         run(serve(options))

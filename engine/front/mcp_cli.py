@@ -49,10 +49,10 @@ def run_mcp(args: argparse.Namespace) -> int:
 
     from breakerdeck.engine import statedir
     from breakerdeck.engine.errors import StateDirError
-    from breakerdeck.engine.front.mcp_config import ConfigError, load
+    from breakerdeck.engine.front.mcp_config import ConfigError, check_commands, load
     from breakerdeck.engine.front.mcp_serve import (
         McpOptions,
-        check_bind,
+        check_start,
         quiet_logging,
         say,
         serve,
@@ -67,12 +67,6 @@ def run_mcp(args: argparse.Namespace) -> int:
         config = load(args.config)
     except ConfigError as error:
         say(str(error))
-        return EXIT_START
-    if args.check_config:
-        say(f"{args.config}: ok ({len(config.servers)} servers)")
-        return 0
-    if args.http and not args.token_file:
-        say("--http needs --token-file FILE: the bearer token hosts must send")
         return EXIT_START
     table = config.proxy
     state_dir = args.state_dir or table.state_dir
@@ -89,8 +83,17 @@ def run_mcp(args: argparse.Namespace) -> int:
         viewer_token_file=args.viewer_token_file,
         operator_token_file=args.operator_token_file,
     )
+    if args.check_config:
+        try:
+            check_start(options)
+            check_commands(args.config, config)
+        except (StartError, ConfigError) as error:
+            say(str(error))
+            return EXIT_START
+        say(f"{args.config}: ok ({len(config.servers)} servers)")
+        return 0
     try:
-        check_bind(options)
+        check_start(options)
         if options.state_dir is not None:
             statedir.prepare(options.state_dir)
         anyio.run(serve, options)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -215,3 +216,22 @@ def _check_credential(path: Path, table: str, server: ServerConfig) -> None:
             statedir.read_private(credential.file)
         except StateDirError as error:
             raise ConfigError(path, where, "file", str(error)) from None
+
+
+def command_problem(command: list[str]) -> str | None:
+    """Why a stdio server's command cannot start, or None. Its program is looked up as the
+    start looks it up: a name on PATH, or a path (with a '/') to an executable file."""
+    program = command[0]
+    if shutil.which(program) is not None:
+        return None
+    if os.sep in program:
+        return f"{program!r} is not an executable file"
+    return f"{program!r} not found on PATH"
+
+
+def check_commands(path: str | Path, config: ProxyConfig) -> None:
+    """`--check-config` only: a stdio server whose program is missing is refused, naming it.
+    At run time the same server is reported and the others are served."""
+    for name, server in config.servers.items():
+        if server.command is not None and (problem := command_problem(server.command)):
+            raise ConfigError(Path(path), f"servers.{name}", "command", problem)

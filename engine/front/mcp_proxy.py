@@ -260,7 +260,10 @@ class Proxy:
             try:
                 await upstream.ensure()
             except classify.StartFailed as error:
-                line = f"{upstream.name}: could not start: {error}"
+                line = (
+                    f"{upstream.name}: could not start: {error}; its tools are left out until "
+                    "it starts (tried again when a host lists tools)"
+                )
                 upstream.problems.append(line)
                 print(f"breakerdeck mcp: {line}", file=self.errlog, flush=True)
 

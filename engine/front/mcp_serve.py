@@ -32,7 +32,13 @@ from breakerdeck.engine.front.mcp_engine import Breakers
 from breakerdeck.engine.front.mcp_proxy import Proxy
 from breakerdeck.engine.front.mcp_stdio import host_stdio
 from breakerdeck.engine.front.metrics import Counts, registry_for
-from breakerdeck.engine.front.server import StartError, feed_tokens, is_loopback, split_address
+from breakerdeck.engine.front.server import (
+    StartError,
+    check_feed,
+    feed_tokens,
+    is_loopback,
+    split_address,
+)
 from breakerdeck.engine.front.speed import SpeedClock
 from breakerdeck.engine.text import printable
 
@@ -126,8 +132,8 @@ async def feed_for(
     if listen is None:
         yield None
         return
-    if options.state_dir is None:
-        raise StartError("the feed needs a state dir (for its tokens): pass --state-dir")
+    check_feed(listen, options.state_dir)
+    assert options.state_dir is not None
     viewer, operator = feed_tokens(cast(Any, options), options.state_dir)
     host, port = split_address(listen)
     async with serve_feed(
@@ -149,6 +155,15 @@ def start_metrics(engine: Engine, listen: str | None, counts: Counts) -> Any:
     server, _thread = start_http_server(port, addr=host, registry=registry_for(engine, counts))
     say(f"metrics on http://{listen}/metrics")
     return server
+
+
+def check_start(options: McpOptions) -> None:
+    """Everything the start refuses before it binds or writes anything; `--check-config` runs
+    this same check."""
+    if options.http_listen is not None and not options.token_file:
+        raise StartError("--http needs --token-file FILE: the bearer token hosts must send")
+    check_bind(options)
+    check_feed(options.feed_listen, options.state_dir)
 
 
 def check_bind(options: McpOptions) -> None:

@@ -41,6 +41,7 @@ from breakerdeck.engine.front.mcp_config import (
     START_DEADLINE_SECONDS,
     TOOL_NAME,
     ServerConfig,
+    command_problem,
 )
 from breakerdeck.engine.front.mcp_http import ATTEMPT_META, upstream_transport
 from breakerdeck.engine.front.mcp_stdio import bounded_stdio
@@ -126,6 +127,8 @@ class Upstream:
 
     async def _start(self) -> _Connection:
         assert self._group is not None, "attach() the upstream to a task group first"
+        if self.config.command is not None and (problem := command_problem(self.config.command)):
+            raise StartFailed(problem)
         try:
             connection: _Connection = await self._group.start(self._own)
             return connection

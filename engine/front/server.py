@@ -89,6 +89,19 @@ def check_bind(options: Options) -> None:
         )
 
 
+def check_start(options: Options) -> None:
+    """Everything the start refuses before it binds or writes anything; `--check-config` runs
+    this same check, so a file that checks out is one the gateway starts with."""
+    check_bind(options)
+    check_feed(options.feed_listen, options.state_dir)
+
+
+def check_feed(feed_listen: str | None, state_dir: Path | None) -> None:
+    """The feed's tokens live in the state dir: a feed without one cannot start."""
+    if feed_listen is not None and state_dir is None:
+        raise StartError("the feed needs a state dir (for its tokens): pass --state-dir")
+
+
 def feed_tokens(options: Options, state_dir: Path) -> tuple[str, str]:
     """(viewer, operator) as `serve` has them: the files given, else made in the state dir."""
     tokens = []
@@ -194,8 +207,8 @@ async def _maybe_feed(engine: Engine, app: GatewayApp, options: Options) -> Asyn
     if options.feed_listen is None:
         yield
         return
-    if options.state_dir is None:
-        raise StartError("the feed needs a state dir (for its tokens): pass --state-dir")
+    check_feed(options.feed_listen, options.state_dir)
+    assert options.state_dir is not None
     viewer, operator = feed_tokens(options, options.state_dir)
     host, port = split_address(options.feed_listen)
     async with serve_feed(

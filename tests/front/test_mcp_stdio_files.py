@@ -52,14 +52,15 @@ def answers(path: Path) -> list[Any]:
 
 @contextmanager
 def proxy(
-    tmp_path: Path, stdin: int | IO[Any], stdout: IO[Any]
+    tmp_path: Path, stdin: int | IO[Any], stdout: IO[Any], config: Path | None = None
 ) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
-    """The proxy with the given stdin and stdout and its stderr in a file; killed if a test
-    leaves it running."""
+    """The proxy on `config` (default: one fixture server) with the given stdin and stdout and
+    its stderr in a file; killed if a test leaves it running."""
     errors = tmp_path / "stderr.txt"
+    config = config or write_config(tmp_path)
     with errors.open("wb") as stderr:
         process = subprocess.Popen(
-            [*COMMAND, "--config", str(write_config(tmp_path)), "--speed", "10"],
+            [*COMMAND, "--config", str(config), "--speed", "10"],
             stdin=stdin,
             stdout=stdout,
             stderr=stderr,
