@@ -14,7 +14,7 @@ import pytest
 
 from breakerdeck.fixtures.platform import FakePlatform
 from breakerdeck.fixtures.server import PlatformServer
-from tests.front.conftest import StartRig, body, write_config
+from tests.front.conftest import SHORT_DEADLINE, StartRig, body, write_config
 
 GOOD = """
 [gateway]
@@ -151,7 +151,7 @@ async def test_a_vault_command_that_hangs_fails_or_prints_nothing_is_an_upstream
     config = write_config(
         tmp_path, {"payments": server.url("payments")}, {"a": {"payments": entry}}
     )
-    rig = await start_gateway(config)
+    rig = await start_gateway(config, SHORT_DEADLINE)
     answer = await rig.call("a", "/p/payments/x")
     assert answer.status_code == 502
     assert "vault" in body(answer)["message"]

@@ -9,7 +9,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.front.conftest import Rig, StartRig, auth, body, credential_file, write_config
+from tests.front.conftest import (
+    SHORT_DEADLINE,
+    Rig,
+    StartRig,
+    auth,
+    body,
+    credential_file,
+    write_config,
+)
 from tests.front.upstream import Recorder
 
 
@@ -28,16 +36,19 @@ async def evil() -> AsyncIterator[Recorder]:
     await recorder.close()
 
 
-@pytest.fixture
-async def rig(tmp_path: Path, platform: Recorder, evil: Recorder, start_gateway: StartRig) -> Rig:
+def _config(tmp_path: Path, platform: Recorder, evil: Recorder) -> Path:
     cred = credential_file(tmp_path)
-    config = write_config(
+    return write_config(
         tmp_path,
         {"payments": platform.url("/api"), "crm": evil.url("/crm")},
         {"billing": {"payments": cred}, "sales": {"crm": cred}},
         gateway="body_limit_bytes = 1000",
     )
-    started: Rig = await start_gateway(config)
+
+
+@pytest.fixture
+async def rig(tmp_path: Path, platform: Recorder, evil: Recorder, start_gateway: StartRig) -> Rig:
+    started: Rig = await start_gateway(_config(tmp_path, platform, evil))
     return started
 
 
@@ -189,7 +200,10 @@ async def test_a_chunked_body_that_overruns_the_limit_is_413_and_uncounted(
     assert rig.count("billing") == 0
 
 
-async def test_a_stalled_upload_is_answered_408_and_uncounted(rig: Rig, platform: Recorder) -> None:
+async def test_a_stalled_upload_is_answered_408_and_uncounted(
+    tmp_path: Path, platform: Recorder, evil: Recorder, start_gateway: StartRig
+) -> None:
+    rig = await start_gateway(_config(tmp_path, platform, evil), SHORT_DEADLINE)
     raw = (
         b"POST /p/payments/x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer token-of-billing\r\n"
         b"Content-Length: 100\r\n\r\nonly part of it"
