@@ -61,7 +61,7 @@ class Fleet:
         engine = Engine(
             AgentPolicy(),
             clock=self.clock,
-            shared=SharedStore(redis_url, timeout=0.3),
+            shared=SharedStore(redis_url, timeout=5.0),  # a loaded round trip is no loss
             instance=name,
             state_dir=self.tmp_path / name,
         )

@@ -45,7 +45,7 @@ def replica(url: str, state: Path) -> Engine:
     engine = Engine(
         AgentPolicy(),
         clock=ManualClock(),
-        shared=SharedStore(url, timeout=0.3),
+        shared=SharedStore(url, timeout=5.0),  # a loaded machine's round trip is no loss
         instance="a",
         state_dir=state,
     )

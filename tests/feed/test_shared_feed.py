@@ -47,7 +47,7 @@ class Replicas:
         engine = Engine(
             AgentPolicy(),
             clock=self.clock,
-            shared=SharedStore(url or self.url, timeout=0.3),
+            shared=SharedStore(url or self.url, timeout=5.0),  # a loaded round trip is no loss
             instance=name,
             state_dir=self.tmp_path / name,
         )
