@@ -1,0 +1,79 @@
+"""Ctrl-C in a terminal signals the whole foreground process group: the proxy and the fixture
+MCP servers it started. Each ends without a traceback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from tests.front.mcp_support import FIXTURE
+from tests.front.test_mcp_cli import COMMAND
+from tests.front.test_mcp_stdio_files import (
+    EXIT_SECONDS,
+    INITIALIZE,
+    START_SECONDS,
+    answers,
+    frame,
+    wait_for,
+)
+
+#: The demo calls one tool of each of its three fixture servers.
+TOOLS = ("search__lookup", "billing__charge", "docs__lookup")
+
+
+def test_a_fixture_server_interrupted_ends_without_a_traceback_when_its_host_leaves(
+    tmp_path: Path,
+) -> None:
+    out, errors = tmp_path / "out.json", tmp_path / "stderr.txt"
+    read_end, write_end = os.pipe()
+    with out.open("wb") as stdout, errors.open("wb") as stderr:
+        server = subprocess.Popen(
+            [*FIXTURE, "--control", str(tmp_path / "search")],
+            stdin=read_end,
+            stdout=stdout,
+            stderr=stderr,
+        )
+    os.close(read_end)
+    try:
+        os.write(write_end, frame(INITIALIZE))
+        wait_for(lambda: len(answers(out)) == 1, START_SECONDS, "answer to initialize")
+        server.send_signal(signal.SIGINT)
+    finally:
+        os.close(write_end)  # the host goes away too, as the interrupted proxy does
+        try:
+            status = server.wait(EXIT_SECONDS)
+        finally:
+            if server.poll() is None:
+                server.kill()
+    assert errors.read_text() == ""
+    assert status == 130
+
+
+def test_ctrl_c_on_the_demo_prints_no_traceback_and_exits_0(tmp_path: Path) -> None:
+    errors = tmp_path / "stderr.txt"
+    with errors.open("wb") as stderr:
+        demo = subprocess.Popen(
+            [*COMMAND, "--demo", "--feed-listen", "127.0.0.1:0", "--state-dir", str(tmp_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,  # its own process group, as a terminal's foreground job
+        )
+    try:
+        # Every server has answered a call: all three children are up and serving.
+        wait_for(
+            lambda: all(f"{tool}: ok" in errors.read_text() for tool in TOOLS),
+            START_SECONDS,
+            "a call answered by each server",
+        )
+        os.killpg(demo.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        assert demo.wait(START_SECONDS) == 0
+    finally:
+        if demo.poll() is None:
+            os.killpg(demo.pid, signal.SIGKILL)
+            demo.wait(EXIT_SECONDS)
+    text = errors.read_text()
+    for noise in ("Traceback", "KeyboardInterrupt", "CancelledError"):
+        assert noise not in text, text
