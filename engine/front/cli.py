@@ -21,6 +21,11 @@ EXIT_START = 2
 SPEED_RANGE = (0.1, 1000.0)
 
 
+def counted(number: int, noun: str) -> str:
+    """`1 server`, `2 servers`: the count with its noun, singular for one."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def _speed(text: str) -> float:
     try:
         value = float(text)
@@ -136,7 +141,7 @@ def _check(options: Options) -> int:
         return EXIT_START
     config = options.config
     where = "" if options.shared is None else f", shared on {redis_address(options.shared.url)}"
-    counts = f"{len(config.platforms)} platforms, {len(config.agents)} agents"
+    counts = f"{counted(len(config.platforms), 'platform')}, {counted(len(config.agents), 'agent')}"
     say(f"{options.config_path}: ok ({counts}{where})")
     return 0
 

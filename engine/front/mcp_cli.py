@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from breakerdeck.engine.front.cli import EXIT_START, _address, _speed
+from breakerdeck.engine.front.cli import EXIT_START, _address, _speed, counted
 
 
 def add_mcp_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
@@ -90,7 +90,7 @@ def run_mcp(args: argparse.Namespace) -> int:
         except (StartError, ConfigError) as error:
             say(str(error))
             return EXIT_START
-        say(f"{args.config}: ok ({len(config.servers)} servers)")
+        say(f"{args.config}: ok ({counted(len(config.servers), 'server')})")
         return 0
     try:
         check_start(options)

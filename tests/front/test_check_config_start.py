@@ -58,3 +58,22 @@ def test_mcp_check_refuses_a_public_listener_without_tls_as_the_start_does(
     assert (checked.returncode, started.returncode) == (2, 2)
     assert "refusing to listen on 0.0.0.0 without TLS" in refusal(started.stderr)
     assert refusal(checked.stderr) == refusal(started.stderr)
+
+
+def test_gateway_check_counts_one_platform_and_one_agent_in_the_singular(
+    tmp_path: Path,
+) -> None:
+    done = _gateway("--config", str(_write(tmp_path, GOOD.format(digest=DIGEST))), "--check-config")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().endswith(": ok (1 platform, 1 agent)")
+
+
+def test_mcp_check_counts_one_server_in_the_singular_and_two_in_the_plural(
+    tmp_path: Path,
+) -> None:
+    one = f"[servers.search]\ncommand = {fixture_command(tmp_path)}\n"
+    two = one + f"[servers.docs]\ncommand = {fixture_command(tmp_path)}\n"
+    for text, counted in ((one, "1 server"), (two, "2 servers")):
+        done = mcp("--config", str(write_config(tmp_path, text)), "--check-config")
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.strip().endswith(f": ok ({counted})")

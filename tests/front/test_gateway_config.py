@@ -50,7 +50,7 @@ def _write(tmp_path: Path, text: str) -> Path:
 def test_check_config_accepts_a_good_file_and_exits_0(tmp_path: Path) -> None:
     done = _gateway("--config", str(_write(tmp_path, GOOD.format(digest=DIGEST))), "--check-config")
     assert done.returncode == 0, done.stderr
-    assert "1 platforms, 1 agents" in done.stderr
+    assert "1 platform, 1 agent" in done.stderr
 
 
 @pytest.mark.parametrize(

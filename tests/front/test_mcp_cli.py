@@ -138,7 +138,7 @@ def test_check_config_validates_the_file_and_exits_0_without_starting_anything(
         timeout=30,
     )
     assert done.returncode == 0
-    assert "ok (1 servers)" in done.stderr
+    assert "ok (1 server)" in done.stderr
     assert not (control / "starts").exists()
 
 

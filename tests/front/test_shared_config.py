@@ -107,7 +107,7 @@ def test_a_good_shared_config_checks_out_in_a_real_process(tmp_path: Path) -> No
         env={**os.environ, "BD_TEST_PAYMENTS": "x"},
     )
     assert done.returncode == 0, done.stderr
-    assert "ok (1 platforms, 1 agents, shared on redis.internal:6380/2)" in done.stderr
+    assert "ok (1 platform, 1 agent, shared on redis.internal:6380/2)" in done.stderr
     assert PASSWORD not in done.stderr
 
 
@@ -133,7 +133,7 @@ def test_without_shared_the_check_says_nothing_of_it(
 ) -> None:
     done = check(_config(tmp_path))
     assert done.returncode == 0, done.stderr
-    assert done.stderr.strip().endswith(": ok (1 platforms, 1 agents)")
+    assert done.stderr.strip().endswith(": ok (1 platform, 1 agent)")
 
 
 def test_a_typo_in_shared_is_refused_naming_the_key(
