@@ -123,9 +123,12 @@ async def test_a_second_sigterm_exits_at_once(
             call = asyncio.create_task(
                 client.get(gateway.url + "/p/payments/x", headers=auth("billing"))
             )
-            await asyncio.sleep(0.4)
+            async with asyncio.timeout(30):  # the call is on the platform's wire, hanging
+                while platform.requests == 0:
+                    await asyncio.sleep(0.02)
             gateway.process.send_signal(signal.SIGTERM)
             await asyncio.sleep(0.3)
+            assert gateway.process.poll() is None  # the drain waits for the call in flight
             started = time.monotonic()
             gateway.process.send_signal(signal.SIGTERM)
             await asyncio.to_thread(gateway.process.wait, 10)

@@ -158,6 +158,14 @@ def answer(process: subprocess.Popen[str], number: int, seconds: float = 30.0) -
     return found[0]
 
 
+def reached(upstream: FixtureControl, seconds: float = 30.0) -> None:
+    """Waits until a call is on the upstream's wire (fails rather than waits on)."""
+    deadline = time.monotonic() + seconds
+    while upstream.calls() == 0:
+        assert time.monotonic() < deadline, f"no call reached the upstream within {seconds} s"
+        time.sleep(0.02)
+
+
 def test_sigterm_lets_the_call_in_flight_finish_refuses_new_ones_and_exits_0(
     tmp_path: Path,
 ) -> None:
@@ -165,10 +173,7 @@ def test_sigterm_lets_the_call_in_flight_finish_refuses_new_ones_and_exits_0(
     upstream.set_mode("progress", steps=0, every=0.05, until_released=True)
     process = start(config(tmp_path))
     send(process, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call(2))
-    deadline = time.monotonic() + 30
-    while upstream.calls() == 0:  # call 2 is in flight, held at the upstream until released
-        assert time.monotonic() < deadline, "call 2 never reached the upstream"
-        time.sleep(0.02)
+    reached(upstream)  # call 2 is in flight, held at the upstream until released
     process.send_signal(signal.SIGTERM)
     time.sleep(0.5)  # nothing shows that the drain began: a generous margin for the signal
     send(process, call(3))
@@ -180,12 +185,14 @@ def test_sigterm_lets_the_call_in_flight_finish_refuses_new_ones_and_exits_0(
 
 
 def test_a_second_sigterm_stops_at_once(tmp_path: Path) -> None:
-    FixtureControl(tmp_path / "s").set_mode("hang")
+    upstream = FixtureControl(tmp_path / "s")
+    upstream.set_mode("hang")
     process = start(config(tmp_path))
     send(process, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call(2))
-    time.sleep(0.3)
+    reached(upstream)  # call 2 hangs at the upstream: the drain would wait for it
     process.send_signal(signal.SIGTERM)
     time.sleep(0.2)
+    assert process.poll() is None  # draining, the call still in flight
     began = time.monotonic()
     process.send_signal(signal.SIGTERM)
     process.wait(timeout=30)
