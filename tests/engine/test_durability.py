@@ -290,6 +290,8 @@ def test_no_other_call_waits_while_a_trip_waits_for_its_commit(state):
         holder = sqlite3.connect(state / "verdicts.sqlite3", isolation_level=None)
         holder.execute("BEGIN EXCLUSIVE")
         others: list[float] = []
+        tripped = threading.Event()
+        overlapped: list[bool] = []
 
         def other_calls() -> None:
             time.sleep(0.2)  # the trip below is waiting by now
@@ -297,16 +299,19 @@ def test_no_other_call_waits_while_a_trip_waits_for_its_commit(state):
                 started = time.monotonic()
                 call(engine, outcome, key="search@default")
                 others.append(time.monotonic() - started)
+            overlapped.append(not tripped.is_set())  # all three ran while the trip waited
 
         worker = threading.Thread(target=other_calls)
         worker.start()
         try:
             call(engine, UPSTREAM)  # the trip, held up by the stalled disk
+            tripped.set()
         finally:
             worker.join()
             holder.execute("ROLLBACK")
             holder.close()
 
+    assert overlapped == [True], "the other calls ran after the trip: nothing was tested"
     assert len(others) == 3 and max(others) < COMMIT_WAIT / 4
 
 
