@@ -109,6 +109,12 @@ def _message(line: bytes, oversized: bool, limit: int) -> Any:
         identifier = _json_id(found.group(1))
         error = types.ErrorData(code=RESULT_TOO_LARGE, message=f"the result is over {limit} bytes")
         return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=identifier, error=error))
+    return parsed(line)
+
+
+def parsed(line: bytes) -> SessionMessage | ValueError:
+    """One line of JSON-RPC as the SDK's streams carry it: the message, or why it is not one
+    (handed on, not raised: the session answers it and the stream goes on)."""
     try:
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as error:
@@ -163,15 +169,8 @@ async def host_stdio(limit: int = HOST_MESSAGE_LIMIT) -> AsyncIterator[tuple[Any
         async def pump_in() -> None:
             async with incoming:
                 async for line in lines:
-                    if isinstance(line, ValueError):  # a line over the limit: dropped, said so
-                        await incoming.send(line)
-                        continue
-                    try:
-                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    except ValueError as error:
-                        await incoming.send(error)
-                        continue
-                    await incoming.send(SessionMessage(message))
+                    # A line over the limit is dropped and said so (it arrives as the error).
+                    await incoming.send(line if isinstance(line, ValueError) else parsed(line))
 
         async def pump_out() -> None:
             async with outgoing:

@@ -25,6 +25,7 @@ from breakerdeck.engine.events import Event
 from breakerdeck.engine.front.mcp_config import ProxyConfig
 from breakerdeck.engine.front.mcp_engine import Breakers, ManualFrontClock
 from breakerdeck.engine.front.mcp_proxy import Proxy
+from breakerdeck.engine.front.mcp_stdio import parsed
 from breakerdeck.fixtures.mcp_server import FixtureControl
 
 FIXTURE = [sys.executable, "-m", "breakerdeck.fixtures.mcp_server"]
@@ -79,12 +80,7 @@ async def pipe_transport(read_fd: int, write_fd: int) -> AsyncIterator[tuple[Any
     async def pump_in() -> None:
         async with incoming:
             while line := await reader.readline():
-                try:
-                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except ValueError as error:
-                    await incoming.send(error)
-                    continue
-                await incoming.send(SessionMessage(message))
+                await incoming.send(parsed(line))
 
     async def pump_out() -> None:
         async with outgoing:
