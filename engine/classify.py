@@ -196,9 +196,12 @@ def _error_text(response: httpx.Response) -> str:
 
 
 def agent_outcome_for_response(status: int) -> Outcome:
-    """Under `agent`, any answer from the platform completed the call: relayed, never counted."""
+    """Under `agent`, any answer from the platform completed the call: relayed, never counted.
+    Only a 2xx is a success; a 1xx-3xx is neither a success nor a failure (DESIGN)."""
     if 200 <= status < 300:
         return SUCCESS
+    if status < 400:
+        return Outcome(OutcomeClass.PLATFORM_ANSWER, detail=f"platform answered {status}")
     return Outcome(OutcomeClass.UPSTREAM_ERROR, detail=f"platform answered {status}")
 
 

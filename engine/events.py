@@ -305,11 +305,15 @@ def record(event: Event, epoch: float) -> dict[str, Any]:
     return line
 
 
+_NOT_HISTORY = frozenset({"success", "platform_answer"})
+
+
 def audit_form(event: Event) -> Event | None:
-    """The audit log keeps failures, refusals and transitions; a success is not history."""
+    """The audit log keeps failures, refusals and transitions; a success is not history, nor
+    a relayed 1xx-3xx (neither a success nor a failure)."""
     if event.type != CALL_COMPLETED:
         return event
-    if event.fields.get("outcome") == "success":
+    if event.fields.get("outcome") in _NOT_HISTORY:
         return None
     return Event(
         event.seq, CALL_FAILED, event.key, event.agent, event.wall, event.fields, event.view

@@ -22,6 +22,11 @@ class OutcomeClass(StrEnum):
     PENDING_APPROVAL = "pending_approval"
     UPSTREAM_ERROR = "upstream_error"
     CREDENTIAL_REVOKED = "credential_revoked"
+    #: Under `agent`: a relayed 1xx-3xx, neither a success nor a failure (no `call.failed`).
+    PLATFORM_ANSWER = "platform_answer"
+    #: The gateway's own condition (no connection free within its bound, the drain's end):
+    #: never the platform's, never counted.
+    GATEWAY_BUSY = "gateway_busy"
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,10 +84,15 @@ class AgentPolicy(_Policy):
     def min_retry_after(self) -> float:
         return self.min_retry_after_seconds
 
-    def probe_lease(self) -> float:
+    def probe_lease(self, deadline_seconds: float | None = None) -> float:
         """The vault fetch, one attempt, the token refresh and one retry, each bounded by the
-        deadline: a probe that is still within them has not expired."""
-        return 4 * self.deadline_seconds
+        deadline (the policy's, or a gateway platform's own): a probe that is still within them
+        has not expired."""
+        return 4 * (self.deadline_seconds if deadline_seconds is None else deadline_seconds)
+
+
+#: The longest deadline a gateway platform may set (`deadline_seconds`, DESIGN).
+MAX_DEADLINE_SECONDS = 600.0
 
 
 class ToolPolicy(_Policy):

@@ -31,7 +31,7 @@ from redis.retry import Retry
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.breaker import BreakerState, State, Transition
 from breakerdeck.engine.outcomes import OutcomeClass
-from breakerdeck.engine.policy import AgentPolicy
+from breakerdeck.engine.policy import MAX_DEADLINE_SECONDS, AgentPolicy
 from breakerdeck.engine.replica import (
     MAX_SHARED_KEYS,
     Arg,
@@ -383,7 +383,7 @@ class SharedStore:
                 trip_cause=OutcomeClass(cause) if cause else None,
             ),
             probe=f.probe if state is State.HALF_OPEN else "",
-            probe_deadline=min(probe_deadline, now + 4 * policy.probe_lease()),
+            probe_deadline=min(probe_deadline, now + 4 * policy.probe_lease(MAX_DEADLINE_SECONDS)),
             transitions=_transitions(answer.tr),
             expired=answer.expired,
             expired_count=answer.expired_tr,

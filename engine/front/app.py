@@ -3,9 +3,10 @@
 An agent calls `METHOD /p/<platform>/<path>?<query>` with its bearer token. Refusals come
 first, in the design's order, and none of them counts, reaches a platform or carries a call id:
 401 `unauthenticated`, 404 `unknown_platform`, 403 `permission_denied`, 413 `body_too_large`.
-Then the breaker (403 `agent_halted`), then the call: the credential under its deadline, the
-request, one refresh and retry on 401/403, the outcome decided at the response head, and the
-platform's answer streamed back as it came.
+Then the breaker (403 `agent_halted`), then the call: the credential under its deadline, a
+connection slot (bounded per agent and in total), the request, one refresh and retry on a
+status in the platform's `auth_failure_statuses`, the outcome decided at the response head,
+and the platform's answer streamed back as it came, cut when its agent leaves or stops reading.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import math
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -36,6 +37,7 @@ from breakerdeck.engine.front.calls import Admission, Call, Calls
 from breakerdeck.engine.front.config import GatewayConfig
 from breakerdeck.engine.front.credentials import Vault
 from breakerdeck.engine.front.metrics import Counts, registry_for
+from breakerdeck.engine.front.protocol import EXTENSION, BoundedProtocol
 from breakerdeck.engine.front.relay import (
     RequestBody,
     UploadProblem,
@@ -44,6 +46,7 @@ from breakerdeck.engine.front.relay import (
     new_session,
     relayed_headers,
 )
+from breakerdeck.engine.front.slots import Busy, Slots
 from breakerdeck.engine.front.urls import Base, split_target, upstream_url
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy
@@ -58,13 +61,15 @@ Send = Callable[[Message], Awaitable[None]]
 
 CALL_HEADER = b"x-breakerdeck-call"
 _JSON = (b"content-type", b"application/json")
-_AUTH_REJECTED = frozenset({401, 403})
 _BEARER = b"bearer "
-#: A relayed body of known length up to this size is read whole and sent in one message.
-_READ_WHOLE = 65_536
+#: How long a call waits for a connection slot before it is answered `gateway_busy`.
+SLOT_WAIT_SECONDS = 1.0
+#: The body idle timeout, both ways (DESIGN): real seconds, never sped up.
+IDLE_SECONDS = 30.0
 #: A refusal's shape (reason, cause, whole seconds left) and its encoded headers and body.
 _Shape = tuple[Any, Any, int]
 _Encoded = tuple[tuple[tuple[bytes, bytes], ...], Message]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,25 +78,35 @@ class Platform:
     base: Base
     token_url: str | None
     probe_wait_seconds: float
+    #: On the engine's clock (the call's line and the probe's lease) and in real seconds.
+    deadline: float
+    real_deadline: float
+    lease: float
+    auth_statuses: frozenset[int]
 
 
 @dataclass(slots=True)
 class _Attempt:
-    """What the last attempt did, for the call's line."""
+    """What the last attempt did, for the call's line, and whether the call holds a
+    connection slot."""
 
     fault: str = "none"
     platform_status: int | None = None
     refresh: str | None = None
+    slot: bool = False
 
 
 class _Failed(Exception):
     """The call could not be completed: an upstream failure, or an auth failure after the
     refresh (the `agent` policy's two counted classes)."""
 
-    def __init__(self, outcome: Outcome, answer: GatewayResponse) -> None:
+    def __init__(
+        self, outcome: Outcome, answer: GatewayResponse, retry_after: int | None = None
+    ) -> None:
         super().__init__(outcome.detail)
         self.outcome = outcome
         self.answer = answer
+        self.retry_after = retry_after
 
 
 #: Transitions that end a probe another replica sent: waiters here ask the engine again.
@@ -110,6 +125,7 @@ class GatewayApp:
         engine: Engine,
         speed: float = 1.0,
         shared_lost: Callable[[], bool] | None = None,
+        idle_seconds: float = IDLE_SECONDS,
     ) -> None:
         if not isinstance(engine.policy, AgentPolicy):
             raise TypeError("the gateway runs the 'agent' policy")
@@ -117,15 +133,17 @@ class GatewayApp:
         self.policy: AgentPolicy = engine.policy
         self.speed = speed
         self.vault = Vault(config, Path(config_path))
-        self.platforms = {
-            name: Platform(name, Base.parse(t.base_url), t.token_url, t.probe_wait_seconds)
-            for name, t in config.platforms.items()
-        }
+        self.platforms = {name: self._platform(config, name) for name in config.platforms}
         self._tokens = [(bytes.fromhex(d), agent) for agent, d in sorted(digests.items())]
-        self.body_limit = config.gateway.body_limit_bytes
-        self.replay_limit = config.gateway.replay_buffer_bytes
-        #: The policy's deadline in real seconds (the engine's clock may be sped up).
-        self.deadline = self.policy.deadline_seconds / speed
+        table = config.gateway
+        self.body_limit = table.body_limit_bytes
+        self.replay_limit = table.replay_buffer_bytes
+        self.idle = idle_seconds
+        self.slots = Slots(
+            table.max_connections,
+            table.max_connections_per_agent,
+            {a: t.max_connections for a, t in config.agents.items() if t.max_connections},
+        )
         self._shared_lost = shared_lost
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -136,6 +154,20 @@ class GatewayApp:
 
     def __repr__(self) -> str:
         return f"GatewayApp({sorted(self.platforms)}, {len(self._tokens)} agents)"
+
+    def _platform(self, config: GatewayConfig, name: str) -> Platform:
+        table = config.platforms[name]
+        deadline = config.deadline(name, self.policy.deadline_seconds)
+        return Platform(
+            name,
+            Base.parse(table.base_url),
+            table.token_url,
+            table.probe_wait_seconds,
+            deadline,
+            deadline / self.speed,
+            self.policy.probe_lease(deadline),
+            frozenset(table.auth_failure_statuses),
+        )
 
     # -- ASGI --------------------------------------------------------------------------------
 
@@ -161,7 +193,7 @@ class GatewayApp:
         """The relay's client session, made on first use inside the running loop."""
         if self._session is None:
             self._loop = asyncio.get_running_loop()
-            self._session = new_session(self.deadline, self.deadline)
+            self._session = new_session()
         return self._session
 
     async def aclose(self) -> None:
@@ -202,8 +234,8 @@ class GatewayApp:
         if declared > self.body_limit:
             await _answer(send, 413, {"error": "body_too_large"})
             return
-        call = self.calls.open(agent, platform.name)
-        admission = await self.calls.admit(call, platform.probe_wait_seconds)
+        call = self.calls.open(agent, platform.name, platform.deadline)
+        admission = await self.calls.admit(call, platform.lease, platform.probe_wait_seconds)
         if not admission.allowed:
             start, halted = self._halted(admission, call)
             await send(start)
@@ -281,45 +313,107 @@ class GatewayApp:
         url: str,
         has_body: bool,
     ) -> None:
+        """The call from the breaker's admission to its completion and the relayed answer.
+
+        The agent's connection is watched throughout: when the agent leaves, this task is
+        cancelled, so the platform's request or stream is closed at once, not pulled to its
+        end. A cancellation that is not the agent leaving is the drain's end (SIGTERM)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         attempt = _Attempt()
-        body = RequestBody(receive, self.body_limit, self.replay_limit, self.deadline)
-        response: aiohttp.ClientResponse | None = None
+        body = RequestBody(receive, self.body_limit, self.replay_limit, self.idle)
+        cut = _Cut(scope)
+        held: aiohttp.ClientResponse | None = None
         try:
-            if has_body:
-                await body.start()
-            else:
-                body.no_body()
-            response, outcome = await self._exchange(scope, call, platform, url, body, attempt)
-        except UploadProblem as problem:
-            await self._upload_refused(send, call, problem, attempt)
-            return
-        except _Failed as failed:
+            try:
+                response, outcome = await cut.run(
+                    self._exchange(scope, call, platform, url, body, has_body, attempt)
+                )
+            except UploadProblem as problem:
+                await self._upload_refused(send, call, problem, attempt)
+                return
+            except _Failed as failed:
+                self.counts.observe(call.key, (loop.time() - started) * self.speed)
+                await self._complete(call, failed.outcome, attempt, failed.answer.status)
+                extra = None
+                if failed.retry_after is not None:
+                    extra = [(b"retry-after", b"%d" % failed.retry_after)]
+                await _answer(send, failed.answer.status, failed.answer.body, call, extra)
+                return
+            except asyncio.CancelledError:
+                if not cut.uncancel():
+                    raise
+                await self._cut_before_head(send, call, attempt, cut)
+                return
+            held = response
             self.counts.observe(call.key, (loop.time() - started) * self.speed)
-            await self.calls.complete(
-                call,
-                failed.outcome,
-                fault=attempt.fault,
-                agent_status=failed.answer.status,
-                refresh=attempt.refresh,
-                platform_status=attempt.platform_status,
-            )
-            await _answer(send, failed.answer.status, failed.answer.body, call)
-            return
-        self.counts.observe(call.key, (loop.time() - started) * self.speed)
-        try:
-            await self.calls.complete(
-                call,
-                outcome,
-                fault=attempt.fault,
-                agent_status=response.status,
-                refresh=attempt.refresh,
-                platform_status=response.status,
-            )
-            await _stream_back(send, response, call)
+            await self._complete(call, outcome, attempt, response.status)
+            await cut.run(self._stream_back(send, response, call, cut))
         finally:
-            response.release()
+            cut.stop()
+            if held is not None:
+                held.close() if cut.happened else held.release()
+            if attempt.slot:
+                self.slots.give_back(call.agent)
+
+    async def _complete(
+        self, call: Call, outcome: Outcome, attempt: _Attempt, agent_status: int
+    ) -> None:
+        await self.calls.complete(
+            call,
+            outcome,
+            fault=attempt.fault,
+            agent_status=agent_status,
+            refresh=attempt.refresh,
+            platform_status=attempt.platform_status,
+        )
+
+    async def _cut_before_head(self, send: Send, call: Call, attempt: _Attempt, cut: _Cut) -> None:
+        """The call ended before the platform's head: the agent left (uncounted, nobody to
+        answer), or the drain ran out (the gateway's own condition, answered and audited)."""
+        if cut.agent_left:
+            outcome = Outcome(OutcomeClass.CALLER_ERROR, detail="client_closed")
+            await self._complete(call, outcome, attempt, 499)
+            return
+        detail = "the gateway is shutting down and its drain ran out before the platform answered"
+        outcome = Outcome(OutcomeClass.GATEWAY_BUSY, detail=detail)
+        await self._complete(call, outcome, attempt, 503)
+        with contextlib.suppress(OSError):
+            await _answer(send, 503, {"error": "gateway_stopping", "message": detail}, call)
+
+    async def _stream_back(
+        self, send: Send, response: aiohttp.ClientResponse, call: Call, cut: _Cut
+    ) -> None:
+        """The platform's answer as it came, each chunk sent as soon as it arrives (an SSE
+        event, or a slow small body, reaches the agent when the platform sends it); a body
+        that has fully arrived by its first read goes back in one message (one write). A
+        platform that stops mid-body ends the agent's response short, as the platform did. No
+        progress either way for the idle timeout (an agent that stopped reading, a platform
+        that stopped sending), the agent leaving, or the drain's end: the stream is cut."""
+        headers = relayed_headers(response.raw_headers)
+        headers.append((CALL_HEADER, call.call_id.encode()))
+        content = response.content
+        try:
+            async with asyncio.timeout(self.idle) as idle:
+                await send(
+                    {"type": "http.response.start", "status": response.status, "headers": headers}
+                )
+                chunk = await content.readany()
+                while not content.at_eof():
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    idle.reschedule(asyncio.get_running_loop().time() + self.idle)
+                    chunk = await content.readany()
+                await send({"type": "http.response.body", "body": chunk})
+        except (aiohttp.ClientError, OSError) as error:
+            log.info("%s: the platform's body stopped: %s", call.call_id, type(error).__name__)
+            cut.abort()
+        except TimeoutError:
+            log.info("%s: no progress for %g s: stream cut", call.call_id, self.idle)
+            cut.abort()
+        except asyncio.CancelledError:
+            if not cut.uncancel():
+                raise
+            cut.abort()
 
     async def _exchange(
         self,
@@ -328,40 +422,60 @@ class GatewayApp:
         platform: Platform,
         url: str,
         body: RequestBody,
+        has_body: bool,
         attempt: _Attempt,
     ) -> tuple[aiohttp.ClientResponse, Outcome]:
-        """The credential, the request, and on 401/403 one refresh and retry: the response
-        whose head decided the outcome, or `_Failed`."""
+        """The body's first bytes, the credential, a connection slot, the request, and on a
+        rejected credential one refresh and retry: the response whose head decided the
+        outcome, or `_Failed`."""
+        if has_body:
+            await body.start()
+        else:
+            body.no_body()
         if self.calls.was_reset(call.key):
             # The operator fixed something: read the agent's file and command credentials again.
             self.vault.forget(call.agent)
         try:
             credential = self.vault.held(call.agent, platform.name) or await self.vault.fetch(
-                call.agent, platform.name, self.deadline
+                call.agent, platform.name, platform.real_deadline
             )
         except VaultUnavailable as error:
             attempt.fault = "vault_down"
             detail = f"the credential vault is unreachable: {error}"
             raise _upstream(platform.name, detail) from None
+        try:
+            await self.slots.take(call.agent, SLOT_WAIT_SECONDS)
+        except Busy as busy:
+            raise _busy(busy.limit) from None
+        attempt.slot = True
         key = self._idempotency_key(scope["headers"], call)
-        first = await self._send(scope, call, url, body, credential, key, attempt, 1)
-        if first.status not in _AUTH_REJECTED:
+        first = await self._send(scope, call, platform, url, body, credential, key, attempt, 1)
+        if first.status not in platform.auth_statuses:
             return first, agent_outcome_for_response(first.status)
-        refreshed = await self._refresh(call, platform)
+        refreshed = await self._refresh(call, platform, credential)
         attempt.refresh = "failed" if refreshed is None else "ok"
         if refreshed is None:
             first.release()
-            raise _auth_failed(platform.name, "failed")
+            raise _auth_failed(platform.name, self._refresh_failure(call, platform))
         if not body.replayable:
             # Too big to send again: the platform's answer goes back as it came, uncounted.
             outcome = Outcome(OutcomeClass.UPSTREAM_ERROR, detail="not replayed: body too big")
             return first, outcome
         first.release()
-        second = await self._send(scope, call, url, body, refreshed, key, attempt, 2)
-        if second.status in _AUTH_REJECTED:
+        second = await self._send(scope, call, platform, url, body, refreshed, key, attempt, 2)
+        if second.status in platform.auth_statuses:
             second.release()
             raise _auth_failed(platform.name, "succeeded but the new token was rejected too")
         return second, agent_outcome_for_response(second.status)
+
+    def _refresh_failure(self, call: Call, platform: Platform) -> str:
+        """What the 401's message and the audit line say about a refresh that failed."""
+        if self.vault.is_env(call.agent, platform.name):
+            return (
+                "failed: an env credential is read once, at start (a new value needs a "
+                "restart of the gateway)"
+            )
+        return "failed"
 
     def _idempotency_key(self, headers: Iterable[tuple[bytes, bytes]], call: Call) -> str:
         """The agent's own key, scoped to the agent (two agents' `1` are different calls),
@@ -375,6 +489,7 @@ class GatewayApp:
         self,
         scope: Scope,
         call: Call,
+        platform: Platform,
         url: str,
         body: RequestBody,
         credential: str,
@@ -387,12 +502,13 @@ class GatewayApp:
         headers += [("Authorization", f"Bearer {credential}"), ("Idempotency-Key", key)]
         call.attempts += 1
         loop = asyncio.get_running_loop()
+        real_deadline = platform.real_deadline
         try:
-            async with asyncio.timeout(self.deadline) as deadline:
+            async with asyncio.timeout(real_deadline) as deadline:
                 # While the agent uploads, its idle timeout rules; the deadline for the
                 # response head runs from the last request byte.
                 body.on_progress = lambda done: deadline.reschedule(
-                    loop.time() + self.deadline if done else None
+                    loop.time() + real_deadline if done else None
                 )
                 response = await self.session().request(
                     scope["method"],
@@ -406,7 +522,7 @@ class GatewayApp:
                 raise body.problem from None
             if not isinstance(error, aiohttp.ClientError | TimeoutError | OSError):
                 raise
-            attempt.fault, detail = fault_and_detail(error, self.policy.deadline_seconds)
+            attempt.fault, detail = fault_and_detail(error, platform.name, platform.deadline)
             attempt.platform_status = None
             raise _upstream(call.platform, detail) from None
         finally:
@@ -415,14 +531,20 @@ class GatewayApp:
         attempt.platform_status = response.status
         return response
 
-    async def _refresh(self, call: Call, platform: Platform) -> str | None:
+    async def _refresh(self, call: Call, platform: Platform, old: str) -> str | None:
         """A new credential: the OAuth 2.0 refresh-token grant where the platform has a
-        `token_url`, else the source read again. None when that failed."""
+        `token_url`, else the source read again. None when that failed, or gave back the
+        credential just rejected (DESIGN: no retry is sent with it)."""
+        renewed = await self._renew(call, platform)
+        return None if renewed == old else renewed
+
+    async def _renew(self, call: Call, platform: Platform) -> str | None:
+        deadline = platform.real_deadline
         try:
             if platform.token_url is None:
-                return await self.vault.reread(call.agent, platform.name, self.deadline)
-            form = await self.vault.refresh_grant_form(call.agent, platform.name, self.deadline)
-            async with asyncio.timeout(self.deadline):
+                return await self.vault.reread(call.agent, platform.name, deadline)
+            form = await self.vault.refresh_grant_form(call.agent, platform.name, deadline)
+            async with asyncio.timeout(deadline):
                 response = await self.session().post(
                     platform.token_url, data=form, allow_redirects=False
                 )
@@ -449,6 +571,68 @@ class GatewayApp:
         if problem.status != 499:
             with contextlib.suppress(OSError):
                 await _answer(send, problem.status, {"error": problem.error}, call)
+
+
+class _Cut:
+    """The agent's connection, watched for the length of one call (DESIGN: an upstream
+    request and response end when their agent disconnects). When the agent leaves, the
+    call's task is cancelled; `uncancel` tells that cancellation (or the drain's end) from
+    any other, and `abort` drops a connection whose answer cannot be finished."""
+
+    __slots__ = ("_armed", "_connection", "_task", "agent_left", "happened")
+
+    def __init__(self, scope: Scope) -> None:
+        self._connection: BoundedProtocol | None = scope.get("extensions", {}).get(EXTENSION)
+        self._task = asyncio.current_task()
+        self._armed = False
+        self.agent_left = False
+        self.happened = False
+        if self._connection is not None:
+            self._connection.watch(self._left)
+
+    async def run(self, step: Awaitable[_T]) -> _T:
+        """Run one step of the call that the agent's leaving may cut short (the exchange, the
+        stream); the bookkeeping between steps (the completion) is never cut."""
+        self._armed = True
+        if self.agent_left:
+            self._left()
+        try:
+            return await step
+        finally:
+            self._armed = False
+
+    def _left(self) -> None:
+        self.agent_left = True
+        if self._armed and self._task is not None:
+            self._armed = False
+            self._task.cancel()
+
+    def uncancel(self) -> bool:
+        """After a `CancelledError` in the call: True when it was the agent leaving or the
+        drain's end (the call ends quietly, its upstream side closed), False to re-raise."""
+        task = self._task
+        if task is None or not (self.agent_left or task.cancelling()):
+            return False
+        task.uncancel()
+        self.happened = True
+        return True
+
+    def abort(self) -> None:
+        self.happened = True
+        if self._connection is not None and not self.agent_left:
+            self._connection.abort()
+
+    def stop(self) -> None:
+        if self._connection is not None:
+            self._connection.watch(None)
+
+
+def _busy(limit: str) -> _Failed:
+    """No connection slot within the wait: the gateway's own condition, never counted."""
+    detail = f"the gateway has no free connection to the platform ({limit})"
+    outcome = Outcome(OutcomeClass.GATEWAY_BUSY, detail=detail)
+    body = {"error": "gateway_busy", "limit": limit, "retry_after_seconds": 1}
+    return _Failed(outcome, GatewayResponse(503, body), retry_after=1)
 
 
 def _upstream(platform: str, detail: str) -> _Failed:
@@ -493,24 +677,3 @@ async def _answer(
         headers += extra
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": content})
-
-
-async def _stream_back(send: Send, response: aiohttp.ClientResponse, call: Call) -> None:
-    """The platform's answer as it came, chunk by chunk (an SSE event reaches the agent when
-    the platform sends it). A platform that stops mid-body ends the agent's response short:
-    the connection is closed without the rest, as the platform did."""
-    headers = relayed_headers(response.raw_headers)
-    headers.append((CALL_HEADER, call.call_id.encode()))
-    await send({"type": "http.response.start", "status": response.status, "headers": headers})
-    length = response.content_length
-    try:
-        if length is not None and length <= _READ_WHOLE:
-            # A small body of known length goes back in one message (one write).
-            await send({"type": "http.response.body", "body": await response.read()})
-            return
-        async for chunk in response.content.iter_any():
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-    except (aiohttp.ClientError, TimeoutError, OSError) as error:
-        log.info("%s: the platform's body stopped: %s", call.call_id, type(error).__name__)
-        return
-    await send({"type": "http.response.body", "body": b""})

@@ -36,11 +36,9 @@ class Calls:
     ) -> None:
         self.engine = engine
         self.policy = policy
-        self._deadline = policy.deadline_seconds
         self.speed = speed
         self.counts = counts or Counts()
         self.waits = ProbeWaits(engine)
-        self._lease = policy.probe_lease()
         # No listener on the call path: any listener makes the engine write a line for every
         # call, refusals included (the fast-fail path). Metrics read the engine's own counts;
         # a reset is noticed from the engine's count of them (`was_reset`), and the listener
@@ -79,22 +77,24 @@ class Calls:
         self._resets_seen[key] = resets
         return True
 
-    def open(self, agent: str, platform: str) -> Call:
+    def open(self, agent: str, platform: str, deadline: float) -> Call:
+        """A ticket for the platform's `deadline` (its own, or the policy's)."""
         # key, agent, platform, tool (the platform), deadline: positional, on every request.
-        return self.engine.new_call(agent, agent, platform, platform, self._deadline)
+        return self.engine.new_call(agent, agent, platform, platform, deadline)
 
     def idempotency_key(self, call: Call) -> str:
         return self.engine.idempotency_key(call.number)
 
-    def admit(self, call: Call, wait_seconds: float = 0.0) -> Awaitable[Admission]:
-        """The engine's admission, after waiting (at most `wait_seconds` on the engine's clock)
-        for an outstanding probe's outcome when the platform opts in. Without a wait it is the
-        engine's own coroutine: one frame less on the fast-fail path."""
+    def admit(self, call: Call, lease: float, wait_seconds: float = 0.0) -> Awaitable[Admission]:
+        """The engine's admission (a probe holds the slot for `lease`), after waiting (at most
+        `wait_seconds` on the engine's clock) for an outstanding probe's outcome when the
+        platform opts in. Without a wait it is the engine's own coroutine: one frame less on
+        the fast-fail path."""
         if wait_seconds > 0 and self.waits.probe_out(call.key):
-            return self._admit_after_wait(call, wait_seconds / self.speed)
-        return self.engine.admit_async(call, self._lease)
+            return self._admit_after_wait(call, lease, wait_seconds / self.speed)
+        return self.engine.admit_async(call, lease)
 
-    async def _admit_after_wait(self, call: Call, real_seconds: float) -> Admission:
+    async def _admit_after_wait(self, call: Call, lease: float, real_seconds: float) -> Admission:
         self._waiting += 1
         self._attach()  # before the wait looks at the breaker: no reset slips between
         try:
@@ -102,7 +102,7 @@ class Calls:
         finally:
             self._waiting -= 1
             self._release()
-        return await self.engine.admit_async(call, self._lease)
+        return await self.engine.admit_async(call, lease)
 
     async def complete(
         self,

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
-from breakerdeck.engine.policy import AgentPolicy
+from breakerdeck.engine.policy import MAX_DEADLINE_SECONDS, AgentPolicy
 
 MIB = 1024 * 1024
 
@@ -50,6 +50,7 @@ def _check_address(value: str) -> str:
 
 
 Address = Annotated[str, Field(min_length=3)]
+Deadline = Annotated[float, Field(gt=0, le=MAX_DEADLINE_SECONDS)]
 
 
 class GatewayTable(_Strict):
@@ -62,6 +63,17 @@ class GatewayTable(_Strict):
     drain_seconds: Annotated[float, Field(gt=0, le=3600)] = 30.0
     body_limit_bytes: Annotated[int, Field(gt=0)] = 10 * MIB
     replay_buffer_bytes: Annotated[int, Field(ge=0)] = MIB
+    #: Every platform's deadline unless its table sets one (the policy's 30 s without either).
+    deadline_seconds: Deadline | None = None
+    # Connections to platforms (a shared service: no agent can take them all).
+    max_connections: Annotated[int, Field(ge=1, le=65_536)] = 256
+    max_connections_per_agent: Annotated[int, Field(ge=1, le=65_536)] = 64
+    # What a stranger may cost before its token is read (engine.front.protocol).
+    head_limit_bytes: Annotated[int, Field(ge=1024, le=MIB)] = 32 * 1024
+    header_count_limit: Annotated[int, Field(ge=8, le=10_000)] = 100
+    head_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
+    max_client_connections: Annotated[int, Field(ge=1, le=1_000_000)] = 4096
+    max_client_connections_per_address: Annotated[int, Field(ge=1, le=1_000_000)] = 512
 
     @field_validator("listen", "feed_listen", "metrics_listen")
     @classmethod
@@ -92,7 +104,19 @@ def _check_url(value: str) -> str:
 class PlatformTable(_Strict):
     base_url: str
     token_url: str | None = None
-    probe_wait_seconds: Annotated[float, Field(ge=0, le=_DEADLINE)] = 0.0
+    deadline_seconds: Deadline | None = None
+    #: At most this platform's deadline (checked against it in `GatewayConfig`).
+    probe_wait_seconds: Annotated[float, Field(ge=0, le=MAX_DEADLINE_SECONDS)] = 0.0
+    #: The statuses read as a rejected credential (DESIGN): a 403 left out is relayed as the
+    #: platform's own answer, uncounted, for platforms whose 403 means "not allowed".
+    auth_failure_statuses: list[int] = Field(default_factory=lambda: [401, 403])
+
+    @field_validator("auth_failure_statuses")
+    @classmethod
+    def _auth_statuses(cls, value: list[int]) -> list[int]:
+        if not value or not set(value) <= {401, 403} or len(set(value)) != len(value):
+            raise ValueError("a non-empty list of 401 and/or 403")
+        return value
 
     @field_validator("base_url", "token_url")
     @classmethod
@@ -126,6 +150,8 @@ class Credential(Source):
 class AgentTable(_Strict):
     token_sha256: str | None = None
     token_file: str | None = None
+    #: This agent's bound on connections to platforms (else `[gateway]`'s per-agent one).
+    max_connections: Annotated[int, Field(ge=1, le=65_536)] | None = None
     credentials: dict[str, Credential] = Field(default_factory=dict)
 
     @field_validator("token_sha256")
@@ -209,11 +235,21 @@ class GatewayConfig(_Strict):
     platforms: dict[str, PlatformTable] = Field(default_factory=dict)
     agents: dict[str, AgentTable] = Field(default_factory=dict)
 
+    def deadline(self, platform: str, default: float = _DEADLINE) -> float:
+        """The platform's deadline: its own, else `[gateway]`'s, else the policy's."""
+        own = self.platforms[platform].deadline_seconds
+        return own or self.gateway.deadline_seconds or default
+
     @model_validator(mode="after")
     def _names(self) -> Self:
-        for name in self.platforms:
+        for name, platform_table in self.platforms.items():
             if not _PLATFORM_NAME.fullmatch(name):
                 raise _Located(("platforms", name), "letters, digits, '_' and '-' only")
+            if platform_table.probe_wait_seconds > self.deadline(name):
+                raise _Located(
+                    ("platforms", name, "probe_wait_seconds"),
+                    f"at most the platform's deadline ({self.deadline(name):g} s)",
+                )
         for agent, table in self.agents.items():
             if not _AGENT_NAME.fullmatch(agent):
                 raise _Located(("agents", agent), "letters, digits and '_.@:-' only")

@@ -123,6 +123,10 @@ class Vault:
     def granted(self, agent: str, platform: str) -> bool:
         return (agent, platform) in self._held
 
+    def is_env(self, agent: str, platform: str) -> bool:
+        """Whether the credential is an env var's, read once at start: nothing refreshes it."""
+        return self._held[(agent, platform)].source.env is not None
+
     def held(self, agent: str, platform: str) -> str | None:
         """The credential already in hand, if any: most calls need no coroutine for it."""
         return self._held[(agent, platform)].value

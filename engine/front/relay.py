@@ -1,10 +1,12 @@
 """One request to a platform and its answer, streamed both ways (aiohttp's client, by measure).
 
 The client was chosen by measurement (docs/gateway.md, "The relay client"): one aiohttp
-session per gateway relays 4-10x what one httpx pool does on the same box. The deadline is
-enforced around the request up to the response head (connect, upload, head); the upload's
-clock restarts on every chunk, so it counts from the last request byte. Body transfer in either
-direction has an idle timeout instead, so a long SSE stream is never cut by the deadline.
+session per gateway relays 4-10x what one httpx pool does on the same box. The session sets no
+timeout and no connection bound of its own: the platform's deadline is enforced around the
+request up to the response head (connect, upload, head; the upload's clock restarts on every
+chunk, so it counts from the last request byte), body transfer in either direction has an idle
+timeout instead (so a long SSE stream is never cut by the deadline), and connections are
+bounded per agent and in total by `slots`, which a call waits on for at most a second.
 """
 
 from __future__ import annotations
@@ -34,8 +36,13 @@ HOP_BY_HOP = frozenset(
     }
 )
 #: Never forwarded from the agent: the platform's host is `base_url`'s, the credential is ours,
-#: the Idempotency-Key is scoped, and a 100-continue is the agent's business with us.
-_AGENT_ONLY = frozenset({b"host", b"authorization", b"idempotency-key", b"expect"})
+#: the Idempotency-Key is scoped, and a 100-continue is the agent's business with us. Proxy
+#: headers (`Forwarded`, `X-Forwarded-*`, `X-Real-IP`) would let an agent tell the platform
+#: it is someone or somewhere else: the gateway is the hop the platform sees.
+_AGENT_ONLY = frozenset(
+    {b"host", b"authorization", b"idempotency-key", b"expect", b"forwarded", b"x-real-ip"}
+)
+_PROXY_PREFIX = b"x-forwarded-"
 
 
 class UploadProblem(Exception):
@@ -138,6 +145,8 @@ def forwarded_headers(raw: list[tuple[bytes, bytes]], *, streamed: bool) -> list
     for name, value in raw:
         if name in HOP_BY_HOP or name in _AGENT_ONLY or name in named:
             continue
+        if name.startswith(_PROXY_PREFIX):
+            continue
         if name == b"content-length" and not streamed:
             continue
         kept.append((name.decode("latin-1"), value.decode("latin-1")))
@@ -159,19 +168,18 @@ def _connection_named(raw: list[tuple[bytes, bytes]]) -> frozenset[bytes]:
     return frozenset(names)
 
 
-def new_session(head_deadline: float, idle: float, connections: int = 256) -> aiohttp.ClientSession:
+def new_session() -> aiohttp.ClientSession:
     """The gateway's one client session, made inside the running loop (the ASGI lifespan).
 
-    `total=None`: aiohttp's default 300 s total would cut a long stream; the head deadline is
-    ours (around the request), and `sock_read` is the idle timeout between body chunks."""
-    connector = aiohttp.TCPConnector(
-        limit=connections, limit_per_host=connections, keepalive_timeout=30, ttl_dns_cache=300
-    )
+    No timeouts and no connection limit here (`limit=0`): aiohttp's default 300 s total would
+    cut a long stream, a `sock_read` would cut a platform whose normal answer takes longer
+    than it, and a pool limit is what one agent's streams once exhausted for everyone."""
+    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=30, ttl_dns_cache=300)
     session = aiohttp.ClientSession(
         connector=connector,
         auto_decompress=False,
         skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding"),
-        timeout=aiohttp.ClientTimeout(total=None, sock_connect=head_deadline, sock_read=idle),
+        timeout=aiohttp.ClientTimeout(total=None),
         cookie_jar=aiohttp.DummyCookieJar(),
         trust_env=False,
     )
@@ -182,22 +190,24 @@ def new_session(head_deadline: float, idle: float, connections: int = 256) -> ai
     return session
 
 
-def fault_and_detail(error: BaseException, deadline: float) -> tuple[str, str]:
-    """The call line's `fault` and the 502's words for a failure below HTTP. Never the URL
-    (its query string may carry what the agent would not have logged) or a credential."""
+def fault_and_detail(error: BaseException, platform: str, deadline: float) -> tuple[str, str]:
+    """The call line's `fault` and the 502's words for a failure below HTTP, naming the
+    platform as the agent knows it. Never the URL, host or port (the agent has no use for
+    them, and a query string may carry what the agent would not have logged) or a
+    credential: an OS error's text is reduced to its `strerror`, which carries neither."""
     if isinstance(error, TimeoutError | aiohttp.ServerTimeoutError):
-        return "timeout", f"the platform did not answer within {deadline:g} s"
+        return "timeout", f"{platform} did not answer within {deadline:g} s"
     if isinstance(error, aiohttp.ClientConnectorCertificateError | ssl.SSLError):
-        return "tls", "the TLS handshake with the platform failed"
+        return "tls", f"the TLS handshake with {platform} failed"
     if isinstance(error, aiohttp.ClientConnectorDNSError):
-        return "dns", "the platform's host name could not be resolved"
+        return "dns", f"{platform}'s host name could not be resolved"
     if isinstance(error, aiohttp.ClientConnectorError):
         reason = error.os_error.strerror or type(error.os_error).__name__
-        return "refused", f"could not connect to the platform: {printable(str(reason))}"
+        return "refused", f"could not connect to {platform}: {printable(str(reason))}"
     if isinstance(error, aiohttp.ServerDisconnectedError):
-        return "reset", "the platform closed the connection without an answer"
+        return "reset", f"{platform} closed the connection without an answer"
     if isinstance(error, aiohttp.ClientResponseError):
-        return "protocol", "the platform's answer was not valid HTTP"
+        return "protocol", f"{platform}'s answer was not valid HTTP"
     if isinstance(error, aiohttp.ClientOSError | ConnectionError):
-        return "reset", "the connection to the platform failed mid-request"
-    return "network", f"the call could not be completed ({type(error).__name__})"
+        return "reset", f"the connection to {platform} failed mid-request"
+    return "network", f"the call to {platform} could not be completed ({type(error).__name__})"

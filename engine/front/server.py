@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import resource
 import secrets
 import socket
 import sys
@@ -28,7 +29,8 @@ from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.feed.client import FeedError, read_token
 from breakerdeck.engine.feed.server import serve_feed
 from breakerdeck.engine.front.app import GatewayApp
-from breakerdeck.engine.front.config import GatewayConfig, Shared
+from breakerdeck.engine.front.config import GatewayConfig, GatewayTable, Shared
+from breakerdeck.engine.front.protocol import ClientLimits, Clients, bounded_protocol
 from breakerdeck.engine.front.speed import SpeedClock
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.shared import SharedStore
@@ -130,13 +132,43 @@ class _Server(uvicorn.Server):
         self.should_exit = True
 
 
+#: File descriptors kept back from agents' connections: the feed, the state dir, Redis, logs.
+_SPARE_FDS = 64
+
+
+def client_limits(table: GatewayTable) -> ClientLimits:
+    """The bounds on strangers, with the connection cap lowered to what the process's file
+    descriptor limit leaves after the platform connections (a cap the process cannot honour
+    is no cap: `accept` would fail for everyone at once)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    room = table.max_client_connections
+    if soft != resource.RLIM_INFINITY:
+        room = min(room, max(16, soft - table.max_connections - _SPARE_FDS))
+    if room < table.max_client_connections:
+        say(
+            f"client connections capped at {room} (the open-file limit is {soft}; "
+            "raise it with ulimit -n to allow max_client_connections)"
+        )
+    return ClientLimits(
+        head_bytes=table.head_limit_bytes,
+        header_count=table.header_count_limit,
+        head_seconds=table.head_timeout_seconds,
+        connections=room,
+        connections_per_address=min(room, table.max_client_connections_per_address),
+    )
+
+
 def uvicorn_config(app: GatewayApp, options: Options) -> uvicorn.Config:
+    """uvicorn with the bounded httptools protocol and no websocket upgrades (an upgrade is
+    refused 400 by the protocol: nothing here speaks websocket on the agents' port)."""
     host, port = split_address(options.listen)
     gateway = options.config.gateway
     return uvicorn.Config(
         app,
         host=host,
         port=port,
+        http=bounded_protocol(Clients(client_limits(gateway))),
+        ws="none",
         lifespan="on",
         log_level="warning",
         access_log=False,

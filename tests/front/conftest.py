@@ -76,6 +76,10 @@ def credential_file(directory: Path, value: str = "stored-credential") -> str:
     return f'{{ file = "{path}" }}'
 
 
+#: A vault command that hands out a new token each time it is run: a refresh that renews.
+ROTATING_CREDENTIAL = '{ command = ["sh", "-c", "echo rotated-$(date +%s%N)"] }'
+
+
 @dataclass
 class Rig:
     url: str
@@ -116,7 +120,9 @@ async def start_gateway(tmp_path: Path) -> AsyncIterator[StartRig]:
         clock = clock or ManualClock()
         engine = Engine(AgentPolicy(deadline_seconds=deadline), clock=clock, shared=shared)
         engine.restore()
-        app = GatewayApp(config, digests, config_path=config_path, engine=engine)
+        app = GatewayApp(
+            config, digests, config_path=config_path, engine=engine, idle_seconds=deadline
+        )
         sock = free_socket()
         options = Options(config_path, config, digests, "127.0.0.1:0", None, None)
         server = _Server(uvicorn_config(app, options))

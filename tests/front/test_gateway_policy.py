@@ -14,7 +14,13 @@ from breakerdeck.engine.shared import SharedStore
 from breakerdeck.fixtures.faults import REFUSED, SLOW, Fault
 from breakerdeck.fixtures.platform import FakePlatform
 from breakerdeck.fixtures.server import PlatformServer
-from tests.front.conftest import StartRig, body, credential_file, write_config
+from tests.front.conftest import (
+    ROTATING_CREDENTIAL,
+    StartRig,
+    body,
+    credential_file,
+    write_config,
+)
 from tests.redis_server import RedisServer
 
 
@@ -82,7 +88,9 @@ async def test_three_auth_failures_trip_with_auth_as_the_cause(
         assert body(rejected)["error"] == "reauth_failed"
     halted = await rig.call("billing", "/p/payments/x")
     _assert_halted(halted, "circuit_breaker_open", "breaker_open", "breaker_auth_failure")
-    assert platform.requests == 6  # each call: the attempt, and the retry after the re-read
+    # Each call: one attempt. The re-read gave back the credential just rejected, which is a
+    # failed refresh (DESIGN): no retry is sent with it.
+    assert platform.requests == 3
 
 
 @pytest.mark.parametrize("status", [500, 503, 404, 422, 429])
@@ -107,7 +115,12 @@ async def test_a_refreshed_credential_is_retried_once_and_the_success_relayed(
     tmp_path: Path, payments: tuple[FakePlatform, PlatformServer], start_gateway: StartRig
 ) -> None:
     platform, server = payments
-    rig = await start_gateway(_config(tmp_path, server))
+    config = write_config(
+        tmp_path,
+        {"payments": server.url("payments")},
+        {"billing": {"payments": ROTATING_CREDENTIAL}},
+    )
+    rig = await start_gateway(config)
     platform.set_fault(Fault.http(401), requests=1)
     answer = await rig.call("billing", "/p/payments/x", method="POST", json={"amount": 5})
     assert answer.status_code == 200

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests.front.conftest import (
+    ROTATING_CREDENTIAL,
     SHORT_DEADLINE,
     Rig,
     StartRig,
@@ -273,8 +274,12 @@ async def _raw_exchange(rig: Rig, raw: bytes) -> bytes:
 
 
 async def test_a_small_body_rejected_twice_is_retried_once_then_reauth_failed(
-    rig: Rig, platform: Recorder
+    tmp_path: Path, platform: Recorder, start_gateway: StartRig
 ) -> None:
+    config = write_config(
+        tmp_path, {"payments": platform.url("/api")}, {"billing": {"payments": ROTATING_CREDENTIAL}}
+    )
+    rig = await start_gateway(config)
     answer = await rig.call("billing", "/p/payments/status/401", method="POST", content=b"x" * 10)
     assert (answer.status_code, body(answer)["error"]) == (401, "reauth_failed")
     assert [seen.body_bytes for seen in platform.seen] == [10, 10]
@@ -284,11 +289,10 @@ async def test_a_small_body_rejected_twice_is_retried_once_then_reauth_failed(
 async def test_a_body_over_the_replay_buffer_gets_the_platforms_401_relayed_uncounted(
     tmp_path: Path, platform: Recorder, start_gateway: StartRig
 ) -> None:
-    cred = credential_file(tmp_path)
     config = write_config(
         tmp_path,
         {"payments": platform.url("/api")},
-        {"billing": {"payments": cred}},
+        {"billing": {"payments": ROTATING_CREDENTIAL}},
         gateway="replay_buffer_bytes = 100",
     )
     rig = await start_gateway(config)

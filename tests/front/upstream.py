@@ -3,6 +3,8 @@
 HTTP/1.1 with keep-alive on an asyncio server in the test's loop. Every request is recorded
 (target, headers, body size) before it is answered. Paths pick the answer:
 - `/sse/<n>`: a text/event-stream of n events, each sent when the test releases it (`gate`);
+- `/flood`: a chunked body that never ends, sent as fast as the reader takes it;
+- `/slow-small`: a 6-byte body of known length, its second half sent when `gate` releases it;
 - `/redirect`: a 302 to another host;
 - `/garbage`: bytes that are not HTTP;
 - `/midbody`: a head promising 100 bytes, 10 of them, then a closed connection;
@@ -13,7 +15,9 @@ HTTP/1.1 with keep-alive on an asyncio server in the test's loop. Every request 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
 
@@ -33,6 +37,15 @@ class Recorder:
     seen: list[Seen] = field(default_factory=list)
     gate: asyncio.Queue[None] = field(default_factory=asyncio.Queue)
     server: asyncio.Server | None = None
+    #: Connections that have ended, and how many of them the gateway ended mid-answer.
+    ended: int = 0
+    cut: int = 0
+
+    async def wait_cut(self, count: int, within: float) -> None:
+        """Until `count` answers have been cut by their reader (bounded, never forever)."""
+        async with asyncio.timeout(within):
+            while self.cut < count:
+                await asyncio.sleep(0.01)
 
     @property
     def port(self) -> int:
@@ -57,7 +70,10 @@ class Recorder:
                 pass
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except _Cut:
+            self.cut += 1
         finally:
+            self.ended += 1
             writer.close()
 
     async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
@@ -78,7 +94,16 @@ class Recorder:
             await writer.drain()
             return False
         if "/sse/" in path:
-            await self._sse(writer, int(path.rsplit("/", 1)[1]))
+            await self._sse(reader, writer, int(path.rsplit("/", 1)[1]))
+            return True
+        if path.endswith("/flood"):
+            await _flood(writer)
+        if path.endswith("/slow-small"):
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nabc")
+            await writer.drain()
+            await _until(reader, self.gate.get())
+            writer.write(b"def")
+            await writer.drain()
             return True
         if path.endswith("/redirect"):
             _reply(writer, 302, {"moved": True}, [("Location", "http://evil.invalid/steal")])
@@ -89,18 +114,50 @@ class Recorder:
         await writer.drain()
         return True
 
-    async def _sse(self, writer: asyncio.StreamWriter, events: int) -> None:
+    async def _sse(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, events: int
+    ) -> None:
         writer.write(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n"
         )
         for number in range(events):
-            await self.gate.get()
+            await _until(reader, self.gate.get())
             event = b"data: event %d\n\n" % number
             writer.write(b"%x\r\n%s\r\n" % (len(event), event))
             await writer.drain()
         writer.write(b"0\r\n\r\n")
         await writer.drain()
+
+
+class _Cut(Exception):
+    """The reader closed the connection while its answer was still being sent."""
+
+
+async def _until(reader: asyncio.StreamReader, step: Awaitable[None]) -> None:
+    """Wait for `step` (the test's gate), or raise `_Cut` as soon as the reader hangs up:
+    a stream waiting for its next event still notices that nobody is there."""
+    waiting = asyncio.ensure_future(step)
+    hangup = asyncio.ensure_future(reader.read(1))
+    done, _ = await asyncio.wait({waiting, hangup}, return_when=asyncio.FIRST_COMPLETED)
+    if waiting in done:
+        hangup.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await hangup  # gone before the next request is read
+        return
+    waiting.cancel()
+    raise _Cut
+
+
+async def _flood(writer: asyncio.StreamWriter) -> None:
+    writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    chunk = b"x" * 65_536
+    try:
+        while True:
+            writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            await writer.drain()
+    except ConnectionError:
+        raise _Cut from None
 
 
 async def _read_body(reader: asyncio.StreamReader, seen: Seen) -> int:

@@ -1,0 +1,233 @@
+"""The gateway's HTTP/1.1 connections: uvicorn's httptools protocol, bounded for strangers.
+
+The gateway is a shared service, and everything here happens before any token is checked, so
+anyone who reaches the port can try it. uvicorn with httptools bounds none of it: a request
+head of any size (20 heads of 50 MB took a gateway to 1 GB), any number of headers, any time to
+send a head (a byte every few seconds holds a connection for ever), and any number of
+connections from one address (a thousand half-sent heads under `ulimit -n 1024` locked every
+other client out). This subclass adds those bounds and nothing else (DESIGN, "A shared
+service"); the parsing, flow control and the ASGI cycle stay uvicorn's.
+
+It also gives the app one thing ASGI lacks: `scope["extensions"]["breakerdeck.connection"]`,
+through which a relayed stream learns at once that its agent left (`watch`) and cuts a
+connection whose agent stopped reading (`abort`), without a task per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import httptools
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from breakerdeck.engine.feed.repeats import RepeatFilter
+
+log = logging.getLogger(__name__)
+
+EXTENSION = "breakerdeck.connection"
+#: How long a refused connection is kept open, its input read and dropped, after its answer:
+#: closing at once with unread input makes the kernel reset it, and the client loses the
+#: answer it was about to read.
+LINGER_SECONDS = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClientLimits:
+    """What one stranger may cost before its token is read (`[gateway]` keys, docs/gateway.md)."""
+
+    head_bytes: int = 32 * 1024
+    header_count: int = 100
+    head_seconds: float = 10.0
+    connections: int = 4096
+    connections_per_address: int = 512
+
+
+@dataclass(slots=True)
+class Clients:
+    """The connections one server holds, by source address (shared by its protocols)."""
+
+    limits: ClientLimits
+    total: int = 0
+    by_address: Counter[str] = field(default_factory=Counter)
+    #: A thousand bad requests are one line and a count, not a thousand lines.
+    repeats: RepeatFilter = field(default_factory=lambda: RepeatFilter(interval=10.0))
+
+    def complain(self, message: str) -> None:
+        if log.isEnabledFor(logging.WARNING):
+            record = log.makeRecord(log.name, logging.WARNING, __file__, 0, message, (), None)
+            if self.repeats.filter(record):
+                log.handle(record)
+
+    def admit(self, address: str) -> str | None:
+        """Count a new connection in, or name the bound it would cross."""
+        if self.total >= self.limits.connections:
+            return "max_client_connections"
+        if self.by_address[address] >= self.limits.connections_per_address:
+            return "max_client_connections_per_address"
+        self.total += 1
+        self.by_address[address] += 1
+        return None
+
+    def leave(self, address: str) -> None:
+        self.total -= 1
+        left = self.by_address[address] - 1
+        if left:
+            self.by_address[address] = left
+        else:
+            del self.by_address[address]
+
+
+def bounded_protocol(clients: Clients) -> type[HttpToolsProtocol]:
+    """A protocol class for one server (uvicorn's `http=`), counting into `clients`."""
+    return type("BoundedProtocol", (BoundedProtocol,), {"clients": clients})
+
+
+class BoundedProtocol(HttpToolsProtocol):
+    clients: ClassVar[Clients]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._address: str | None = None
+        self._head_open = True
+        self._head_size = 0
+        self._header_count = 0
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._on_lost: Callable[[], None] | None = None
+        self._refused = False
+
+    # -- connections -----------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        peer = transport.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) else "local"
+        refused = self.clients.admit(address)
+        if refused is not None:
+            self._refused = True
+            self.clients.complain(f"refused a connection: {refused} reached")
+            transport.write(_answer(503, {"error": "too_many_connections", "limit": refused}))
+            transport.close()
+            return
+        self._address = address
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._address is None:
+            return  # refused in connection_made: never counted, never set up
+        self.clients.leave(self._address)
+        self._address = None
+        self._cancel_head_timer()
+        on_lost, self._on_lost = self._on_lost, None
+        super().connection_lost(exc)
+        if on_lost is not None:
+            on_lost()
+
+    def watch(self, on_lost: Callable[[], None] | None) -> None:
+        """Call `on_lost` once if the agent's connection goes (None stops watching)."""
+        self._on_lost = on_lost
+
+    def abort(self) -> None:
+        """Drop the agent's connection now: its response cannot be finished."""
+        if self.cycle is not None:
+            self.cycle.disconnected = True
+        self.transport.abort()
+
+    # -- the request head ------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # answered and closing: what is still queued is not read
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            if not self._refused:  # else a callback below refused it and stopped the parser
+                self._refuse(400, "bad_request", "refused a malformed request")
+            return
+        if not self._head_open:
+            return
+        self._head_size += len(data)
+        if self._head_size > self.clients.limits.head_bytes:
+            self._refuse(431, "request_head_too_large", "refused a request head over its size")
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_open = True
+        self._head_size = 0
+        self._header_count = 0
+        if self._head_timer is None:
+            self._arm_head_timer()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_count += 1
+        if self._header_count > self.clients.limits.header_count:
+            self._refuse(431, "too_many_headers", "refused a request head over the header bound")
+            raise _Stop  # the parser stops here: httptools reports it as a callback error
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._head_open = False
+        self._cancel_head_timer()
+        if self.parser.should_upgrade():
+            self._refuse(400, "upgrade_not_supported", "refused an upgrade request")
+            raise _Stop
+        super().on_headers_complete()
+        extensions: dict[str, Any] = self.scope.setdefault("extensions", {})
+        extensions[EXTENSION] = self
+
+    def _arm_head_timer(self) -> None:
+        self._head_timer = self.loop.call_later(
+            self.clients.limits.head_seconds, self._head_timed_out
+        )
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        if self._head_size or self._header_count:
+            self._refuse(408, "request_timeout", "closed a connection slow to send its head")
+        else:
+            self.transport.close()  # nothing was sent: nobody to answer
+
+    def _refuse(self, status: int, error: str, what: str) -> None:
+        """Answer a head the gateway will not read, and close. Mid-response (a pipelined
+        request behind one still answering) there is no room for an answer: just close."""
+        self.clients.complain(f"{what} ({status} {error})")
+        self._refused = True
+        self._cancel_head_timer()
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.transport.close()
+            return
+        self.transport.write(_answer(status, {"error": error}))
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(LINGER_SECONDS, self.transport.close)
+
+
+class _Stop(Exception):
+    """Raised from a parser callback to stop parsing a refused head."""
+
+
+def _answer(status: int, body: dict[str, str]) -> bytes:
+    content = json.dumps(body).encode()
+    reason = {400: b"Bad Request", 408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
+    return b"".join(
+        [
+            b"HTTP/1.1 %d %s\r\n" % (status, reason.get(status, b"Service Unavailable")),
+            b"content-type: application/json\r\n",
+            b"content-length: %d\r\n" % len(content),
+            b"connection: close\r\n\r\n",
+            content,
+        ]
+    )
