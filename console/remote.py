@@ -43,7 +43,7 @@ from breakerdeck.engine.feed.client import (
     read_token,
     send_request,
 )
-from breakerdeck.engine.text import printable
+from breakerdeck.engine.text import counted, printable
 
 __all__ = [
     "EXIT_ERROR",
@@ -267,7 +267,7 @@ def run_status(args: argparse.Namespace) -> int:
     else:
         store = "; shared store ok" if snapshot.shared_store == "ok" else ""
         say(
-            f"{snapshot.source} at {args.url}: {len(snapshot.breakers)} breakers, "
+            f"{snapshot.source} at {args.url}: {counted(len(snapshot.breakers), 'breaker')}, "
             f"{snapshot.policy} policy, seq {snapshot.seq}, as of {snapshot.at}{store}"
         )
         lines = table_lines(snapshot)

@@ -23,3 +23,8 @@ def _escaped(match: re.Match[str]) -> str:
 def printable(text: str) -> str:
     """`text` with every control character and bidi override written as its escape."""
     return _UNSAFE.sub(_escaped, text)
+
+
+def counted(number: int, noun: str) -> str:
+    """`1 server`, `2 servers`: the count with its noun, singular for one."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"

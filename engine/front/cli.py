@@ -12,6 +12,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from breakerdeck.engine.text import counted
+
 if TYPE_CHECKING:
     from breakerdeck.engine.front.server import Options
 
@@ -19,11 +21,6 @@ EXIT_START = 2
 
 #: `--speed`: the design's tests stay at or below 10; demos go faster.
 SPEED_RANGE = (0.1, 1000.0)
-
-
-def counted(number: int, noun: str) -> str:
-    """`1 server`, `2 servers`: the count with its noun, singular for one."""
-    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _speed(text: str) -> float:
@@ -96,7 +93,7 @@ def add_gateway_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
 
 
 def run_gateway(args: argparse.Namespace) -> int:
-    from breakerdeck.engine.front.config import ConfigError, load, shared_settings
+    from breakerdeck.engine.front.config import ConfigError, load, resolve, shared_settings
     from breakerdeck.engine.front.server import Options, say
 
     if not args.config:
@@ -109,7 +106,8 @@ def run_gateway(args: argparse.Namespace) -> int:
         say(str(error))
         return EXIT_START
     table = config.gateway
-    state_dir = args.state_dir or table.state_dir
+    # A state dir named in the file is beside the file, as every other path in it is.
+    state_dir = args.state_dir or (table.state_dir and resolve(args.config, table.state_dir))
     options = Options(
         config_path=Path(args.config),
         config=config,

@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from breakerdeck.engine.front.cli import EXIT_START, _address, _speed, counted
+from breakerdeck.engine.front.cli import EXIT_START, _address, _speed
+from breakerdeck.engine.front.config import resolve
+from breakerdeck.engine.text import counted
 
 
 def add_mcp_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
@@ -69,7 +71,8 @@ def run_mcp(args: argparse.Namespace) -> int:
         say(str(error))
         return EXIT_START
     table = config.proxy
-    state_dir = args.state_dir or table.state_dir
+    # A state dir named in the file is beside the file, as every other path in it is.
+    state_dir = args.state_dir or (table.state_dir and resolve(args.config, table.state_dir))
     options = McpOptions(
         config_path=Path(args.config),
         config=config,

@@ -4,6 +4,7 @@ HTTP/1.1 with keep-alive on an asyncio server in the test's loop. Every request 
 (target, headers, body size) before it is answered. Paths pick the answer:
 - `/sse/<n>`: a text/event-stream of n events, each sent when the test releases it (`gate`);
 - `/flood`: a chunked body that never ends, sent as fast as the reader takes it;
+- `/delay/<seconds>`: 200 after that many real seconds;
 - `/slow-small`: a 6-byte body of known length, its second half sent when `gate` releases it;
 - `/redirect`: a 302 to another host;
 - `/garbage`: bytes that are not HTTP;
@@ -105,6 +106,8 @@ class Recorder:
             writer.write(b"def")
             await writer.drain()
             return True
+        if "/delay/" in path:
+            await asyncio.sleep(float(path.rsplit("/", 1)[1]))
         if path.endswith("/redirect"):
             _reply(writer, 302, {"moved": True}, [("Location", "http://evil.invalid/steal")])
         elif "/status/" in path:
