@@ -40,8 +40,8 @@ def _check_owner(path: Path, info: os.stat_result, what: str, *, root_ok: bool =
         )
     if info.st_mode & 0o022:
         raise StateDirError(
-            f"{what} {path} is writable by others (mode {stat.S_IMODE(info.st_mode):o}): "
-            f"chmod go-w {path}"
+            f"{what} {path} is writable by others (mode {stat.S_IMODE(info.st_mode):04o}, "
+            f"{stat.filemode(info.st_mode)}): chmod go-w {path}"
         )
 
 

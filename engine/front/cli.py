@@ -147,8 +147,10 @@ def _check(options: Options) -> int:
 def _serve(options: Options) -> int:
     from breakerdeck.engine import statedir
     from breakerdeck.engine.errors import StateDirError
+    from breakerdeck.engine.front import logs
     from breakerdeck.engine.front.server import StartError, check_start, run, say, serve
 
+    logs.setup("gateway")
     try:
         check_start(options)
         if options.state_dir is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from breakerdeck.engine.front import logs
 from breakerdeck.engine.front.cli import EXIT_START, _address, _speed
 from breakerdeck.engine.front.config import resolve
 from breakerdeck.engine.text import counted
@@ -55,13 +56,12 @@ def run_mcp(args: argparse.Namespace) -> int:
     from breakerdeck.engine.front.mcp_serve import (
         McpOptions,
         check_start,
-        quiet_logging,
         say,
         serve,
     )
     from breakerdeck.engine.front.server import StartError
 
-    quiet_logging()
+    logs.setup("mcp")
     if not args.config:
         say("--config FILE is required (or --demo)")
         return EXIT_START

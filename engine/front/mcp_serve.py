@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
-import logging
 import os
 import signal
 import sys
@@ -40,7 +38,6 @@ from breakerdeck.engine.front.server import (
     split_address,
 )
 from breakerdeck.engine.front.speed import SpeedClock
-from breakerdeck.engine.text import printable
 
 #: A held state dir gets at most this many instances under it (hosts start one proxy a window).
 MAX_INSTANCES = 64
@@ -74,23 +71,6 @@ class McpOptions:
 
 def say(message: str) -> None:
     print(f"breakerdeck mcp: {message}", file=sys.stderr, flush=True)
-
-
-class _OneLine(logging.Formatter):
-    """Library warnings on one line each: an upstream that speaks garbage logs a traceback
-    per line it sends, which would bury the proxy's own messages."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        # A copy: the record is shared with every other handler, which keeps its traceback.
-        line = copy.copy(record)
-        line.exc_info = line.exc_text = line.stack_info = None
-        return printable(super().format(line))[:500]
-
-
-def quiet_logging() -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_OneLine("breakerdeck mcp: %(name)s: %(message)s"))
-    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
 
 
 def open_engine(

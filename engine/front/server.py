@@ -169,6 +169,8 @@ def uvicorn_config(app: GatewayApp, options: Options) -> uvicorn.Config:
         port=port,
         http=bounded_protocol(Clients(client_limits(gateway))),
         ws="none",
+        # uvicorn's own records go through the door's one handler (engine.front.logs).
+        log_config=None,
         lifespan="on",
         log_level="warning",
         access_log=False,

@@ -20,7 +20,8 @@ def test_a_state_dir_writable_by_others_is_refused_with_the_fix(tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)
-    with pytest.raises(StateDirError, match=r"writable by others.*chmod go-w"):
+    shown = r"writable by others \(mode 0777, drwxrwxrwx\): chmod go-w"
+    with pytest.raises(StateDirError, match=shown):
         prepare(shared)
 
 
