@@ -21,7 +21,7 @@ import math
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -69,7 +69,6 @@ IDLE_SECONDS = 30.0
 #: A refusal's shape (reason, cause, whole seconds left) and its encoded headers and body.
 _Shape = tuple[Any, Any, int]
 _Encoded = tuple[tuple[tuple[bytes, bytes], ...], Message]
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,13 +325,17 @@ class GatewayApp:
         held: aiohttp.ClientResponse | None = None
         try:
             try:
-                response, outcome = await cut.run(
-                    self._exchange(scope, call, platform, url, body, has_body, attempt)
+                cut.arm()
+                response, outcome = await self._exchange(
+                    scope, call, platform, url, body, has_body, attempt
                 )
+                cut.disarm()
             except UploadProblem as problem:
+                cut.disarm()
                 await self._upload_refused(send, call, problem, attempt)
                 return
             except _Failed as failed:
+                cut.disarm()
                 self.counts.observe(call.key, (loop.time() - started) * self.speed)
                 await self._complete(call, failed.outcome, attempt, failed.answer.status)
                 extra = None
@@ -348,7 +351,8 @@ class GatewayApp:
             held = response
             self.counts.observe(call.key, (loop.time() - started) * self.speed)
             await self._complete(call, outcome, attempt, response.status)
-            await cut.run(self._stream_back(send, response, call, cut))
+            cut.arm()
+            await self._stream_back(send, response, call, cut)
         finally:
             cut.stop()
             if held is not None:
@@ -393,11 +397,15 @@ class GatewayApp:
         headers = relayed_headers(response.raw_headers)
         headers.append((CALL_HEADER, call.call_id.encode()))
         content = response.content
+        start = {"type": "http.response.start", "status": response.status, "headers": headers}
         try:
+            if content.is_eof() and not cut.write_paused():
+                # The whole body has arrived and the agent is reading: nothing here can wait.
+                await send(start)
+                await send({"type": "http.response.body", "body": await content.read()})
+                return
             async with asyncio.timeout(self.idle) as idle:
-                await send(
-                    {"type": "http.response.start", "status": response.status, "headers": headers}
-                )
+                await send(start)
                 chunk = await content.readany()
                 while not content.at_eof():
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -443,10 +451,11 @@ class GatewayApp:
             attempt.fault = "vault_down"
             detail = f"the credential vault is unreachable: {error}"
             raise _upstream(platform.name, detail) from None
-        try:
-            await self.slots.take(call.agent, SLOT_WAIT_SECONDS)
-        except Busy as busy:
-            raise _busy(busy.limit) from None
+        if not self.slots.try_take(call.agent):
+            try:
+                await self.slots.take(call.agent, SLOT_WAIT_SECONDS)
+            except Busy as busy:
+                raise _busy(busy.limit) from None
         attempt.slot = True
         key = self._idempotency_key(scope["headers"], call)
         first = await self._send(scope, call, platform, url, body, credential, key, attempt, 1)
@@ -582,7 +591,7 @@ class _Cut:
     __slots__ = ("_armed", "_connection", "_task", "agent_left", "happened")
 
     def __init__(self, scope: Scope) -> None:
-        self._connection: BoundedProtocol | None = scope.get("extensions", {}).get(EXTENSION)
+        self._connection: BoundedProtocol | None = scope.get(EXTENSION)
         self._task = asyncio.current_task()
         self._armed = False
         self.agent_left = False
@@ -590,16 +599,15 @@ class _Cut:
         if self._connection is not None:
             self._connection.watch(self._left)
 
-    async def run(self, step: Awaitable[_T]) -> _T:
-        """Run one step of the call that the agent's leaving may cut short (the exchange, the
-        stream); the bookkeeping between steps (the completion) is never cut."""
+    def arm(self) -> None:
+        """From here the agent's leaving cuts the call short (the exchange, the stream); the
+        bookkeeping between them (the completion) is never cut (`disarm`)."""
         self._armed = True
         if self.agent_left:
             self._left()
-        try:
-            return await step
-        finally:
-            self._armed = False
+
+    def disarm(self) -> None:
+        self._armed = False
 
     def _left(self) -> None:
         self.agent_left = True
@@ -616,6 +624,9 @@ class _Cut:
         task.uncancel()
         self.happened = True
         return True
+
+    def write_paused(self) -> bool:
+        return self._connection is not None and self._connection.write_paused
 
     def abort(self) -> None:
         self.happened = True

@@ -35,6 +35,8 @@ EXTENSION = "breakerdeck.connection"
 #: closing at once with unread input makes the kernel reset it, and the client loses the
 #: answer it was about to read.
 LINGER_SECONDS = 2.0
+#: How often slow heads are looked for: a head may take up to this much longer than its bound.
+SWEEP_SECONDS = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,13 +52,17 @@ class ClientLimits:
 
 @dataclass(slots=True)
 class Clients:
-    """The connections one server holds, by source address (shared by its protocols)."""
+    """The connections one server holds, by source address (shared by its protocols), and the
+    once-a-second sweep that closes heads sent too slowly (one timer for the server, not one
+    per request)."""
 
     limits: ClientLimits
     total: int = 0
     by_address: Counter[str] = field(default_factory=Counter)
     #: A thousand bad requests are one line and a count, not a thousand lines.
     repeats: RepeatFilter = field(default_factory=lambda: RepeatFilter(interval=10.0))
+    open: set[BoundedProtocol] = field(default_factory=set)
+    _sweeping: asyncio.TimerHandle | None = None
 
     def complain(self, message: str) -> None:
         if log.isEnabledFor(logging.WARNING):
@@ -64,7 +70,7 @@ class Clients:
             if self.repeats.filter(record):
                 log.handle(record)
 
-    def admit(self, address: str) -> str | None:
+    def admit(self, connection: BoundedProtocol, address: str) -> str | None:
         """Count a new connection in, or name the bound it would cross."""
         if self.total >= self.limits.connections:
             return "max_client_connections"
@@ -72,15 +78,25 @@ class Clients:
             return "max_client_connections_per_address"
         self.total += 1
         self.by_address[address] += 1
+        self.open.add(connection)
+        if self._sweeping is None:
+            self._sweeping = connection.loop.call_later(SWEEP_SECONDS, self._sweep, connection.loop)
         return None
 
-    def leave(self, address: str) -> None:
+    def leave(self, connection: BoundedProtocol, address: str) -> None:
         self.total -= 1
         left = self.by_address[address] - 1
         if left:
             self.by_address[address] = left
         else:
             del self.by_address[address]
+        self.open.discard(connection)
+
+    def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
+        now = loop.time()
+        for connection in [c for c in self.open if c.head_overdue(now)]:
+            connection.head_timed_out()
+        self._sweeping = loop.call_later(SWEEP_SECONDS, self._sweep, loop) if self.open else None
 
 
 def bounded_protocol(clients: Clients) -> type[HttpToolsProtocol]:
@@ -94,10 +110,12 @@ class BoundedProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._address: str | None = None
+        #: While a head is being read (or awaited on a fresh connection, from its start):
+        #: since when, and how many bytes it has taken.
         self._head_open = True
+        self._head_since = 0.0
         self._head_size = 0
-        self._header_count = 0
-        self._head_timer: asyncio.TimerHandle | None = None
+        self._read_size = 0
         self._on_lost: Callable[[], None] | None = None
         self._refused = False
 
@@ -106,7 +124,7 @@ class BoundedProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         peer = transport.get_extra_info("peername")
         address = str(peer[0]) if isinstance(peer, tuple) else "local"
-        refused = self.clients.admit(address)
+        refused = self.clients.admit(self, address)
         if refused is not None:
             self._refused = True
             self.clients.complain(f"refused a connection: {refused} reached")
@@ -114,15 +132,14 @@ class BoundedProtocol(HttpToolsProtocol):
             transport.close()
             return
         self._address = address
+        self._head_since = self.loop.time()
         super().connection_made(transport)
-        self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._address is None:
             return  # refused in connection_made: never counted, never set up
-        self.clients.leave(self._address)
+        self.clients.leave(self, self._address)
         self._address = None
-        self._cancel_head_timer()
         on_lost, self._on_lost = self._on_lost, None
         super().connection_lost(exc)
         if on_lost is not None:
@@ -138,12 +155,18 @@ class BoundedProtocol(HttpToolsProtocol):
             self.cycle.disconnected = True
         self.transport.abort()
 
+    @property
+    def write_paused(self) -> bool:
+        """Whether the agent has stopped taking what is written to it (flow control)."""
+        return bool(self.flow.write_paused)
+
     # -- the request head ------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return  # answered and closing: what is still queued is not read
         self._unset_keepalive_if_required()
+        self._read_size = len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError:
@@ -157,47 +180,59 @@ class BoundedProtocol(HttpToolsProtocol):
             self._refuse(431, "request_head_too_large", "refused a request head over its size")
 
     def on_message_begin(self) -> None:
+        """A head starts: its time and size bounds count from its first byte (between
+        requests, uvicorn's keep-alive timeout closes an idle connection)."""
         super().on_message_begin()
         self._head_open = True
+        self._head_since = self.loop.time()
         self._head_size = 0
-        self._header_count = 0
-        if self._head_timer is None:
-            self._arm_head_timer()
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._header_count += 1
-        if self._header_count > self.clients.limits.header_count:
-            self._refuse(431, "too_many_headers", "refused a request head over the header bound")
-            raise _Stop  # the parser stops here: httptools reports it as a callback error
-        super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
         self._head_open = False
-        self._cancel_head_timer()
+        limits = self.clients.limits
+        if self._head_size + self._read_size > limits.head_bytes and self._parsed_size() > (
+            limits.head_bytes
+        ):
+            # The whole head came in this read, too fast for the check after each read.
+            self._refuse(431, "request_head_too_large", "refused a request head over its size")
+            raise _Stop
+        if len(self.headers) > limits.header_count:
+            # Bounded in memory meanwhile by the head's size, checked as each read arrives.
+            self._refuse(431, "too_many_headers", "refused a request head over the header bound")
+            raise _Stop
         if self.parser.should_upgrade():
             self._refuse(400, "upgrade_not_supported", "refused an upgrade request")
             raise _Stop
         super().on_headers_complete()
-        extensions: dict[str, Any] = self.scope.setdefault("extensions", {})
-        extensions[EXTENSION] = self
+        # A top-level scope key rather than `extensions`: no dict made per request.
+        self.scope[EXTENSION] = self  # type: ignore[literal-required]
 
-    def _arm_head_timer(self) -> None:
-        self._head_timer = self.loop.call_later(
-            self.clients.limits.head_seconds, self._head_timed_out
+    def on_response_complete(self) -> None:
+        """An answer sent before its request's body was read (a refusal, a 413): the rest of
+        the body is never read, so a stranger cannot hold the connection by trickling it."""
+        if self.cycle is not None and self.cycle.more_body:
+            self._linger()
+            return
+        super().on_response_complete()
+
+    def _parsed_size(self) -> int:
+        """The head's size as parsed: the target and each header line (only asked of heads
+        that may be too big, since it walks every header)."""
+        return len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+
+    def head_overdue(self, now: float) -> bool:
+        return (
+            self._head_open
+            and not self._refused
+            and now - self._head_since > self.clients.limits.head_seconds
         )
 
-    def _cancel_head_timer(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
-
-    def _head_timed_out(self) -> None:
-        self._head_timer = None
+    def head_timed_out(self) -> None:
         if self.transport.is_closing():
             return
-        if self._head_size or self._header_count:
+        if self._head_size:
             self._refuse(408, "request_timeout", "closed a connection slow to send its head")
-        else:
+        elif self.cycle is None or self.cycle.response_complete:
             self.transport.close()  # nothing was sent: nobody to answer
 
     def _refuse(self, status: int, error: str, what: str) -> None:
@@ -205,11 +240,16 @@ class BoundedProtocol(HttpToolsProtocol):
         request behind one still answering) there is no room for an answer: just close."""
         self.clients.complain(f"{what} ({status} {error})")
         self._refused = True
-        self._cancel_head_timer()
         if self.cycle is not None and not self.cycle.response_complete:
             self.transport.close()
             return
         self.transport.write(_answer(status, {"error": error}))
+        self._linger()
+
+    def _linger(self) -> None:
+        """Finish writing, then read and drop input for a while before closing: closing with
+        unread input makes the kernel reset the connection, and the client lose its answer."""
+        self._refused = True
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self.loop.call_later(LINGER_SECONDS, self.transport.close)

@@ -36,11 +36,24 @@ HOP_BY_HOP = frozenset(
     }
 )
 #: Never forwarded from the agent: the platform's host is `base_url`'s, the credential is ours,
-#: the Idempotency-Key is scoped, and a 100-continue is the agent's business with us. Proxy
-#: headers (`Forwarded`, `X-Forwarded-*`, `X-Real-IP`) would let an agent tell the platform
-#: it is someone or somewhere else: the gateway is the hop the platform sees.
-_AGENT_ONLY = frozenset(
-    {b"host", b"authorization", b"idempotency-key", b"expect", b"forwarded", b"x-real-ip"}
+#: the Idempotency-Key is scoped, and a 100-continue is the agent's business with us.
+_AGENT_ONLY = frozenset({b"host", b"authorization", b"idempotency-key", b"expect"})
+#: Proxy headers would let an agent tell the platform it is someone or somewhere else (a
+#: client address, a host, a path a front proxy rewrites to): the gateway is the hop the
+#: platform sees. Matched with `_` read as `-`, as some servers read them.
+_PROXY = frozenset(
+    {
+        b"forwarded",
+        b"x-real-ip",
+        b"true-client-ip",
+        b"x-client-ip",
+        b"client-ip",
+        b"cf-connecting-ip",
+        b"fastly-client-ip",
+        b"x-cluster-client-ip",
+        b"x-original-url",
+        b"x-rewrite-url",
+    }
 )
 _PROXY_PREFIX = b"x-forwarded-"
 
@@ -145,8 +158,8 @@ def forwarded_headers(raw: list[tuple[bytes, bytes]], *, streamed: bool) -> list
     for name, value in raw:
         if name in HOP_BY_HOP or name in _AGENT_ONLY or name in named:
             continue
-        if name.startswith(_PROXY_PREFIX):
-            continue
+        if b"_" in name or name in _PROXY or name.startswith(_PROXY_PREFIX):
+            continue  # a name with `_` is dropped: `X_Forwarded_For` is `X-Forwarded-For` to some
         if name == b"content-length" and not streamed:
             continue
         kept.append((name.decode("latin-1"), value.decode("latin-1")))

@@ -51,11 +51,20 @@ class Slots:
         self.used += 1
         self.by_agent[agent] += 1
 
+    def try_take(self, agent: str) -> bool:
+        """A slot now if this agent's call fits (no coroutine: most calls never wait). Calls
+        already waiting cannot be jumped: a freed slot goes to them before anyone else can
+        ask, so a waiter exists while the total has room only when its own agent is full,
+        and that must not hold up another agent's call."""
+        if self._fits(agent):
+            self._take(agent)
+            return True
+        return False
+
     async def take(self, agent: str, wait: float) -> None:
         """A slot for one call of `agent`, or `Busy` after `wait` seconds without one. Calls
         that wait are served in arrival order as slots they fit in come free."""
-        if self._fits(agent) and not self._waiters:
-            self._take(agent)
+        if self.try_take(agent):
             return
         waiter = _Waiter(agent, asyncio.get_running_loop().create_future())
         self._waiters.append(waiter)
@@ -66,13 +75,17 @@ class Slots:
             if _granted(waiter):
                 return  # granted just as the wait ran out: it is ours
             self._waiters.remove(waiter)
-            raise Busy(TOTAL if self.used >= self.total else PER_AGENT) from None
+            raise Busy(self._full(agent)) from None
         except asyncio.CancelledError:
             if _granted(waiter):
                 self.give_back(agent)  # granted as the call was cancelled: pass it on
             else:
                 self._waiters.remove(waiter)
             raise
+
+    def _full(self, agent: str) -> str:
+        """The bound this agent's call met: its own first, since that is the one it can fix."""
+        return PER_AGENT if self.by_agent[agent] >= self.bound(agent) else TOTAL
 
     def give_back(self, agent: str) -> None:
         self.used -= 1

@@ -102,6 +102,21 @@ async def test_a_call_over_its_agents_bound_is_gateway_busy_uncounted_and_never_
     assert rig.count("hog") == 0
 
 
+async def test_an_agent_waiting_at_its_own_bound_never_holds_up_another_agents_call(
+    tmp_path: Path, platform: Recorder, start_gateway: StartRig
+) -> None:
+    rig = await _rig(tmp_path, platform, start_gateway, "max_connections_per_agent = 2")
+    async with _streams(rig, "hog", 2):
+        waiting = [asyncio.create_task(rig.call("hog", "/p/payments/x")) for _ in range(3)]
+        await asyncio.sleep(0.1)  # hog's three calls are queued for a slot of its own
+        async with asyncio.timeout(0.5):  # well inside the second a blocked call would wait
+            answer = await rig.call("billing", "/p/payments/x")
+        assert answer.status_code == 200
+        assert [body(await call)["limit"] for call in waiting] == ["max_connections_per_agent"] * 3
+        for _ in range(2):
+            platform.gate.put_nowait(None)
+
+
 async def test_a_call_that_finds_the_total_bound_full_names_it(
     tmp_path: Path, platform: Recorder, start_gateway: StartRig
 ) -> None:
@@ -211,6 +226,10 @@ async def test_proxy_headers_from_the_agent_never_reach_the_platform(
         "X-Forwarded-Port": "443",
         "Forwarded": "for=10.0.0.1;host=admin.internal",
         "X-Real-IP": "10.0.0.1",
+        "True-Client-IP": "10.0.0.1",
+        "CF-Connecting-IP": "10.0.0.1",
+        "X-Original-URL": "/admin",
+        "X_Forwarded_For": "10.0.0.1",
     }
     answer = await rig.call("billing", "/p/payments/x", headers=planted)
     assert answer.status_code == 200

@@ -5,6 +5,7 @@ shared service"). Raw sockets, since well-behaved clients cannot send these."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import tracemalloc
@@ -74,6 +75,37 @@ async def test_heads_of_two_megabytes_are_refused_431_without_holding_them(
     assert answers == [(431, {"error": "request_head_too_large"})] * 10
     assert peak < 8_000_000  # ten 2 MB heads held would be 20 MB at least
     assert platform.seen == []
+
+
+async def test_a_head_over_the_bound_sent_in_one_write_is_refused_431_before_the_token(
+    tmp_path: Path, platform: Recorder, start_gateway: StartRig
+) -> None:
+    rig = await _rig(tmp_path, platform, start_gateway, "")
+    reader, writer = await _open(rig)
+    writer.write(b"GET /p/payments/x HTTP/1.1\r\nX-Big: " + b"a" * 40_000 + b"\r\n\r\n")
+    assert await _answer(reader) == (431, {"error": "request_head_too_large"})
+
+
+async def test_a_refused_request_whose_body_trickles_in_is_closed_without_reading_it(
+    tmp_path: Path, platform: Recorder, start_gateway: StartRig
+) -> None:
+    rig = await _rig(tmp_path, platform, start_gateway, "")
+    reader, writer = await _open(rig)
+    writer.write(b"POST /p/payments/x HTTP/1.1\r\nHost: gw\r\nContent-Length: 1000000\r\n\r\nx")
+
+    async def trickle() -> None:
+        with contextlib.suppress(ConnectionError):
+            while True:
+                await asyncio.sleep(0.3)
+                writer.write(b"x")
+                await writer.drain()
+
+    trickling = asyncio.create_task(trickle())
+    try:
+        assert await _answer(reader) == (401, {"error": "unauthenticated"})
+        await asyncio.wait_for(trickling, 5.0)  # the gateway closed it: the trickle's write failed
+    finally:
+        trickling.cancel()
 
 
 async def test_twenty_thousand_headers_are_refused_431(
