@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sqlite3
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -20,8 +18,8 @@ from breakerdeck.console.output import EXIT_IO, Output, say
 from breakerdeck.engine import statedir
 from breakerdeck.engine.engine import read_mark
 from breakerdeck.engine.errors import StateDirError
-from breakerdeck.engine.events import Event, record
 from breakerdeck.engine.page import command_hook
+from breakerdeck.engine.tracefile import trace_lines
 from breakerdeck.fixtures import scenario as scenarios
 from breakerdeck.fixtures.simulation import DEFAULT_SCENARIO, FIXED_EPOCH, Simulation
 
@@ -88,7 +86,9 @@ def run_headless(args: argparse.Namespace) -> int:
         for problem in simulation.engine.problems:
             say(problem)
         output = Output(out)
-        simulation.engine.subscribe(_trace(output, simulation.engine.epoch, simulation.halt))
+        simulation.engine.subscribe(
+            trace_lines(output.write, simulation.engine.epoch, simulation.halt)
+        )
         say(
             f"{scenario.name} under the {policy} policy, seed {args.seed}, "
             f"{args.duration:g} simulated seconds"
@@ -110,17 +110,6 @@ def _state_dir(given: str | None, stack: contextlib.ExitStack) -> Path:
     if given is None:
         return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="breakerdeck-")))
     return statedir.prepare(Path(given).expanduser())
-
-
-def _trace(output: Output, epoch: float, halt: Callable[[], None]) -> Callable[[Event], None]:
-    """The trace's writer: once its output fails (the reader left, the disk is full), the run
-    stops, since nothing more it does can be seen."""
-
-    def write(event: Event) -> None:
-        if not output.write(json.dumps(record(event, epoch), separators=(",", ":")) + "\n"):
-            halt()
-
-    return write
 
 
 def _open_events(path: str, stack: contextlib.ExitStack) -> IO[str]:

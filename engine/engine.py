@@ -497,7 +497,7 @@ class Engine:
         else:
             admission, transitions = decided
         breaker = slot.breaker
-        self._apply(slot, transitions, call.agent, cause_seq=None)
+        self._apply(slot, transitions, call.agent, cause=None)
         if admission.allowed:
             call.admitted_as = "probe" if admission.as_probe else "normal"
             call.admitted_wall = self._wall()
@@ -655,9 +655,9 @@ class Engine:
                 None if transitions or revoked else slot,
                 moved,
             )
-            self._apply(slot, transitions, call.agent, cause_seq=line.seq, attach=not revoked)
+            self._apply(slot, transitions, call.agent, cause=line, attach=not revoked)
             if revoked:
-                self._revoked(slot, call, line.seq)
+                self._revoked(slot, call, line)
             if moved and not transitions:
                 self._persist(slot, urgent=False)
             owed = self._take_owed(slot)
@@ -739,9 +739,11 @@ class Engine:
             return True
         return False
 
-    def _revoked(self, slot: _Slot, call: Call, cause: int) -> None:
-        fields = {"cause_seq": cause}
-        event = self._emit(ev.CREDENTIAL_REVOKED, call.key, call.agent, fields, self._view(slot))
+    def _revoked(self, slot: _Slot, call: Call, cause: Event) -> None:
+        fields = {"cause_seq": cause.seq}
+        event = self._emit(
+            ev.CREDENTIAL_REVOKED, call.key, call.agent, fields, self._view(slot), wall=cause.wall
+        )
         self._persist(slot, urgent=True, what=_written(event))
 
     def restore_credential(self, key: str, actor: str) -> Event:
@@ -772,7 +774,7 @@ class Engine:
                 self._changed_alone(slot)
             else:
                 transitions = shared.transitions
-            events = self._apply(slot, transitions, None, cause_seq=None)
+            events = self._apply(slot, transitions, None, cause=None)
             self._persist(slot, urgent=True, what=_written(events[-1]))
             owed = self._take_owed(slot)
         self._deliver()
@@ -814,9 +816,9 @@ class Engine:
         transitions = breaker.record(number, EXPIRED, now)
         self._changed_alone(slot)
         if call is None:  # another replica's probe, expired here while the store is lost
-            return self._apply(slot, transitions, None, cause_seq=None)
+            return self._apply(slot, transitions, None, cause=None)
         line = self._call_line(call, EXPIRED, True, "expired", None, None, None)
-        return [line, *self._apply(slot, transitions, call.agent, cause_seq=line.seq)]
+        return [line, *self._apply(slot, transitions, call.agent, cause=line)]
 
     def _changed_alone(self, slot: _Slot) -> None:
         """Under the key's lock: the breaker moved without the store (lost, or a foreign key),
@@ -942,26 +944,31 @@ class Engine:
         slot: _Slot,
         transitions: Sequence[Transition],
         agent: str | None,
-        cause_seq: int | None,
+        cause: Event | None,
         *,
         attach: bool = True,
     ) -> list[Event]:
         """Under the key's lock, after the breaker moved: number the transitions (the last
         carries the key's view unless `attach` is off: a later line takes it), track the key,
-        owe their commit."""
+        owe their commit. A transition caused by a line (a call's, or a page's `reopened`)
+        carries its `cause_seq` and its time: the trace's `t` is the same (DESIGN)."""
         key = slot.breaker.key
         written: list[Event] = []
         last = len(transitions) - 1
         for n, transition in enumerate(transitions):
             fields = dict(transition.fields)
-            if transition.type == ev.PAGE and written:
-                fields["cause_seq"] = written[-1].seq
-            elif cause_seq is not None:
-                fields["cause_seq"] = cause_seq
+            by = written[-1] if transition.type == ev.PAGE and written else cause
+            if by is not None:
+                fields["cause_seq"] = by.seq
             caller = None if transition.type in _TIME_OR_OPERATOR else agent
             view = self._view(slot) if attach and n == last else None
             event = self._emit(
-                transition.type, key, self._transition_agent(slot, caller), fields, view
+                transition.type,
+                key,
+                self._transition_agent(slot, caller),
+                fields,
+                view,
+                wall=None if by is None else by.wall,
             )
             written.append(event)
         if transitions:
@@ -1018,10 +1025,13 @@ class Engine:
         agent: str | None,
         fields: dict[str, Any],
         view: BreakerView | None = None,
+        *,
+        wall: float | None = None,
     ) -> Event:
         """Under the key's lock: number the event and queue it for the log and the listeners.
-        Numbering and the audit hand-off share one short lock, so the log is in seq order."""
-        event = Event(0, type_, key, agent, 0.0, fields)
+        Numbering and the audit hand-off share one short lock, so the log is in seq order.
+        `wall` is the time of the line that caused it; else it is timed as it is numbered."""
+        event = Event(0, type_, key, agent, wall or 0.0, fields)
         self._publish(event, view)
         return event
 
@@ -1034,7 +1044,8 @@ class Engine:
             if seq >= self._seq_refill:
                 self._reserve_more()
             event.seq = seq
-            event.wall = self._wall()
+            if not event.wall:
+                event.wall = self._wall()
             name = tally_name(event) if event.type != _DENIED and not event.relayed else None
             if name is not None:
                 self._slots[event.key].tally[name] += 1

@@ -116,10 +116,10 @@ class Fleet:
             slot.probe = None
             line = engine._call_line(call, EXPIRED, True, "expired", None, None, None)
             made.append(line)
-            cause = line.seq
+            cause = line
         expiring = reply.transitions[: reply.expired_count]
         agent = call.agent if call is not None else None
-        return made + engine._apply(slot, expiring, agent, cause_seq=cause)
+        return made + engine._apply(slot, expiring, agent, cause=cause)
 
     def _admission(self, slot: _Slot, reply: Shared) -> Admission:
         if reply.admit == "probe":

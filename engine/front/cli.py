@@ -76,6 +76,11 @@ def add_gateway_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
         help="the wall time (Unix seconds) a sped-up clock runs from, the same for every "
         "replica; default: the one in the shared store, else the start",
     )
+    gateway.add_argument(
+        "--events",
+        metavar="FILE",
+        help="write the headless trace's lines (every call and transition) to FILE",
+    )
     gateway.add_argument("--check-config", action="store_true", help="validate and exit")
     gateway.add_argument(
         "--insecure-bind", action="store_true", help="allow a non-loopback address without TLS"
@@ -121,6 +126,7 @@ def run_gateway(args: argparse.Namespace) -> int:
         insecure_bind=args.insecure_bind,
         viewer_token_file=args.viewer_token_file,
         operator_token_file=args.operator_token_file,
+        events=None if args.events is None else Path(args.events),
     )
     if args.check_config:
         return _check(options)

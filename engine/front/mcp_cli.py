@@ -33,6 +33,11 @@ def add_mcp_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         "--http", type=_address, metavar="HOST:PORT", help="serve streamable HTTP, not stdio"
     )
     mcp.add_argument("--token-file", metavar="FILE", help="the bearer token hosts send (--http)")
+    mcp.add_argument(
+        "--events",
+        metavar="FILE",
+        help="write the headless trace's lines (every call and transition) to FILE",
+    )
     mcp.add_argument("--check-config", action="store_true", help="validate and exit")
     mcp.add_argument(
         "--insecure-bind", action="store_true", help="allow a non-loopback address without TLS"
@@ -85,6 +90,7 @@ def run_mcp(args: argparse.Namespace) -> int:
         insecure_bind=args.insecure_bind,
         viewer_token_file=args.viewer_token_file,
         operator_token_file=args.operator_token_file,
+        events=None if args.events is None else Path(args.events),
     )
     if args.check_config:
         try:

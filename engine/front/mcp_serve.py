@@ -35,6 +35,7 @@ from breakerdeck.engine.front.server import (
     check_feed,
     feed_tokens,
     is_loopback,
+    open_trace,
     split_address,
 )
 from breakerdeck.engine.front.speed import SpeedClock
@@ -67,6 +68,8 @@ class McpOptions:
     insecure_bind: bool = False
     viewer_token_file: str | None = None
     operator_token_file: str | None = None
+    #: `--events FILE`: the headless trace's lines for every call and transition.
+    events: Path | None = None
 
 
 def say(message: str) -> None:
@@ -165,9 +168,12 @@ async def serve(options: McpOptions) -> None:
     """Serve until the host goes away or a signal; the engine is closed on the way out."""
     loop = asyncio.get_running_loop()
     clock = SpeedClock(options.speed)
+    trace = open_trace(options.events)
     engine, instance = open_engine(options, clock, loop)
     metrics = None
     try:
+        if trace is not None:
+            engine.subscribe(trace.listener(engine.epoch))
         engine.restore()
         problems = list(engine.problems)
         if instance is not None:
@@ -186,6 +192,8 @@ async def serve(options: McpOptions) -> None:
         if metrics is not None:
             metrics.shutdown()
         engine.close()
+        if trace is not None:
+            trace.close()
 
 
 async def _serve_host(proxy: Proxy, options: McpOptions) -> None:

@@ -34,6 +34,7 @@ from breakerdeck.engine.front.protocol import ClientLimits, Clients, bounded_pro
 from breakerdeck.engine.front.speed import SpeedClock
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.shared import SharedStore
+from breakerdeck.engine.tracefile import TraceFile
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,8 @@ class Options:
     viewer_token_file: str | None = None
     operator_token_file: str | None = None
     policy: AgentPolicy = field(default_factory=AgentPolicy)
+    #: `--events FILE`: the headless trace's lines for every call and transition.
+    events: Path | None = None
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -220,10 +223,25 @@ def clock_anchor(options: Options, store: SharedStore | None) -> float | None:
     return options.clock_anchor
 
 
+def open_trace(path: Path | None) -> TraceFile | None:
+    """`--events FILE`, opened before anything starts: a file that cannot be written stops
+    the start, as a bad config does."""
+    if path is None:
+        return None
+    try:
+        return TraceFile(path)
+    except OSError as error:
+        raise StartError(f"cannot write the trace to {path}: {error.strerror or error}") from None
+
+
 def open_engine(
-    options: Options, loop: asyncio.AbstractEventLoop, store: SharedStore | None = None
+    options: Options,
+    loop: asyncio.AbstractEventLoop,
+    store: SharedStore | None = None,
+    trace: TraceFile | None = None,
 ) -> Engine:
-    """The engine on the sped-up clock, `--clock-anchor` or the fleet's anchor."""
+    """The engine on the sped-up clock, `--clock-anchor` or the fleet's anchor; the trace
+    listens from before the restore, so restored verdicts are its first lines."""
     clock = SpeedClock(options.speed, clock_anchor(options, store))
     engine = Engine(
         options.policy,
@@ -232,6 +250,8 @@ def open_engine(
         scheduler=clock.scheduler(loop),
         shared=store,
     )
+    if trace is not None:
+        engine.subscribe(trace.listener(engine.epoch))
     engine.restore()
     return engine
 
@@ -259,12 +279,15 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
     """Serve until a signal; the engine is closed (its log flushed, then the shared store it
     was given) on the way out."""
     loop = asyncio.get_running_loop()
+    trace = open_trace(options.events)
     store = open_shared(options)
     try:
-        engine = open_engine(options, loop, store)
+        engine = open_engine(options, loop, store, trace)
     except BaseException:
         if store is not None:
             store.close()
+        if trace is not None:
+            trace.close()
         raise
     try:
         app = GatewayApp(
@@ -294,6 +317,8 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
                 stop_metrics()
     finally:
         engine.close()
+        if trace is not None:
+            trace.close()
 
 
 def _serve_metrics(app: GatewayApp, options: Options) -> Callable[[], None]:
