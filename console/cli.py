@@ -17,14 +17,13 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 from urllib.parse import urlsplit
 
-from breakerdeck.console.output import EXIT_IO, discard
+from breakerdeck.console.output import EXIT_IO, EXIT_USAGE, discard
 from breakerdeck.engine.feed.protocol import MAX_ACTOR_CHARS, MAX_KEY_CHARS, MAX_REASON_CHARS
 from breakerdeck.engine.front.cli import add_gateway_parser, run_gateway
 from breakerdeck.engine.front.mcp_cli import add_mcp_parser, run_mcp
 from breakerdeck.engine.text import printable
 
 #: A command-line usage error (sysexits' EX_USAGE): DESIGN's number for `status`, kept for all.
-EXIT_USAGE = 64
 #: Interrupted (Ctrl-C) before the command finished: 128 + SIGINT, as a shell reports it.
 EXIT_INTERRUPTED = 130
 

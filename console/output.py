@@ -16,6 +16,8 @@ from typing import IO
 
 from breakerdeck.engine.text import printable
 
+#: A mistake on the command line (sysexits' EX_USAGE).
+EXIT_USAGE = 64
 #: The output could not be written (sysexits' EX_IOERR): a closed pipe, a full disk.
 EXIT_IO = 74
 

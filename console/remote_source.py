@@ -545,8 +545,7 @@ def run_watch(args: argparse.Namespace) -> int:
     """`breakerdeck watch URL [URL ...] [--token-file PATH ...] [--operator NAME]`."""
     from breakerdeck.console import remote
     from breakerdeck.console.app import BreakerdeckApp
-    from breakerdeck.console.cli import EXIT_USAGE
-    from breakerdeck.console.output import say
+    from breakerdeck.console.output import EXIT_USAGE, say
 
     urls: list[str] = list(args.urls)
     files: list[str] = list(args.token_file or [])

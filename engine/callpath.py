@@ -1,11 +1,13 @@
 """One call's path through a shell, written once for the harness and the gateway.
 
-Both shells do the same thing around their own attempts: ask the breaker, make an attempt and
-more while the budget wants a retry (sleeping its wait and asking the breaker again first),
-complete the call with the budget's last outcome, then answer. The budget decides and holds
-the call's state (sans I/O); the shell only makes one attempt (`CallPath._attempt`) and words a
-refusal (`CallPath._denied`). Refusals before the breaker are each shell's own (their checks
-differ) and end in `CallPath._refused`, so they are written alike.
+Both shells do the same thing around their own attempts: ask the breaker (after the opt-in
+probe wait), make an attempt and more while the budget wants a retry (sleeping its wait and
+asking the breaker again first), complete the call with the budget's last outcome, then
+answer. The budget decides and holds the call's state (sans I/O); the shell only makes one
+attempt (`CallPath._attempt`) and words a refusal (`CallPath._denied`). The loop is written
+twice, as a thin async driver (`_run`) and a thin sync one (`_run_sync`, for `Harness.guard`
+on a plain function), over the same budget. Refusals before the breaker are each shell's own
+(their checks differ) and end in `CallPath._refused`, so they are written alike.
 
 Nothing here is made per call: the budget is the only object a call adds.
 """
@@ -14,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from breakerdeck.engine.breaker import Admission
 from breakerdeck.engine.deadline import Deadlines
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.outcomes import Outcome
+from breakerdeck.engine.probewait import ProbeWaits
 
 A = TypeVar("A")
 A_contra = TypeVar("A_contra", contravariant=True)
@@ -68,6 +72,7 @@ class CallPath(ABC, Generic[B, A, R]):
 
     engine: Engine
     _deadlines: Deadlines | None = None
+    _waits: ProbeWaits | None = None
 
     def _loop_deadlines(self) -> Deadlines:
         """The attempts' deadlines on the running loop (kept: one timer serves them all)."""
@@ -77,11 +82,15 @@ class CallPath(ABC, Generic[B, A, R]):
             deadlines = self._deadlines = Deadlines(loop)
         return deadlines
 
-    async def _run(self, budget: B, lease: float) -> R:
-        """Admit, attempt (again while the budget wants a retry), complete, answer."""
+    async def _run(self, budget: B, lease: float, wait_seconds: float = 0.0) -> R:
+        """Admit (after waiting up to `wait_seconds` for an outstanding probe), attempt (again
+        while the budget wants a retry), complete, answer."""
         engine = self.engine
         call = budget.call
-        admission = await engine.admit_async(call, lease)
+        if wait_seconds > 0:
+            admission = await self._probe_waits().admit(call, lease, wait_seconds)
+        else:
+            admission = await engine.admit_async(call, lease)
         if not admission.allowed:
             return self._denied(budget, admission)
         budget.report(await self._attempt(budget))
@@ -91,8 +100,36 @@ class CallPath(ABC, Generic[B, A, R]):
                 break
             budget.report(await self._attempt(budget))
         await engine.complete_async(call, *budget.completion())
+        if call.admitted_as == "probe" and self._waits is not None:
+            self._waits.wake(call.key)
         answer: R = budget.answer()
         return answer
+
+    def _run_sync(
+        self, budget: B, lease: float, attempt: Callable[[], A], sleep: Callable[[float], None]
+    ) -> R:
+        """`_run` for a caller without an event loop: the same steps over the same budget,
+        `attempt` making one attempt (and counting it). No probe wait: it needs a loop."""
+        engine = self.engine
+        call = budget.call
+        admission = engine.admit(call, lease)
+        if not admission.allowed:
+            return self._denied(budget, admission)
+        budget.report(attempt())
+        while budget.more():
+            sleep(budget.wait())
+            if not budget.recheck():
+                break
+            budget.report(attempt())
+        engine.complete(call, *budget.completion())
+        answer: R = budget.answer()
+        return answer
+
+    def _probe_waits(self) -> ProbeWaits:
+        waits = self._waits
+        if waits is None:
+            waits = self._waits = ProbeWaits(self.engine)
+        return waits
 
     def _refused(self, call: Call, outcome: Outcome, status: int | str, answer: R) -> R:
         """A refusal before the breaker: its line (attempts 0, never counted), its answer."""

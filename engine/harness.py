@@ -8,7 +8,9 @@ act on (`engine.results`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
+import inspect
 import json
 import math
 import time
@@ -67,6 +69,8 @@ class Tool:
     backoff_seconds: float = 1.0
     function: Callable[..., Awaitable[Any]] | None = None
     classifier: Classifier = field(default=default_classifier)
+    #: Opt-in (DESIGN): a call that finds the probe out waits this long for its outcome.
+    probe_wait_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
@@ -76,6 +80,10 @@ class Tool:
             raise ValueError(f"tool {self.name!r}: deadline_seconds must be positive and finite")
         if not (math.isfinite(self.backoff_seconds) and self.backoff_seconds >= 0):
             raise ValueError(f"tool {self.name!r}: backoff_seconds must be 0 or more and finite")
+        if not 0 <= self.probe_wait_seconds <= self.deadline_seconds:
+            raise ValueError(
+                f"tool {self.name!r}: probe_wait_seconds must be from 0 to deadline_seconds"
+            )
 
     @functools.cached_property
     def lease(self) -> float:
@@ -120,7 +128,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         assert not isinstance(body, Refusal)
         deadlines = self._loop_deadlines()
         budget = RetryBudget(self, tool, entered, credential, args, body, deadlines)
-        return await self._run(budget, tool.lease)
+        return await self._run(budget, tool.lease, tool.probe_wait_seconds)
 
     def _check(
         self, agent: str, tool: Tool, args: Any, credential: str, body: Body = None
@@ -227,42 +235,67 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
 
     def guard(
         self, tool: str | Tool, *, sleep: Callable[[float], None] = time.sleep
-    ) -> Callable[[Callable[..., Any]], Callable[..., ToolResult]]:
-        """Wrap a plain synchronous function in a tool's breaker and retry budget.
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Wrap a function in a tool's breaker and retry budget: a plain function stays a plain
+        function (its retries wait with `sleep`), an `async def` stays a coroutine function
+        (its attempts run under the tool's deadline, and it may wait for a probe).
 
         The function is the tool's work, so it needs no registration of its own: `tool` is a
         registered tool's name (its backend, budget and classifier apply), a `Tool` giving the
         settings, or any other name, which guards with the defaults and the name as backend.
+        The guarded function takes `agent=` and `credential=` besides its own arguments.
         """
         settings = self._guarded_tool(tool)
-        engine = self.engine
 
-        def decorate(function: Callable[..., Any]) -> Callable[..., ToolResult]:
-            def guarded(
-                *args: Any, agent: str = "local", credential: str = "default", **kwargs: Any
-            ) -> ToolResult:
-                entered = self._check(agent, settings, kwargs, credential)
-                if not isinstance(entered, Call):
-                    return entered
-                call = entered
-                budget = RetryBudget(self, settings, call, credential, None, None, None)
-                admission = engine.admit(call, settings.lease)
-                if not admission.allowed:
-                    return self._denied(budget, admission)
-                call.attempts = 1
-                budget.report(_sync_attempt(settings, function, args, kwargs))
-                while budget.more():
-                    sleep(budget.wait())
-                    if not budget.recheck():
-                        break
-                    call.attempts += 1
-                    budget.report(_sync_attempt(settings, function, args, kwargs))
-                engine.complete(call, *budget.completion())
-                return budget.answer()
-
-            return guarded
+        def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+            if inspect.iscoroutinefunction(function):
+                return self._guard_async(settings, function)
+            return self._guard_sync(settings, function, sleep)
 
         return decorate
+
+    def _guard_sync(
+        self, settings: Tool, function: Callable[..., Any], sleep: Callable[[float], None]
+    ) -> Callable[..., ToolResult]:
+        @functools.wraps(function)
+        def guarded(
+            *args: Any, agent: str = "local", credential: str = "default", **kwargs: Any
+        ) -> ToolResult:
+            entered = self._check(agent, settings, kwargs, credential)
+            if not isinstance(entered, Call):
+                return entered
+            call = entered
+            budget = RetryBudget(self, settings, call, credential, None, None, None)
+
+            def attempt() -> Attempt:
+                call.attempts += 1
+                return _sync_attempt(settings, function, args, kwargs)
+
+            return self._run_sync(budget, settings.lease, attempt, sleep)
+
+        return guarded
+
+    def _guard_async(
+        self, settings: Tool, function: Callable[..., Awaitable[Any]]
+    ) -> Callable[..., Awaitable[ToolResult]]:
+        async def unpacked(packed: tuple[tuple[Any, ...], dict[str, Any]]) -> Any:
+            args, kwargs = packed
+            return await function(*args, **kwargs)
+
+        tool = dataclasses.replace(settings, function=unpacked)
+
+        @functools.wraps(function)
+        async def guarded(
+            *args: Any, agent: str = "local", credential: str = "default", **kwargs: Any
+        ) -> ToolResult:
+            entered = self._check(agent, tool, kwargs, credential)
+            if not isinstance(entered, Call):
+                return entered
+            deadlines = self._loop_deadlines()
+            budget = RetryBudget(self, tool, entered, credential, (args, kwargs), None, deadlines)
+            return await self._run(budget, tool.lease, tool.probe_wait_seconds)
+
+        return guarded
 
     def _guarded_tool(self, tool: str | Tool) -> Tool:
         if isinstance(tool, Tool):

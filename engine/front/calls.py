@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable
 from breakerdeck.engine.breaker import Admission
 from breakerdeck.engine.engine import Call, Engine, Listener
 from breakerdeck.engine.front.metrics import Counts
-from breakerdeck.engine.front.probewait import ProbeWaits
 from breakerdeck.engine.outcomes import Outcome
 from breakerdeck.engine.policy import AgentPolicy
+from breakerdeck.engine.probewait import ProbeWaits
 
 __all__ = ["Admission", "Call", "Calls"]
 
@@ -98,11 +98,10 @@ class Calls:
         self._waiting += 1
         self._attach()  # before the wait looks at the breaker: no reset slips between
         try:
-            await self.waits.wait(call.key, real_seconds)
+            return await self.waits.admit(call, lease, real_seconds)
         finally:
             self._waiting -= 1
             self._release()
-        return await self.engine.admit_async(call, lease)
 
     async def complete(
         self,

@@ -19,8 +19,8 @@ from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.errors import UnknownKey
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.front.metrics import Counts
-from breakerdeck.engine.front.probewait import ProbeWaits
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.probewait import ProbeWaits
 from breakerdeck.engine.results import ToolResult
 
 #: Transitions that change what `tools/list` says about a server's tools.
@@ -99,9 +99,7 @@ class Breakers:
         """None when the call may go out; otherwise the refusal the model gets. With a probe
         wait (`probe_wait_seconds`), a call that finds the probe out first waits (at most that
         long on the engine's clock) for its outcome."""
-        if wait_seconds > 0 and self._waits.probe_out(call.key):
-            await self._waits.wait(call.key, self.clock.real(wait_seconds))
-        admission = await self.engine.admit_async(call, lease)
+        admission = await self._waits.admit(call, lease, self.clock.real(wait_seconds))
         if admission.allowed:
             return None
         if admission.reason is DenyReason.PROBE_IN_FLIGHT:

@@ -1,13 +1,15 @@
-"""The opt-in probe wait (DESIGN, "Both policies"), shared by the gateway and the MCP proxy:
-calls that arrive while a key's probe is out wait, up to their bound, for its outcome."""
+"""The opt-in probe wait (DESIGN, "Both policies"), shared by the harness, the gateway and the
+MCP proxy: calls that arrive while a key's probe is out wait, up to their bound, for its
+outcome, *before* they ask the engine, so a waiter's refusal and its `call.denied` are decided
+when its wait ends, and the engine still admits exactly one probe at a time."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 
-from breakerdeck.engine.breaker import State
-from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.breaker import Admission, State
+from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.errors import UnknownKey
 
 
@@ -38,6 +40,13 @@ class ProbeWaits:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(left):
                     await done.wait()
+
+    async def admit(self, call: Call, lease: float, wait_seconds: float) -> Admission:
+        """The engine's admission, after waiting (at most `wait_seconds` on the running loop's
+        clock) for the outstanding probe's outcome."""
+        if wait_seconds > 0 and self.probe_out(call.key):
+            await self.wait(call.key, wait_seconds)
+        return await self.engine.admit_async(call, lease)
 
     def wake(self, key: str) -> None:
         """The probe's outcome is known (or the breaker was reset): waiters ask again."""
