@@ -578,6 +578,9 @@ def test_our_probe_expired_by_the_store_gets_its_expired_line(fleet: Fleet) -> N
     trip([a])
     fleet.clock.advance(300)
     assert a.call().as_probe  # never reported back
+    # b has heard of a's probe: else b's call, on a breaker it knows nothing of, would go
+    # through on its own and never run the script that expires the probe.
+    eventually(lambda: b.state() == "half_open" and b.engine.breaker(AGENT).probe_id is not None)
     fleet.clock.advance(LEASE + 2)
     assert b.call().reason is DenyReason.OPEN  # b's script expires a's probe
     eventually(lambda: any(e.fields.get("fault") == "expired" for e in a.events))
