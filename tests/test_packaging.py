@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+#: One xdist worker runs the whole module, so the wheel and its venv are built once.
+pytestmark = pytest.mark.xdist_group("packaging")
+
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ("engine", "console", "fixtures")
 LOCAL_ONLY = (".venv", ".git", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis")
