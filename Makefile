@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# pytest-xdist workers for `make test`: one per CPU (more made this 2-core machine slower and
+# its real-time deadlines flaky); `make test TEST_WORKERS=0` runs the suite serially.
+TEST_WORKERS ?= auto
 
 .PHONY: demo test lint bench
 
@@ -29,7 +32,7 @@ test: $(STAMP)
 	package: apt-get install redis-server" >&2; exit 1; }
 	$(BIN)/ruff check .
 	$(BIN)/mypy -p breakerdeck.engine -p breakerdeck.console -p breakerdeck.fixtures
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 bench: $(STAMP)
 	command -v wrk >/dev/null && command -v nginx >/dev/null && command -v redis-server >/dev/null || \

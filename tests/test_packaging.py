@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+#: One xdist worker runs the whole module, so the wheel and its venv are built once.
+pytestmark = pytest.mark.xdist_group("packaging")
+
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ("engine", "console", "fixtures")
 LOCAL_ONLY = (".venv", ".git", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis")
@@ -37,11 +40,17 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv holding our wheel and the `fixtures` testing library side by side."""
+    """A fresh venv holding our wheel and the `fixtures` testing library side by side.
+
+    Installed by this environment's pip (`--python`), so the venv needs no pip of its own, and
+    without compiling every dependency's bytecode: 6 s rather than 18 s, the same packages."""
     env = tmp_path_factory.mktemp("venv")
-    venv.create(env, with_pip=True)
+    venv.create(env, with_pip=False)
     subprocess.run(
-        [env / "bin" / "pip", "install", "--quiet", str(wheel), "fixtures"],
+        [
+            *(sys.executable, "-m", "pip", "--python", str(env / "bin" / "python")),
+            *("install", "--quiet", "--no-compile", str(wheel), "fixtures"),
+        ],
         check=True,
         capture_output=True,
     )

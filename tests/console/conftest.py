@@ -87,8 +87,10 @@ def tool_world(tmp_path) -> ToolWorld:
         for name, fake in platforms.items()
     }
     harness = Harness(engine, clients)
-    harness.register(Tool("charge", backend="payments", path="/charges"))
-    harness.register(Tool("lookup", backend="crm", path="/lookup"))
+    # No backoff between a call's two attempts: on this real loop it is a real second's sleep
+    # per failed call, and what the console shows of a call does not depend on it.
+    harness.register(Tool("charge", backend="payments", path="/charges", backoff_seconds=0))
+    harness.register(Tool("lookup", backend="crm", path="/lookup", backoff_seconds=0))
     yield ToolWorld(engine, clock, harness, platforms)
     engine.close()
 

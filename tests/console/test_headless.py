@@ -13,6 +13,9 @@ from breakerdeck.console.cli import main
 from breakerdeck.fixtures import scenario as scenarios
 from breakerdeck.fixtures.simulation import Simulation
 
+#: One xdist worker runs the whole module, so its traces (module fixtures) are made once.
+pytestmark = pytest.mark.xdist_group("headless")
+
 KEYS = ["seq", "t", "at", "type", "key", "agent"]
 CALL_FIELDS = [
     "call_id",

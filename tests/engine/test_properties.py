@@ -249,11 +249,12 @@ def test_tool_trips_on_the_third_counted_failure_in_recorded_order(sequence):
     for n, name in enumerate(sequence):
         outcome = classes[name]
         transitions = b.record(f"c{n}", outcome, float(n))
-        if outcome.counted and b.state is not State.CLOSED and counted < 3:
-            counted += 1
-            assert counted == 3 and [t.type for t in transitions] == ["circuit_breaker.tripped"]
-            assert b.trip_cause is outcome.cls
-        elif outcome.counted:
-            counted += 1
+        counted += outcome.counted
         if counted < 3:
-            assert b.state is State.CLOSED
+            assert b.state is State.CLOSED and transitions == []
+        elif counted == 3 and outcome.counted:  # the third counted failure, and it trips
+            assert b.state is State.OPEN
+            assert [t.type for t in transitions] == ["circuit_breaker.tripped"]
+            assert b.trip_cause is outcome.cls
+        else:  # open from then on: later failures add to the count and change no state
+            assert b.state is State.OPEN and transitions == []

@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -72,6 +73,22 @@ class Gateway:
         self.process.wait()
 
 
+async def stops_accepting(url: str, seconds: float = 30.0) -> None:
+    """Waits until a new connection to the gateway is refused: the drain's first step (uvicorn
+    closes its listener, then waits for the calls in flight), so the drain has begun."""
+    address = urlsplit(url)
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            _, writer = await asyncio.open_connection(address.hostname, address.port)
+        except ConnectionRefusedError:
+            return
+        writer.close()
+        await writer.wait_closed()
+        assert time.monotonic() < deadline, f"the gateway still accepted after {seconds} s"
+        await asyncio.sleep(0.02)
+
+
 @pytest.fixture
 def payments() -> Iterator[tuple[FakePlatform, PlatformServer]]:
     platform = FakePlatform("payments")
@@ -103,7 +120,8 @@ async def test_sigterm_lets_an_in_flight_call_finish_then_exits_0(
                 while platform.requests == 0:
                     await asyncio.sleep(0.02)
             gateway.process.send_signal(signal.SIGTERM)
-            await asyncio.sleep(0.5)  # nothing shows that the drain began: a generous margin
+            await stops_accepting(gateway.url)
+            assert not call.done()  # the drain began with the call still held on the wire
             server.release()
             answer = await call
         assert answer.status_code == 200
@@ -127,7 +145,7 @@ async def test_a_second_sigterm_exits_at_once(
                 while platform.requests == 0:
                     await asyncio.sleep(0.02)
             gateway.process.send_signal(signal.SIGTERM)
-            await asyncio.sleep(0.3)
+            await stops_accepting(gateway.url)
             assert gateway.process.poll() is None  # the drain waits for the call in flight
             started = time.monotonic()
             gateway.process.send_signal(signal.SIGTERM)

@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.front.mcp_support import FIXTURE, control, fixture_server, proxied
+from tests.front.mcp_support import FIXTURE, START_DEADLINE, control, fixture_server, proxied
 
 FAST = {"deadline_seconds": 0.5, "backoff_seconds": 0.01, "attempts": 1}
 
@@ -36,21 +36,36 @@ async def test_arguments_failing_the_schema_never_reach_the_upstream(tmp_path: P
         assert bench.engine.breaker("search@default").count == 0
 
 
-@pytest.mark.parametrize("behaviour", ["garbage", "silent"])
+@pytest.mark.parametrize("behaviour", ["garbage", "exit"])
 async def test_an_upstream_that_never_completes_the_handshake_leaves_the_others_working(
     tmp_path: Path, behaviour: str
 ) -> None:
-    good = control(tmp_path)
+    """It exits (after its garbage, or without a word): one that hangs is the next test's."""
+    good, broken = control(tmp_path), control(tmp_path, "broken")
     servers = {
         "search": fixture_server(good.dir, **FAST),
-        "broken": fixture_server(control(tmp_path, "broken").dir, "--behaviour", behaviour),
+        "broken": fixture_server(broken.dir, "--behaviour", behaviour),
     }
     async with proxied(servers) as bench:
         names = [tool.name for tool in (await bench.host.list_tools()).tools]
         assert names == ["search__lookup", "search__charge"]
         assert "broken: could not start" in bench.errlog.getvalue()
+        assert broken.starts() >= 1  # it ran (listing tools may start it once more)
         result = await bench.call("search__lookup", {"query": "x"})
         assert not result.is_error
+        assert bench.engine.keys() == ["search@default"]  # the failed start counted nothing
+
+
+async def test_an_upstream_that_hangs_at_start_is_cut_off_at_the_start_deadline(
+    tmp_path: Path,
+) -> None:
+    """DESIGN's real-time 10 s start deadline, shortened here: the rule is the same."""
+    servers = {"broken": fixture_server(control(tmp_path, "broken").dir, "--behaviour", "silent")}
+    async with proxied(servers, start_deadline=1.0) as bench:
+        assert (await bench.host.list_tools()).tools == []
+        said = bench.errlog.getvalue()
+        assert "broken: could not start: no answer to the handshake within 1 s" in said
+        assert bench.engine.keys() == []  # starting at launch is not a call: nothing counted
 
 
 async def test_clashing_and_invalid_tool_names_are_left_out_and_named(tmp_path: Path) -> None:
@@ -131,7 +146,7 @@ async def test_a_server_that_could_not_start_is_listed_once_it_can(tmp_path: Pat
         launcher.chmod(0o755)
         bench.clock.advance(30)
         await bench.host.list_tools()  # asks for the server again, in the background
-        with anyio.fail_after(10):
+        with anyio.fail_after(START_DEADLINE):  # started within the bench's deadline
             while not bench.proxy.upstreams["search"].tools:
                 await anyio.sleep(0.05)
         names = sorted(t.name for t in (await bench.host.list_tools()).tools)

@@ -69,7 +69,7 @@ def test_ctrl_c_on_the_demo_prints_no_traceback_and_exits_0(tmp_path: Path) -> N
             "a call answered by each server",
         )
         os.killpg(demo.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
-        assert demo.wait(START_SECONDS) == 0
+        assert demo.wait(START_SECONDS) == 0, errors.read_text()  # what it said, if it failed
     finally:
         if demo.poll() is None:
             os.killpg(demo.pid, signal.SIGKILL)
