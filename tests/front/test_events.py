@@ -20,6 +20,7 @@ from breakerdeck.fixtures.platform import FakePlatform
 from breakerdeck.fixtures.server import PlatformServer
 from tests.console.test_headless import CALL_FIELDS, KEYS
 from tests.front.conftest import auth, credential_file, write_config
+from tests.front.mcp_support import free_port
 from tests.front.test_gateway_process import Gateway
 
 
@@ -84,6 +85,7 @@ def test_the_mcp_demo_writes_its_calls_with_server_and_tool_names(tmp_path: Path
     events = tmp_path / "events.jsonl"
     command = [sys.executable, "-m", "breakerdeck.console.cli", "mcp", "--demo"]
     command += ["--state-dir", str(tmp_path / "state"), "--speed", "10", "--events", str(events)]
+    command += ["--feed-listen", f"127.0.0.1:{free_port()}"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
     deadline = time.monotonic() + 60
