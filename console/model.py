@@ -153,11 +153,15 @@ class Card:
     aggregate: str | None = None
     #: Trips this console knows of for the key (`trips` keeps only the newest few).
     trip_total: int = 0
-    #: When the breaker last changed state; since when the cooldown is over and the next call
-    #: is the probe (half-open); the last probe's result and when: ("ok" | "failed", wall).
+    #: When the breaker last changed state; since when it is half-open (None unless it is);
+    #: the last probe's result and when: ("ok" | "failed", wall).
     changed_wall: float | None = None
-    probe_since: float | None = None
+    half_open_since: float | None = None
     last_probe: tuple[str, float] | None = None
+    #: Half-open, no view saying its probe is out, but a call was refused `probe_in_flight`
+    #: since it went half-open: a probe was out by then (a remote engine's admission of its
+    #: probe writes no event, so its view says so only when a line follows).
+    probe_seen: float | None = None
     #: This card's own thresholds when sources run different policies (None: the board's).
     limits: Thresholds | None = None
     #: Trouble first (`RANK_*`): computed once, as sorting, layout and drawing all read it.
@@ -193,6 +197,11 @@ class Card:
         if self.view.paused:
             return "PAUSED"
         return WORDS.get(self.view.state, self.view.state.upper())
+
+    @property
+    def probe_out_since(self) -> float | None:
+        """Half-open with its probe out: since when (the view's word), else None."""
+        return self.view.probe_since if self.view.state == "half_open" else None
 
     def seconds_left(self, now: float) -> float | None:
         if self.view.state != "open" or self.view.reopens_at is None:
@@ -398,8 +407,9 @@ class _History:
     platform: str | None = None
     trip_total: int = 0
     changed: float | None = None
-    probe_since: float | None = None
+    half_open: float | None = None
     last_probe: tuple[str, float] | None = None
+    probe_seen: float | None = None
 
 
 class Board:
@@ -446,6 +456,7 @@ class Board:
         # The header's counts, kept as views come and go rather than recounted.
         self._counts = dict.fromkeys(_SUMMARY_WORDS, 0)
         self._paged: set[str] = set()
+        self._half_open: set[str] = set()
         self._summary: tuple[int, Summary] | None = None
 
     # -- writing (the source reader) -------------------------------------------------------
@@ -455,6 +466,7 @@ class Board:
         self._views = {view.key: view for view in views}
         self._counts = dict.fromkeys(_SUMMARY_WORDS, 0)
         self._paged.clear()
+        self._half_open.clear()
         for view in self._views.values():
             self._count(view, 1)
         self._everything_dirty = True
@@ -480,6 +492,23 @@ class Board:
             self._paged.add(view.key)
         elif delta < 0:
             self._paged.discard(view.key)
+        if delta > 0 and view.state == "half_open":
+            self._half_open.add(view.key)
+        elif delta < 0:
+            self._half_open.discard(view.key)
+
+    def half_open(self) -> list[str]:
+        """The ids of half-open breakers: whether their probe is out changes without a line."""
+        return sorted(self._half_open)
+
+    def probes_changed(self, views: Iterable[BreakerView]) -> list[BreakerView]:
+        """Of views read afresh, those whose probe went out or came back since the view held."""
+        held = self._views
+        return [
+            view
+            for view in views
+            if view.key in held and held[view.key].probe_since != view.probe_since
+        ]
 
     def apply(self, events: Iterable[Event]) -> set[str]:
         """Fold events into the history; returns the keys they touched (whose views to refresh)."""
@@ -504,6 +533,8 @@ class Board:
         kind = event.type
         if kind in (ev.CALL_COMPLETED, ev.CALL_FAILED):
             h.platform = f.get("platform") or h.platform
+            if f.get("probe"):
+                h.probe_seen = None  # the probe is back (an uncounted one leaves it half-open)
             if f.get("outcome") not in (None, "success"):
                 h.failures.appendleft(
                     Failure(
@@ -519,6 +550,8 @@ class Board:
                 )
         elif kind == ev.CALL_DENIED:
             h.platform = f.get("platform") or h.platform
+            if f.get("reason") == "probe_in_flight" and h.half_open is not None:
+                h.probe_seen = h.probe_seen or event.wall
             h.denied.appendleft(
                 Denied(event.wall, f.get("platform") or "?", f.get("reason") or "?", event.agent)
             )
@@ -531,15 +564,17 @@ class Board:
         if kind in ev.TRANSITIONS and kind != ev.PAGE:
             h.changed = event.wall
         if kind == ev.HALF_OPEN:
-            h.probe_since = event.wall
+            h.half_open = event.wall
         elif kind in (ev.REOPENED, ev.RECOVERED):
             result = "failed" if kind == ev.REOPENED else "ok"
-            if h.probe_since is not None or kind == ev.REOPENED:
+            if h.half_open is not None or kind == ev.REOPENED:
                 h.last_probe = (result, event.wall)
-            h.probe_since = None
+            h.half_open = None
         elif kind in (ev.RESET, ev.TRIPPED):
-            h.probe_since = None
+            h.half_open = None
             h.last_probe = None
+        if kind in ev.TRANSITIONS and kind != ev.PAGE:
+            h.probe_seen = None  # a new episode, or the probe's outcome
         if kind == ev.TRIPPED:
             h.trip_total += 1
             h.trips.appendleft(
@@ -705,8 +740,9 @@ class Board:
                 source,
                 trip_total=h.trip_total,
                 changed_wall=h.changed,
-                probe_since=h.probe_since if view.state == "half_open" else None,
+                half_open_since=_half_open_since(view, h) if view.state == "half_open" else None,
                 last_probe=h.last_probe,
+                probe_seen=h.probe_seen if view.state == "half_open" else None,
                 limits=limits,
             )
             for agent in agents
@@ -764,6 +800,16 @@ class Board:
 
     def __len__(self) -> int:
         return len(self._views)
+
+
+def _half_open_since(view: BreakerView, h: _History) -> float | None:
+    """When the breaker went half-open: its `half_open` line, else (a snapshot of one whose
+    line this console never saw) when its cooldown ran out."""
+    if h.half_open is not None:
+        return h.half_open
+    if view.opened_at is not None:
+        return view.opened_at + view.cooldown
+    return None
 
 
 def _plain(ident: str) -> tuple[str, str | None]:

@@ -18,7 +18,7 @@ from breakerdeck.console.messages import (
     ResetRequested,
     TableRequested,
 )
-from breakerdeck.console.widgets.bars import StatusLine, SummaryBar
+from breakerdeck.console.widgets.bars import SelectionHint, StatusLine, SummaryBar
 from breakerdeck.console.widgets.cards import CardList
 
 #: The actions whose offer (`check_action`) depends on the selected card or the filter.
@@ -38,9 +38,18 @@ class DashboardScreen(Screen[None]):
         Binding("r", "reset", "Reset", id="reset"),
         Binding("R", "reset_every", "Reset all", id="reset-every", tooltip="on every source"),
         Binding("f", "fix", "Fixed", id="fix", tooltip="credential fixed"),
-        Binding("d", "platform_down", "Down", id="demo-down", tooltip="demo: platform down"),
-        Binding("u", "platform_up", "Up", id="demo-up", tooltip="demo: platform healthy"),
-        Binding("x", "revoke", "Revoke", id="demo-revoke", tooltip="demo: revoke credential"),
+        # One footer entry for the three demo keys: three of their own ran past 80 columns
+        # and left a lone `x` at the edge (the help lists each).
+        Binding(
+            "d",
+            "platform_down",
+            "Faults",
+            id="demo-down",
+            key_display="d/u/x",
+            tooltip="demo: platform down (d), up (u), credential revoked (x)",
+        ),
+        Binding("u", "platform_up", "Up", show=False, id="demo-up"),
+        Binding("x", "revoke", "Revoke", show=False, id="demo-revoke"),
         Binding("escape", "clear_filter", "Clear", show=False, id="clear-filter"),
     ]
 
@@ -61,13 +70,14 @@ class DashboardScreen(Screen[None]):
         yield StatusLine(id="status")
         yield CardList(
             app.board.thresholds,
-            app.source.now,
-            now_for=lambda card: app.source.now_for(card.id),
+            app.now,
+            now_for=lambda card: app.now_for(card.id),
             fix_key=app.can_fix,
             fixed=app.fixed,
             stale_since=lambda card: app.source.stale_for(card.id),
             id="cards",
         )
+        yield SelectionHint(id="offscreen")
         yield Input(
             placeholder="filter: agent, key or state (enter keeps it, escape clears)", id="filter"
         )
@@ -113,7 +123,7 @@ class DashboardScreen(Screen[None]):
         source = self.deck.source
         self.query_one(SummaryBar).show(
             self.deck.board.summary(),
-            now=source.now(),
+            now=self.deck.now(),
             speed=source.speed,
             label=source.label,
             stale_since=source.stale_since,
@@ -131,13 +141,15 @@ class DashboardScreen(Screen[None]):
             total=total,
             faults=faults,
             store_lost=self.deck.source.shared_store_lost(),
-            hidden=self.cards.selection_out_of_view() if self.is_mounted else None,
         )
+        hidden = self.cards.selection_out_of_view() if self.is_mounted else None
+        self.query_one(SelectionHint).show(hidden)
 
     def tick(self) -> None:
         if not self.query(CardList):  # torn down (the app is exiting)
             return
-        if self.deck.board.summary().open:
+        # Open cards count down; a stale source's cards say how long ago it was lost.
+        if self.deck.board.summary().open or self.deck.source.stale_since is not None:
             self.cards.tick()
         self.show_summary()
         # An in-process engine's store is lost or back without an event: the line follows the
@@ -184,7 +196,7 @@ class DashboardScreen(Screen[None]):
         box = self.query_one(Input)
         box.display = False
         self.cards.focus()
-        self.cards.select_index(0)
+        self.cards.select_index(0, follow=True)
 
     def action_clear_filter(self) -> None:
         """Escape clears the filter; with none, it dismisses the toasts in the corner."""

@@ -167,7 +167,7 @@ class DetailScreen(Screen[None]):
         card = self.card
         title = Text(no_wrap=True, overflow="ellipsis")
         word = card.word
-        left = card.seconds_left(self.deck.source.now_for(card.id))
+        left = card.seconds_left(self.deck.now_for(card.id))
         if left is not None:
             word = f"OPEN {mmss(left)}"
         title.append(f" {word} ", style="bold reverse")

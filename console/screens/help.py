@@ -17,7 +17,7 @@ KEYS: list[tuple[str, str]] = [
     ("j / ↓", "next card"),
     ("k / ↑", "previous card"),
     ("pgdn / pgup", "a page of cards down / up"),
-    ("g / home", "first card"),
+    ("g / home", "first card; the selection follows the top card again"),
     ("G / end", "last card"),
     ("click / dbl-click", "select a card / open its details"),
     ("t", "table: every breaker as a row; s or a click on a header sorts, t goes back"),

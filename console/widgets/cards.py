@@ -133,9 +133,11 @@ class CardList(ScrollView, can_focus=True):
         #: When the card's source lost its engine (None while live): drawn on its title line.
         self.stale_since = stale_since or (lambda card: None)
         self.cards: list[Card] = []
-        #: The selected breaker: it stays on it through re-sorts (the first card at the start,
-        #: or when the selected one is filtered out or gone).
+        #: The selected breaker. Until the operator moves the selection it follows the top
+        #: card (the news); once moved, it stays on its breaker through re-sorts (the top
+        #: card again when the selected one is filtered out or gone, and after `g`).
         self.selected: tuple[str, str] | None = None
+        self.follow_top = True
         self.empty_text = "no breakers yet"
         self._columns = 1
         self._row_y: list[int] = [0]
@@ -153,7 +155,7 @@ class CardList(ScrollView, can_focus=True):
         """New card list (already sorted and filtered). Keeps the selection on the same card."""
         self.cards = list(cards)
         self._index = None  # built when a lookup misses: most repaints never need it
-        if self.selected_index is None:
+        if self.follow_top or self.selected_index is None:
             first = self.cards[0].ident if self.cards else None
             if first != self.selected:
                 self.selected = first
@@ -222,7 +224,8 @@ class CardList(ScrollView, can_focus=True):
         self.move(direction * self.page_cards)
 
     def action_edge(self, end: int) -> None:
-        self.select_index(len(self.cards) - 1 if end else 0)
+        """`G` the last card; `g` the top one, and the selection follows the top again."""
+        self.select_index(len(self.cards) - 1 if end else 0, follow=not end)
 
     def on_click(self, event: events.Click) -> None:
         """A click selects the card under the pointer; a double click opens it."""
@@ -269,13 +272,16 @@ class CardList(ScrollView, can_focus=True):
             return None
         if self.in_view(index):
             return self.cards[index]
-        self.select_index(index)
+        self.select_index(index, follow=self.follow_top)
         return None
 
-    def select_index(self, index: int) -> None:
+    def select_index(self, index: int, *, follow: bool = False) -> None:
+        """Select card `index` and scroll it into view. The operator chose it, so it stays on
+        its breaker from now on, unless `follow`: then it follows the top card again."""
         if not self.cards:
             return
         index = max(0, min(len(self.cards) - 1, index))
+        self.follow_top = follow and index == 0
         self.selected = self.cards[index].ident
         self._selected_at = index
         self.refresh()
@@ -488,7 +494,10 @@ class CardList(ScrollView, can_focus=True):
             parts = [f"count {limits.counter(view.count)}"]
             if view.state != "closed":
                 parts.append(f"cause {cause_word(view.trip_cause)}")
-                parts.extend(_probe_words(card))
+                forms = probe_words(card)
+                used = len(" · ".join(parts)) + 3
+                # the longest form that fits: the probe's words must never be cut
+                parts.extend(next(([f] for f in forms if used + len(f) <= room), forms[-1:]))
             if card.rank == RANK_CLOSED:
                 parts.append(hint(card))
             return [Segment(" · ".join(parts))]
@@ -517,13 +526,27 @@ class CardList(ScrollView, can_focus=True):
         return segments
 
 
-def _probe_words(card: Card) -> list[str]:
-    """The probe, which is out for under a second: since when the next call is the probe, or
-    the last probe's result (and how many failed in a row), else when the state last changed;
-    all as fixed times, so nothing ticks."""
+def probe_words(card: Card) -> list[str]:
+    """What the card says of the probe, longest form first (the line takes the longest that
+    fits), as fixed times so nothing ticks. Half-open: whether a probe is out (and since
+    when, as the engine's view says) or the next call will be the probe; otherwise the last
+    probe's result (and how many failed in a row), else when it opened."""
     view = card.view
-    if card.probe_since is not None:
-        return [f"probe out since {clock_text(card.probe_since)}"]
+    if view.state == "half_open":
+        out = card.probe_out_since
+        if out is not None:
+            return [f"probe out since {clock_text(out)}"]
+        if card.probe_seen is not None:
+            seen = clock_text(card.probe_seen)
+            return [f"probe out by {seen} (a call was refused for it)", f"probe out by {seen}"]
+        since = card.half_open_since
+        if since is None:
+            return ["next call is the probe"]
+        return [
+            f"next call is the probe (half-open since {clock_text(since)})",
+            f"next call is the probe, since {clock_text(since)}",
+            "next call is the probe",
+        ]
     if card.last_probe is not None:
         result, wall = card.last_probe
         nth = f" {view.failed_probes}" if result == "failed" and view.failed_probes > 1 else ""
