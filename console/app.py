@@ -122,7 +122,7 @@ class BreakerdeckApp(App[None]):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(signum, self.exit)
         self.board.apply(self.source.recent(SEED_EVENTS))
-        self.board.load(self.source.snapshot())
+        self.board.load(self.source.snapshot(), at=self.source.now())
         self.push_screen(DashboardScreen())
         self.read_source()
         if self.tick_seconds:
@@ -144,7 +144,7 @@ class BreakerdeckApp(App[None]):
             if isinstance(batch, Missed):
                 self.resyncs += 1
                 self.board.apply(self.source.recent(SEED_EVENTS))  # what the cards missed
-                self.board.load(self.source.snapshot())
+                self.board.load(self.source.snapshot(), at=self.source.now())
                 self._pending.add("*")
             else:
                 touched = self.board.apply(batch)

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any
 
+from breakerdeck.console.timeline import TRANSITION_STATE, Mark, Point, state_of
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
@@ -25,6 +26,8 @@ SortKey = tuple[Any, ...]
 
 #: Denied calls, failures and trips kept per key for the cards.
 HISTORY = 6
+#: Timeline points and marks kept per key: days of a flapping breaker's episodes.
+TIMELINE = 256
 
 WORDS = {"closed": "CLOSED", "open": "OPEN", "half_open": "HALF-OPEN"}
 
@@ -162,6 +165,10 @@ class Card:
     #: since it went half-open: a probe was out by then (a remote engine's admission of its
     #: probe writes no event, so its view says so only when a line follows).
     probe_seen: float | None = None
+    #: The breaker's state over time as its views said it, and its probes, resets and pages
+    #: (`console.timeline`); oldest first.
+    timeline: tuple[Point, ...] = ()
+    marks: tuple[Mark, ...] = ()
     #: This card's own thresholds when sources run different policies (None: the board's).
     limits: Thresholds | None = None
     #: Trouble first (`RANK_*`): computed once, as sorting, layout and drawing all read it.
@@ -410,6 +417,16 @@ class _History:
     half_open: float | None = None
     last_probe: tuple[str, float] | None = None
     probe_seen: float | None = None
+    timeline: tuple[Point, ...] = ()
+    marks: tuple[Mark, ...] = ()
+
+    def point(self, wall: float, state: str) -> None:
+        """The state from `wall` on, if it differs from the last one known."""
+        if not self.timeline or self.timeline[-1][1] != state:
+            self.timeline = (*self.timeline[-(TIMELINE - 1) :], (wall, state))
+
+    def mark(self, wall: float, kind: str) -> None:
+        self.marks = (*self.marks[-(TIMELINE - 1) :], (wall, kind))
 
 
 class Board:
@@ -461,9 +478,14 @@ class Board:
 
     # -- writing (the source reader) -------------------------------------------------------
 
-    def load(self, views: Iterable[BreakerView]) -> None:
-        """A full snapshot: replaces every view (after a start or a missed batch)."""
+    def load(self, views: Iterable[BreakerView], at: float | None = None) -> None:
+        """A full snapshot: replaces every view (after a start or a missed batch). `at`: when
+        it was taken; a timeline starts there (where no history placed it already)."""
         self._views = {view.key: view for view in views}
+        if at is not None:
+            for view in self._views.values():
+                h = self._history.setdefault(view.key, _History())
+                h.point(at, state_of(view.state, view.paused))
         self._counts = dict.fromkeys(_SUMMARY_WORDS, 0)
         self._paged.clear()
         self._half_open.clear()
@@ -531,6 +553,8 @@ class Board:
         h = self._history.setdefault(event.key, _History())
         f = event.fields
         kind = event.type
+        if event.view is not None:
+            h.point(event.wall, state_of(event.view.state, event.view.paused))
         if kind in (ev.CALL_COMPLETED, ev.CALL_FAILED):
             h.platform = f.get("platform") or h.platform
             if f.get("probe"):
@@ -563,6 +587,16 @@ class Board:
         kind = event.type
         if kind in ev.TRANSITIONS and kind != ev.PAGE:
             h.changed = event.wall
+        if event.view is None and kind in TRANSITION_STATE:  # read back from the audit log
+            h.point(event.wall, TRANSITION_STATE[kind])
+        if kind == ev.REOPENED:
+            h.mark(event.wall, "probe_failed")
+        elif kind == ev.RECOVERED and h.half_open is not None:
+            h.mark(event.wall, "probe_ok")
+        elif kind == ev.RESET:
+            h.mark(event.wall, "reset")
+        elif kind == ev.PAGE:
+            h.mark(event.wall, "page")
         if kind == ev.HALF_OPEN:
             h.half_open = event.wall
         elif kind in (ev.REOPENED, ev.RECOVERED):
@@ -743,6 +777,8 @@ class Board:
                 half_open_since=_half_open_since(view, h) if view.state == "half_open" else None,
                 last_probe=h.last_probe,
                 probe_seen=h.probe_seen if view.state == "half_open" else None,
+                timeline=h.timeline,
+                marks=h.marks,
                 limits=limits,
             )
             for agent in agents

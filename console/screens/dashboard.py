@@ -148,9 +148,9 @@ class DashboardScreen(Screen[None]):
     def tick(self) -> None:
         if not self.query(CardList):  # torn down (the app is exiting)
             return
-        # Open cards count down; a stale source's cards say how long ago it was lost.
-        if self.deck.board.summary().open or self.deck.source.stale_since is not None:
-            self.cards.tick()
+        # Open cards count down, a stale source's cards say how long ago it was lost, and
+        # timelines slide a cell every half minute (the visible cards only: a few lines).
+        self.cards.tick()
         self.show_summary()
         # An in-process engine's store is lost or back without an event: the line follows the
         # clock, as the header does (it repaints only when its text changed).
