@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import ClassVar, cast
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Container
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
@@ -20,6 +21,14 @@ from breakerdeck.console.messages import (
 )
 from breakerdeck.console.widgets.bars import SelectionHint, StatusLine, SummaryBar
 from breakerdeck.console.widgets.cards import CardList
+from breakerdeck.console.widgets.log import EventLog
+
+#: Where the event log shows: this wide (beside the cards) or this tall (under them).
+WIDE, TALL = 120, 40
+#: Beside the cards, the log takes what the card columns leave, this much at least and most.
+CARD_COLUMN, LOG_MIN, LOG_MAX = 78, 60, 80
+#: Under the cards, the log takes the rows past what 80x24 gives the cards.
+ROWS_AT_80X24 = 24
 
 #: The actions whose offer (`check_action`) depends on the selected card or the filter.
 _CHANGING_ACTIONS = ("reset", "reset_every", "details", "fix", "clear_filter")
@@ -68,15 +77,17 @@ class DashboardScreen(Screen[None]):
         app = self.deck
         yield SummaryBar(id="summary")
         yield StatusLine(id="status")
-        yield CardList(
-            app.board.thresholds,
-            app.now,
-            now_for=lambda card: app.now_for(card.id),
-            fix_key=app.can_fix,
-            fixed=app.fixed,
-            stale_since=lambda card: app.source.stale_for(card.id),
-            id="cards",
-        )
+        with Container(id="room"):
+            yield CardList(
+                app.board.thresholds,
+                app.now,
+                now_for=lambda card: app.now_for(card.id),
+                fix_key=app.can_fix,
+                fixed=app.fixed,
+                stale_since=lambda card: app.source.stale_for(card.id),
+                id="cards",
+            )
+            yield EventLog(id="log")
         yield SelectionHint(id="offscreen")
         yield Input(
             placeholder="filter: agent, key or state (enter keeps it, escape clears)", id="filter"
@@ -86,7 +97,31 @@ class DashboardScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one(Input).display = False
         self.query_one(CardList).focus()
+        self._arrange(self.app.size.width, self.app.size.height)
         self.board_changed()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._arrange(event.size.width, event.size.height)
+
+    def _arrange(self, width: int, height: int) -> None:
+        """The event log where there is room: beside the cards from `WIDE` columns (the card
+        columns keep their width), else under them from `TALL` rows (the cards keep the rows
+        80x24 gives them); at 80x24 it is not shown and nothing else moves."""
+        room = self.query_one("#room")
+        log = self.query_one(EventLog)
+        wide = width >= WIDE
+        tall = not wide and height >= TALL
+        room.set_class(wide, "wide")
+        room.set_class(tall, "tall")
+        log.display = wide or tall
+        if wide:
+            columns = max(1, (width - LOG_MIN) // CARD_COLUMN)
+            cards = max(CARD_COLUMN * columns, width - LOG_MAX)
+            log.styles.width = width - cards
+            log.styles.height = "1fr"
+        elif tall:
+            log.styles.width = "1fr"
+            log.styles.height = max(8, min(height - ROWS_AT_80X24, height // 2))
 
     @property
     def cards(self) -> CardList:
@@ -107,6 +142,11 @@ class DashboardScreen(Screen[None]):
             else "no breakers yet: they appear with the first call"
         )
         cards.set_cards(shown)
+        log = self.query_one(EventLog)
+        if log.display:
+            board = self.deck.board
+            rows = board.log_rows(self.filter_text)
+            log.show(rows, len(board.log), self.filter_text, board.log_version)
         self._show_status(len(shown), len(every))
         self.show_summary()
         self._refresh_bindings()

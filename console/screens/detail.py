@@ -11,7 +11,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from breakerdeck.console.messages import Deck, FixRequested, ResetRequested
-from breakerdeck.console.model import Card, cause_word, clock_text, hint, mmss
+from breakerdeck.console.model import Card, cause_word, clock_text, describe, hint, mmss
 from breakerdeck.console.timeline import (
     CARD_STEP,
     LEGEND,
@@ -25,57 +25,6 @@ from breakerdeck.engine.events import Event
 from breakerdeck.engine.text import printable
 
 AUDIT_ROWS = 200
-_SHOWN_FIELDS = (
-    "platform",
-    "outcome",
-    "fault",
-    "agent_status",
-    "refresh",
-    "reason",
-    "failure_class",
-    "count",
-    "cooldown_seconds",
-    "retry_after_seconds",
-    "actor",
-    "state",
-)
-
-
-def describe(event: Event) -> str:
-    """An audit row's own fields in a few words."""
-    f = event.fields
-    if event.type in (ev.CALL_FAILED, ev.CALL_COMPLETED):
-        parts = [f.get("platform"), f.get("outcome"), f"fault {f.get('fault')}"]
-        if f.get("agent_status") not in (None, f.get("outcome")):
-            parts.append(f"→ {f['agent_status']}")
-        if f.get("refresh"):
-            parts.append(f"refresh {f['refresh']}")
-        if f.get("probe"):
-            parts.append("probe")
-        if not f.get("counted"):
-            parts.append("not counted")
-        return " ".join(str(p) for p in parts if p)
-    if event.type == ev.CALL_DENIED:
-        retry = round(f.get("retry_after_seconds") or 0)
-        return f"{f.get('platform')} {f.get('reason')} retry in {retry}s"
-    if event.type == ev.TRIPPED:
-        return f"{f.get('failure_class')} ×{f.get('count')}, open {f.get('cooldown_seconds'):g}s"
-    if event.type == ev.REOPENED:
-        return f"probe failed, open {f.get('cooldown_seconds'):g}s"
-    if event.type == ev.PAGE:
-        return "open through two cooldowns: on-call paged"
-    if event.type == ev.HALF_OPEN:
-        return "cooldown over: the next call is the probe"
-    if event.type == ev.RECOVERED:
-        return "a call succeeded: closed"
-    if event.type == ev.RESET:
-        return f"by {f.get('actor')}: {f.get('reason')}"
-    if event.type == ev.CREDENTIAL_RESTORED:
-        return f"marked fixed by {f.get('actor')}"
-    shown = [f"{k}={f[k]}" for k in _SHOWN_FIELDS if k in f and f[k] is not None]
-    return " ".join(shown)
-
-
 def trips_with_failures(rows: list[Event]) -> list[tuple[Event, list[Event], Event | None]]:
     """Each trip (newest first) with the counted failures that led to it and what ended it."""
     trips: list[tuple[Event, list[Event], Event | None]] = []

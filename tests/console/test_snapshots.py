@@ -74,9 +74,9 @@ def test_the_dashboard_at_80x24(snap_compare, agent_world):
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
 
-def test_the_dashboard_at_160x48(snap_compare, agent_world):
+def test_the_dashboard_at_200x50_with_the_event_log(snap_compare, agent_world):
     app, run_before = story_app(agent_world)
-    assert snap_compare(app, terminal_size=(160, 48), run_before=run_before)
+    assert snap_compare(app, terminal_size=(200, 50), run_before=run_before)
 
 
 def test_the_reset_dialog_for_an_auth_trip(snap_compare, agent_world):
