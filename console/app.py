@@ -50,6 +50,9 @@ SEED_EVENTS = 2000
 #: the other replicas that share its breaker.
 PAGE_BELL_SPACING = 60.0
 
+#: The header clock's place in the frame's clock readings (sources key theirs by origin).
+_HEADER = object()
+
 #: The terminal went away (SSH dropped, tmux killed) or we were asked to stop.
 _LEAVE_ON = (signal.SIGHUP, signal.SIGTERM)
 
@@ -102,6 +105,9 @@ class BreakerdeckApp(App[None]):
         self._repainted_at = 0.0
         self._rung: dict[str, float] = {}
         self._repaint_timer: Timer | None = None
+        #: Each source clock as read once per frame (a tick or a repaint): the cards, the
+        #: header and a dialog read the same countdown (a dialog ran 2-3 s behind its card).
+        self._frame: dict[object, float] = {}
         chosen = theme or os.environ.get("BREAKERDECK_THEME")
         if chosen and chosen in self.available_themes:
             self.theme = chosen
@@ -116,7 +122,7 @@ class BreakerdeckApp(App[None]):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(signum, self.exit)
         self.board.apply(self.source.recent(SEED_EVENTS))
-        self.board.load(self.source.snapshot())
+        self.board.load(self.source.snapshot(), at=self.source.now())
         self.push_screen(DashboardScreen())
         self.read_source()
         if self.tick_seconds:
@@ -138,7 +144,7 @@ class BreakerdeckApp(App[None]):
             if isinstance(batch, Missed):
                 self.resyncs += 1
                 self.board.apply(self.source.recent(SEED_EVENTS))  # what the cards missed
-                self.board.load(self.source.snapshot())
+                self.board.load(self.source.snapshot(), at=self.source.now())
                 self._pending.add("*")
             else:
                 touched = self.board.apply(batch)
@@ -179,8 +185,26 @@ class BreakerdeckApp(App[None]):
         self._repaint_timer = None
         self._repaint()
 
+    def now_for(self, ident: str) -> float:
+        """The clock `ident`'s countdown runs on, as read for this frame."""
+        origin = self.source.origin(ident)
+        now = self._frame.get(origin)
+        if now is None:
+            now = self._frame[origin] = self.source.now_for(ident)
+        return now
+
+    def now(self) -> float:
+        """The header's clock, as read for this frame."""
+        now = self._frame.get(_HEADER)
+        if now is None:
+            now = self._frame[_HEADER] = self.source.now()
+        return now
+
     def _repaint(self) -> None:
         self._repainted_at = time.monotonic()
+        self._frame.clear()
+        if isinstance(self.screen, ConfirmScreen):
+            self.screen.tick()  # the card beneath is about to show a fresher countdown
         touched, self._pending = self._pending, set()
         for screen in self.screen_stack:
             if isinstance(screen, DashboardScreen | TableScreen):
@@ -192,7 +216,10 @@ class BreakerdeckApp(App[None]):
         return next((s for s in self.screen_stack if isinstance(s, DashboardScreen)), None)
 
     def tick(self) -> None:
-        """The one timer: countdowns on the screen that shows them."""
+        """The one timer: countdowns on the screen that shows them, and whether the probes of
+        half-open breakers went out (admitting one writes no line)."""
+        self._frame.clear()
+        self._read_probes()
         current = self.screen
         if isinstance(current, ConfirmScreen):
             current.tick()
@@ -203,6 +230,16 @@ class BreakerdeckApp(App[None]):
         )
         if screen is not None:
             screen.tick()
+
+    def _read_probes(self) -> None:
+        half_open = self.board.half_open()
+        if not half_open:
+            return
+        changed = self.board.probes_changed(self.source.fresh_views(half_open))
+        if changed:
+            self.board.update(changed)
+            self._pending |= {view.key for view in changed}
+            self.post_message(BoardChanged())
 
     def notify(
         self,
@@ -373,7 +410,7 @@ class BreakerdeckApp(App[None]):
 
     def _state_line(self, card: Card) -> str:
         state = card.word
-        left = card.seconds_left(self.source.now_for(card.id))
+        left = card.seconds_left(self.now_for(card.id))
         if left is not None:
             state += f" {mmss(left)} to the probe"
         return f"State: {state}, tripped on {card.view.trip_cause or 'unknown cause'}"

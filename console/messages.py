@@ -25,6 +25,15 @@ class Deck(Protocol):
     source: Source
     controls: FaultControls | None
 
+    def now(self) -> float:
+        """The header's clock, read once per frame."""
+        ...
+
+    def now_for(self, ident: str) -> float:
+        """The clock this breaker's countdown runs on, read once per frame: every screen and
+        dialog shows the same countdown."""
+        ...
+
     def reset_offer(self, card: Card | None) -> bool | None: ...
 
     def fix_offer(self, card: Card | None) -> bool | None: ...

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any
 
+from breakerdeck.console.timeline import TRANSITION_STATE, Mark, Point, state_of
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
@@ -25,6 +26,8 @@ SortKey = tuple[Any, ...]
 
 #: Denied calls, failures and trips kept per key for the cards.
 HISTORY = 6
+#: Timeline points and marks kept per key: days of a flapping breaker's episodes.
+TIMELINE = 256
 
 WORDS = {"closed": "CLOSED", "open": "OPEN", "half_open": "HALF-OPEN"}
 
@@ -153,11 +156,19 @@ class Card:
     aggregate: str | None = None
     #: Trips this console knows of for the key (`trips` keeps only the newest few).
     trip_total: int = 0
-    #: When the breaker last changed state; since when the cooldown is over and the next call
-    #: is the probe (half-open); the last probe's result and when: ("ok" | "failed", wall).
+    #: When the breaker last changed state; since when it is half-open (None unless it is);
+    #: the last probe's result and when: ("ok" | "failed", wall).
     changed_wall: float | None = None
-    probe_since: float | None = None
+    half_open_since: float | None = None
     last_probe: tuple[str, float] | None = None
+    #: Half-open, no view saying its probe is out, but a call was refused `probe_in_flight`
+    #: since it went half-open: a probe was out by then (a remote engine's admission of its
+    #: probe writes no event, so its view says so only when a line follows).
+    probe_seen: float | None = None
+    #: The breaker's state over time as its views said it, and its probes, resets and pages
+    #: (`console.timeline`); oldest first.
+    timeline: tuple[Point, ...] = ()
+    marks: tuple[Mark, ...] = ()
     #: This card's own thresholds when sources run different policies (None: the board's).
     limits: Thresholds | None = None
     #: Trouble first (`RANK_*`): computed once, as sorting, layout and drawing all read it.
@@ -193,6 +204,11 @@ class Card:
         if self.view.paused:
             return "PAUSED"
         return WORDS.get(self.view.state, self.view.state.upper())
+
+    @property
+    def probe_out_since(self) -> float | None:
+        """Half-open with its probe out: since when (the view's word), else None."""
+        return self.view.probe_since if self.view.state == "half_open" else None
 
     def seconds_left(self, now: float) -> float | None:
         if self.view.state != "open" or self.view.reopens_at is None:
@@ -379,6 +395,167 @@ def aggregate_line(group: list[Card]) -> str:
 
 _SUMMARY_WORDS = ("OPEN", "HALF-OPEN", "PAUSED", "CLOSED")
 
+#: Rows the event log keeps, newest first (transitions, probes, resets, pages).
+LOG_ROWS = 1000
+
+#: An event's word in the log (distinct words: it reads without colour) and the state after.
+_LOG_KINDS = {
+    ev.TRIPPED: ("TRIP", "open"),
+    ev.HALF_OPEN: ("HALF", "half_open"),
+    ev.REOPENED: ("REOPEN", "open"),
+    ev.RECOVERED: ("RECOVER", "closed"),
+    ev.RESET: ("RESET", "closed"),
+    ev.PAGE: ("PAGE", "open"),
+    ev.RESTORED: ("RESTORE", None),
+    ev.CREDENTIAL_REVOKED: ("REVOKED", "paused"),
+    ev.CREDENTIAL_RESTORED: ("FIXED", None),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LogRow:
+    """One line of the event log: a transition, a probe going out or coming back, a reset
+    (with who), a page, a credential revoked or marked fixed."""
+
+    seq: int
+    wall: float
+    ident: str  # the source's id for the breaker
+    name: str  # as its card names it: the agent, or under `tool` the key
+    kind: str  # TRIP, HALF, PROBE, REOPEN, RECOVER, RESET, PAGE, RESTORE, REVOKED, FIXED
+    text: str
+    state: str | None  # the state it led to (what a state word in the filter matches)
+    haystack: str = ""  # what the filter's other words are looked for in
+
+    def matches(self, text: str) -> bool:
+        """The cards' filter: every word in the name, key, platform, cause, actor or kind, or
+        the state it led to (`open` is not `half-open`)."""
+        state = _STATE_WORDS.get(self.state or "", "")
+        for word in text.lower().split():
+            if word in (state, state.replace("-", ""), state.replace("-", "_")):
+                continue
+            if word in self.haystack:
+                continue
+            return False
+        return True
+
+
+_CALL_KINDS = frozenset({ev.CALL_COMPLETED, ev.CALL_FAILED})
+
+_STATE_WORDS = {"open": "open", "half_open": "half-open", "closed": "closed", "paused": "paused"}
+
+
+def log_row(
+    event: Event, name: str, source: str | None, cause: Failure | None = None
+) -> LogRow | None:
+    """The event log's line for an event, or None for one it does not show. `cause`: the
+    counted failure a trip or a reopen came right after (its platform and fault)."""
+    f = event.fields
+    kind = event.type
+    if kind in (ev.CALL_COMPLETED, ev.CALL_FAILED):
+        if not f.get("probe") or f.get("counted") or f.get("outcome") in (None, "success"):
+            return None  # a failed probe's REOPEN line says it, a good one's RECOVER
+        text = f"probe back uncounted ({f.get('fault')}): the next call is the probe"
+        word, state = "PROBE", None
+    elif kind in _LOG_KINDS:
+        word, state = _LOG_KINDS[kind]
+        text = _log_text(event, cause)
+    else:
+        return None
+    where = f" on {source}" if source else ""
+    haystack = " ".join(
+        str(part)
+        for part in (
+            name,
+            event.key,
+            event.agent,
+            f.get("platform"),
+            f.get("failure_class"),
+            f.get("actor"),
+            word,
+            source,
+        )
+        if part
+    ).lower()
+    return LogRow(event.seq, event.wall, event.key, name, word, text + where, state, haystack)
+
+
+def probe_row(view: BreakerView, name: str, source: str | None) -> LogRow:
+    """The log's line for a probe the engine's view says went out (no event says it)."""
+    since = view.probe_since or 0.0
+    where = f" on {source}" if source else ""
+    haystack = f"{name} {view.key} probe {source or ''}".lower()
+    return LogRow(
+        view.seq, since, view.key, name, "PROBE", f"a probe went out{where}", None, haystack
+    )
+
+
+def _log_text(event: Event, cause: Failure | None) -> str:
+    """The audit table's words, and for a trip or a failed probe what the failure was."""
+    f = event.fields
+    where = f" ({cause.platform} {cause.fault})" if cause is not None else ""
+    if event.type == ev.TRIPPED:
+        cooldown = f.get("cooldown_seconds") or 0
+        counted = f"{cause_word(f.get('failure_class'))}×{f.get('count')}"
+        return f"{counted}{where}, open {cooldown:g}s"
+    if event.type == ev.REOPENED:
+        return f"probe failed{where}, open {f.get('cooldown_seconds') or 0:g}s"
+    if event.type == ev.CREDENTIAL_REVOKED:
+        return "credential revoked: calls on it are refused"
+    return describe(event)
+
+
+_SHOWN_FIELDS = (
+    "platform",
+    "outcome",
+    "fault",
+    "agent_status",
+    "refresh",
+    "reason",
+    "failure_class",
+    "count",
+    "cooldown_seconds",
+    "retry_after_seconds",
+    "actor",
+    "state",
+)
+
+
+def describe(event: Event) -> str:
+    """An event's own fields in a few words: the audit table's details, the event log's."""
+    f = event.fields
+    if event.type in (ev.CALL_FAILED, ev.CALL_COMPLETED):
+        parts = [f.get("platform"), f.get("outcome"), f"fault {f.get('fault')}"]
+        if f.get("agent_status") not in (None, f.get("outcome")):
+            parts.append(f"→ {f['agent_status']}")
+        if f.get("refresh"):
+            parts.append(f"refresh {f['refresh']}")
+        if f.get("probe"):
+            parts.append("probe")
+        if not f.get("counted"):
+            parts.append("not counted")
+        return " ".join(str(p) for p in parts if p)
+    if event.type == ev.CALL_DENIED:
+        retry = round(f.get("retry_after_seconds") or 0)
+        return f"{f.get('platform')} {f.get('reason')} retry in {retry}s"
+    if event.type == ev.TRIPPED:
+        return f"{f.get('failure_class')} ×{f.get('count')}, open {f.get('cooldown_seconds'):g}s"
+    if event.type == ev.REOPENED:
+        return f"probe failed, open {f.get('cooldown_seconds'):g}s"
+    if event.type == ev.PAGE:
+        return "open through two cooldowns: on-call paged"
+    if event.type == ev.HALF_OPEN:
+        return "cooldown over: the next call is the probe"
+    if event.type == ev.RECOVERED:
+        return "a call succeeded: closed"
+    if event.type == ev.RESET:
+        return f"by {f.get('actor')}: {f.get('reason')}"
+    if event.type == ev.CREDENTIAL_RESTORED:
+        return f"marked fixed by {f.get('actor')}"
+    shown = [f"{k}={f[k]}" for k in _SHOWN_FIELDS if k in f and f[k] is not None]
+    return " ".join(shown)
+
+
+
 
 @dataclass(frozen=True, slots=True)
 class Summary:
@@ -398,8 +575,19 @@ class _History:
     platform: str | None = None
     trip_total: int = 0
     changed: float | None = None
-    probe_since: float | None = None
+    half_open: float | None = None
     last_probe: tuple[str, float] | None = None
+    probe_seen: float | None = None
+    timeline: tuple[Point, ...] = ()
+    marks: tuple[Mark, ...] = ()
+
+    def point(self, wall: float, state: str) -> None:
+        """The state from `wall` on, if it differs from the last one known."""
+        if not self.timeline or self.timeline[-1][1] != state:
+            self.timeline = (*self.timeline[-(TIMELINE - 1) :], (wall, state))
+
+    def mark(self, wall: float, kind: str) -> None:
+        self.marks = (*self.marks[-(TIMELINE - 1) :], (wall, kind))
 
 
 class Board:
@@ -446,15 +634,25 @@ class Board:
         # The header's counts, kept as views come and go rather than recounted.
         self._counts = dict.fromkeys(_SUMMARY_WORDS, 0)
         self._paged: set[str] = set()
+        self._half_open: set[str] = set()
         self._summary: tuple[int, Summary] | None = None
+        #: The event log, newest first.
+        self.log: deque[LogRow] = deque(maxlen=LOG_ROWS)
+        self.log_version = 0
 
     # -- writing (the source reader) -------------------------------------------------------
 
-    def load(self, views: Iterable[BreakerView]) -> None:
-        """A full snapshot: replaces every view (after a start or a missed batch)."""
+    def load(self, views: Iterable[BreakerView], at: float | None = None) -> None:
+        """A full snapshot: replaces every view (after a start or a missed batch). `at`: when
+        it was taken; a timeline starts there (where no history placed it already)."""
         self._views = {view.key: view for view in views}
+        if at is not None:
+            for view in self._views.values():
+                h = self._history.setdefault(view.key, _History())
+                h.point(at, state_of(view.state, view.paused))
         self._counts = dict.fromkeys(_SUMMARY_WORDS, 0)
         self._paged.clear()
+        self._half_open.clear()
         for view in self._views.values():
             self._count(view, 1)
         self._everything_dirty = True
@@ -469,10 +667,40 @@ class Board:
                 continue
             if old is not None:
                 self._count(old, -1)
+                if view.probe_since is not None and view.probe_since != old.probe_since:
+                    self._log(probe_row(view, *self._log_name(view.key, view.agents)))
             self._count(view, 1)
             self._views[view.key] = view
             self._dirty.add(view.key)
         self._changed()
+
+    def _log_event(self, event: Event) -> None:
+        view = event.view or self._views.get(event.key)
+        agents = view.agents if view is not None else ()
+        failures = self._history[event.key].failures
+        cause_seq = event.fields.get("cause_seq")
+        cause = failures[0] if failures and failures[0].seq == cause_seq else None
+        self._log(log_row(event, *self._log_name(event.key, agents, event.agent), cause))
+
+    def _log(self, row: LogRow | None) -> None:
+        if row is not None:
+            self.log.appendleft(row)
+            self.log_version += 1
+
+    def _log_name(
+        self, ident: str, agents: Iterable[str] = (), agent: str | None = None
+    ) -> tuple[str, str | None]:
+        """How the log names a breaker (its card's name) and its source."""
+        key, source = self.describe(ident)
+        if self.thresholds.kind == "agent":
+            return key, source
+        who = agent or next(iter(agents), None)
+        return (f"{who} · {key}" if who else key), source
+
+    def log_rows(self, text: str = "") -> list[LogRow]:
+        """The event log, newest first; with `text`, the rows the cards' filter keeps."""
+        rows = list(self.log)
+        return [row for row in rows if row.matches(text)] if text else rows
 
     def _count(self, view: BreakerView, delta: int) -> None:
         self._counts["PAUSED" if view.paused else WORDS.get(view.state, "CLOSED")] += delta
@@ -480,6 +708,23 @@ class Board:
             self._paged.add(view.key)
         elif delta < 0:
             self._paged.discard(view.key)
+        if delta > 0 and view.state == "half_open":
+            self._half_open.add(view.key)
+        elif delta < 0:
+            self._half_open.discard(view.key)
+
+    def half_open(self) -> list[str]:
+        """The ids of half-open breakers: whether their probe is out changes without a line."""
+        return sorted(self._half_open)
+
+    def probes_changed(self, views: Iterable[BreakerView]) -> list[BreakerView]:
+        """Of views read afresh, those whose probe went out or came back since the view held."""
+        held = self._views
+        return [
+            view
+            for view in views
+            if view.key in held and held[view.key].probe_since != view.probe_since
+        ]
 
     def apply(self, events: Iterable[Event]) -> set[str]:
         """Fold events into the history; returns the keys they touched (whose views to refresh)."""
@@ -494,6 +739,10 @@ class Board:
             touched.add(event.key)
             self._dirty.add(event.key)
             self._fold(event)
+            if event.type in _LOG_KINDS or (
+                event.type in _CALL_KINDS and event.fields.get("probe")
+            ):
+                self._log_event(event)
         if touched:
             self._changed()
         return touched
@@ -502,8 +751,12 @@ class Board:
         h = self._history.setdefault(event.key, _History())
         f = event.fields
         kind = event.type
+        if event.view is not None:
+            h.point(event.wall, state_of(event.view.state, event.view.paused))
         if kind in (ev.CALL_COMPLETED, ev.CALL_FAILED):
             h.platform = f.get("platform") or h.platform
+            if f.get("probe"):
+                h.probe_seen = None  # the probe is back (an uncounted one leaves it half-open)
             if f.get("outcome") not in (None, "success"):
                 h.failures.appendleft(
                     Failure(
@@ -519,6 +772,8 @@ class Board:
                 )
         elif kind == ev.CALL_DENIED:
             h.platform = f.get("platform") or h.platform
+            if f.get("reason") == "probe_in_flight" and h.half_open is not None:
+                h.probe_seen = h.probe_seen or event.wall
             h.denied.appendleft(
                 Denied(event.wall, f.get("platform") or "?", f.get("reason") or "?", event.agent)
             )
@@ -530,16 +785,28 @@ class Board:
         kind = event.type
         if kind in ev.TRANSITIONS and kind != ev.PAGE:
             h.changed = event.wall
+        if event.view is None and kind in TRANSITION_STATE:  # read back from the audit log
+            h.point(event.wall, TRANSITION_STATE[kind])
+        if kind == ev.REOPENED:
+            h.mark(event.wall, "probe_failed")
+        elif kind == ev.RECOVERED and h.half_open is not None:
+            h.mark(event.wall, "probe_ok")
+        elif kind == ev.RESET:
+            h.mark(event.wall, "reset")
+        elif kind == ev.PAGE:
+            h.mark(event.wall, "page")
         if kind == ev.HALF_OPEN:
-            h.probe_since = event.wall
+            h.half_open = event.wall
         elif kind in (ev.REOPENED, ev.RECOVERED):
             result = "failed" if kind == ev.REOPENED else "ok"
-            if h.probe_since is not None or kind == ev.REOPENED:
+            if h.half_open is not None or kind == ev.REOPENED:
                 h.last_probe = (result, event.wall)
-            h.probe_since = None
+            h.half_open = None
         elif kind in (ev.RESET, ev.TRIPPED):
-            h.probe_since = None
+            h.half_open = None
             h.last_probe = None
+        if kind in ev.TRANSITIONS and kind != ev.PAGE:
+            h.probe_seen = None  # a new episode, or the probe's outcome
         if kind == ev.TRIPPED:
             h.trip_total += 1
             h.trips.appendleft(
@@ -705,8 +972,11 @@ class Board:
                 source,
                 trip_total=h.trip_total,
                 changed_wall=h.changed,
-                probe_since=h.probe_since if view.state == "half_open" else None,
+                half_open_since=_half_open_since(view, h) if view.state == "half_open" else None,
                 last_probe=h.last_probe,
+                probe_seen=h.probe_seen if view.state == "half_open" else None,
+                timeline=h.timeline,
+                marks=h.marks,
                 limits=limits,
             )
             for agent in agents
@@ -764,6 +1034,16 @@ class Board:
 
     def __len__(self) -> int:
         return len(self._views)
+
+
+def _half_open_since(view: BreakerView, h: _History) -> float | None:
+    """When the breaker went half-open: its `half_open` line, else (a snapshot of one whose
+    line this console never saw) when its cooldown ran out."""
+    if h.half_open is not None:
+        return h.half_open
+    if view.opened_at is not None:
+        return view.opened_at + view.cooldown
+    return None
 
 
 def _plain(ident: str) -> tuple[str, str | None]:

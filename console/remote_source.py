@@ -461,6 +461,7 @@ class RemoteSource(Source):
             paused=info.paused,
             last_failure_at=self._local(feed, info.last_failure_at),
             seq=seq,
+            probe_since=self._local(feed, info.probe_since),
         )
 
     def _fold(self, feed: RemoteFeed, record: p.EventRecord) -> Event:

@@ -65,6 +65,11 @@ class Source(abc.ABC):
     @abc.abstractmethod
     def snapshot(self) -> list[BreakerView]: ...
 
+    def fresh_views(self, ids: list[str]) -> list[BreakerView]:
+        """These breakers' views read now, where the source can ask (an in-process engine):
+        a probe goes out without a line. A remote source has what its events carry."""
+        return []
+
     @abc.abstractmethod
     def recent(self, limit: int) -> list[Event]:
         """Recent history (transitions, denials, failures), oldest first, to seed the cards."""
@@ -214,6 +219,9 @@ class InProcessSource(Source):
 
     def snapshot(self) -> list[BreakerView]:
         return self.engine.views()
+
+    def fresh_views(self, ids: list[str]) -> list[BreakerView]:
+        return self.engine.views(ids)
 
     def recent(self, limit: int) -> list[Event]:
         if self.engine.audit is None:

@@ -192,6 +192,8 @@ class _Slot:
     #: The highest version whose transitions this replica has shown (its own, or relayed in
     #: the order the store published them).
     shown: int = 0
+    #: (probe id, since when) of the probe a view first showed out: what `probe_since` says.
+    probe_seen: tuple[object, float] | None = None
 
 
 #: What a caller must see committed before it returns: a store ticket and what it holds.
@@ -869,7 +871,23 @@ class Engine:
             paused=slot.credential_revoked,
             last_failure_at=b.last_failure_at,
             seq=seq,
+            probe_since=self._probe_since(slot),
         )
+
+    def _probe_since(self, slot: _Slot) -> float | None:
+        """Under the key's lock: since when the probe is out (None: none is, and the next call
+        is the probe). Its own ticket's admission time; a view written while the probe is being
+        admitted (the half-open it caused) or another replica's probe: when first seen."""
+        breaker = slot.breaker
+        probe = breaker.probe_id
+        if breaker.state is not State.HALF_OPEN or probe is None:
+            return None
+        seen = slot.probe_seen
+        if seen is None or seen[0] != probe:
+            call = slot.probe
+            since = call.admitted_wall if call is not None and call.number == probe else None
+            slot.probe_seen = seen = (probe, self.clock.wall() if since is None else since)
+        return seen[1]
 
     def _new_view(self, slot: _Slot) -> BreakerView | None:
         """The key's view for a line that changes nothing in the breaker: only the key's

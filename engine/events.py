@@ -48,6 +48,9 @@ class BreakerView:
     paused: bool
     last_failure_at: float | None
     seq: int = 0
+    #: Half-open with its probe out: since when (wall). None when no probe is out, so a
+    #: half-open breaker with None lets its next call through as the probe.
+    probe_since: float | None = None
 
     @property
     def shared(self) -> bool:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import ClassVar, cast
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Container
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
@@ -18,8 +19,16 @@ from breakerdeck.console.messages import (
     ResetRequested,
     TableRequested,
 )
-from breakerdeck.console.widgets.bars import StatusLine, SummaryBar
+from breakerdeck.console.widgets.bars import SelectionHint, StatusLine, SummaryBar
 from breakerdeck.console.widgets.cards import CardList
+from breakerdeck.console.widgets.log import EventLog
+
+#: Where the event log shows: this wide (beside the cards) or this tall (under them).
+WIDE, TALL = 120, 40
+#: Beside the cards, the log takes what the card columns leave, this much at least and most.
+CARD_COLUMN, LOG_MIN, LOG_MAX = 78, 60, 80
+#: Under the cards, the log takes the rows past what 80x24 gives the cards.
+ROWS_AT_80X24 = 24
 
 #: The actions whose offer (`check_action`) depends on the selected card or the filter.
 _CHANGING_ACTIONS = ("reset", "reset_every", "details", "fix", "clear_filter")
@@ -38,9 +47,18 @@ class DashboardScreen(Screen[None]):
         Binding("r", "reset", "Reset", id="reset"),
         Binding("R", "reset_every", "Reset all", id="reset-every", tooltip="on every source"),
         Binding("f", "fix", "Fixed", id="fix", tooltip="credential fixed"),
-        Binding("d", "platform_down", "Down", id="demo-down", tooltip="demo: platform down"),
-        Binding("u", "platform_up", "Up", id="demo-up", tooltip="demo: platform healthy"),
-        Binding("x", "revoke", "Revoke", id="demo-revoke", tooltip="demo: revoke credential"),
+        # One footer entry for the three demo keys: three of their own ran past 80 columns
+        # and left a lone `x` at the edge (the help lists each).
+        Binding(
+            "d",
+            "platform_down",
+            "Faults",
+            id="demo-down",
+            key_display="d/u/x",
+            tooltip="demo: platform down (d), up (u), credential revoked (x)",
+        ),
+        Binding("u", "platform_up", "Up", show=False, id="demo-up"),
+        Binding("x", "revoke", "Revoke", show=False, id="demo-revoke"),
         Binding("escape", "clear_filter", "Clear", show=False, id="clear-filter"),
     ]
 
@@ -59,15 +77,18 @@ class DashboardScreen(Screen[None]):
         app = self.deck
         yield SummaryBar(id="summary")
         yield StatusLine(id="status")
-        yield CardList(
-            app.board.thresholds,
-            app.source.now,
-            now_for=lambda card: app.source.now_for(card.id),
-            fix_key=app.can_fix,
-            fixed=app.fixed,
-            stale_since=lambda card: app.source.stale_for(card.id),
-            id="cards",
-        )
+        with Container(id="room"):
+            yield CardList(
+                app.board.thresholds,
+                app.now,
+                now_for=lambda card: app.now_for(card.id),
+                fix_key=app.can_fix,
+                fixed=app.fixed,
+                stale_since=lambda card: app.source.stale_for(card.id),
+                id="cards",
+            )
+            yield EventLog(id="log")
+        yield SelectionHint(id="offscreen")
         yield Input(
             placeholder="filter: agent, key or state (enter keeps it, escape clears)", id="filter"
         )
@@ -76,7 +97,31 @@ class DashboardScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one(Input).display = False
         self.query_one(CardList).focus()
+        self._arrange(self.app.size.width, self.app.size.height)
         self.board_changed()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._arrange(event.size.width, event.size.height)
+
+    def _arrange(self, width: int, height: int) -> None:
+        """The event log where there is room: beside the cards from `WIDE` columns (the card
+        columns keep their width), else under them from `TALL` rows (the cards keep the rows
+        80x24 gives them); at 80x24 it is not shown and nothing else moves."""
+        room = self.query_one("#room")
+        log = self.query_one(EventLog)
+        wide = width >= WIDE
+        tall = not wide and height >= TALL
+        room.set_class(wide, "wide")
+        room.set_class(tall, "tall")
+        log.display = wide or tall
+        if wide:
+            columns = max(1, (width - LOG_MIN) // CARD_COLUMN)
+            cards = max(CARD_COLUMN * columns, width - LOG_MAX)
+            log.styles.width = width - cards
+            log.styles.height = "1fr"
+        elif tall:
+            log.styles.width = "1fr"
+            log.styles.height = max(8, min(height - ROWS_AT_80X24, height // 2))
 
     @property
     def cards(self) -> CardList:
@@ -97,6 +142,11 @@ class DashboardScreen(Screen[None]):
             else "no breakers yet: they appear with the first call"
         )
         cards.set_cards(shown)
+        log = self.query_one(EventLog)
+        if log.display:
+            board = self.deck.board
+            rows = board.log_rows(self.filter_text)
+            log.show(rows, len(board.log), self.filter_text, board.log_version)
         self._show_status(len(shown), len(every))
         self.show_summary()
         self._refresh_bindings()
@@ -113,7 +163,7 @@ class DashboardScreen(Screen[None]):
         source = self.deck.source
         self.query_one(SummaryBar).show(
             self.deck.board.summary(),
-            now=source.now(),
+            now=self.deck.now(),
             speed=source.speed,
             label=source.label,
             stale_since=source.stale_since,
@@ -131,14 +181,16 @@ class DashboardScreen(Screen[None]):
             total=total,
             faults=faults,
             store_lost=self.deck.source.shared_store_lost(),
-            hidden=self.cards.selection_out_of_view() if self.is_mounted else None,
         )
+        hidden = self.cards.selection_out_of_view() if self.is_mounted else None
+        self.query_one(SelectionHint).show(hidden)
 
     def tick(self) -> None:
         if not self.query(CardList):  # torn down (the app is exiting)
             return
-        if self.deck.board.summary().open:
-            self.cards.tick()
+        # Open cards count down, a stale source's cards say how long ago it was lost, and
+        # timelines slide a cell every half minute (the visible cards only: a few lines).
+        self.cards.tick()
         self.show_summary()
         # An in-process engine's store is lost or back without an event: the line follows the
         # clock, as the header does (it repaints only when its text changed).
@@ -184,7 +236,7 @@ class DashboardScreen(Screen[None]):
         box = self.query_one(Input)
         box.display = False
         self.cards.focus()
-        self.cards.select_index(0)
+        self.cards.select_index(0, follow=True)
 
     def action_clear_filter(self) -> None:
         """Escape clears the filter; with none, it dismisses the toasts in the corner."""

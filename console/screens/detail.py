@@ -11,63 +11,20 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from breakerdeck.console.messages import Deck, FixRequested, ResetRequested
-from breakerdeck.console.model import Card, cause_word, clock_text, hint, mmss
+from breakerdeck.console.model import Card, cause_word, clock_text, describe, hint, mmss
+from breakerdeck.console.timeline import (
+    CARD_STEP,
+    LEGEND,
+    episode,
+    fit_step,
+    span_text,
+    strip,
+)
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.text import printable
 
 AUDIT_ROWS = 200
-_SHOWN_FIELDS = (
-    "platform",
-    "outcome",
-    "fault",
-    "agent_status",
-    "refresh",
-    "reason",
-    "failure_class",
-    "count",
-    "cooldown_seconds",
-    "retry_after_seconds",
-    "actor",
-    "state",
-)
-
-
-def describe(event: Event) -> str:
-    """An audit row's own fields in a few words."""
-    f = event.fields
-    if event.type in (ev.CALL_FAILED, ev.CALL_COMPLETED):
-        parts = [f.get("platform"), f.get("outcome"), f"fault {f.get('fault')}"]
-        if f.get("agent_status") not in (None, f.get("outcome")):
-            parts.append(f"→ {f['agent_status']}")
-        if f.get("refresh"):
-            parts.append(f"refresh {f['refresh']}")
-        if f.get("probe"):
-            parts.append("probe")
-        if not f.get("counted"):
-            parts.append("not counted")
-        return " ".join(str(p) for p in parts if p)
-    if event.type == ev.CALL_DENIED:
-        retry = round(f.get("retry_after_seconds") or 0)
-        return f"{f.get('platform')} {f.get('reason')} retry in {retry}s"
-    if event.type == ev.TRIPPED:
-        return f"{f.get('failure_class')} ×{f.get('count')}, open {f.get('cooldown_seconds'):g}s"
-    if event.type == ev.REOPENED:
-        return f"probe failed, open {f.get('cooldown_seconds'):g}s"
-    if event.type == ev.PAGE:
-        return "open through two cooldowns: on-call paged"
-    if event.type == ev.HALF_OPEN:
-        return "cooldown over: the next call is the probe"
-    if event.type == ev.RECOVERED:
-        return "a call succeeded: closed"
-    if event.type == ev.RESET:
-        return f"by {f.get('actor')}: {f.get('reason')}"
-    if event.type == ev.CREDENTIAL_RESTORED:
-        return f"marked fixed by {f.get('actor')}"
-    shown = [f"{k}={f[k]}" for k in _SHOWN_FIELDS if k in f and f[k] is not None]
-    return " ".join(shown)
-
-
 def trips_with_failures(rows: list[Event]) -> list[tuple[Event, list[Event], Event | None]]:
     """Each trip (newest first) with the counted failures that led to it and what ended it."""
     trips: list[tuple[Event, list[Event], Event | None]] = []
@@ -126,6 +83,7 @@ class DetailScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="detail-title")
         yield Static(id="detail-hint", markup=False)
+        yield Static(id="detail-timeline", markup=False)
         yield Static(id="detail-trips", markup=False)
         yield Static(id="detail-note", markup=False)
         yield DataTable(id="audit", cursor_type="row", zebra_stripes=False)
@@ -159,6 +117,7 @@ class DetailScreen(Screen[None]):
         shown.display = note is not None
         shown.update(printable(note or ""))
         self._show_card()
+        self._show_timeline()
         self._show_trips()
         self._show_rows()
         self.refresh_bindings()
@@ -167,7 +126,7 @@ class DetailScreen(Screen[None]):
         card = self.card
         title = Text(no_wrap=True, overflow="ellipsis")
         word = card.word
-        left = card.seconds_left(self.deck.source.now_for(card.id))
+        left = card.seconds_left(self.deck.now_for(card.id))
         if left is not None:
             word = f"OPEN {mmss(left)}"
         title.append(f" {word} ", style="bold reverse")
@@ -186,6 +145,39 @@ class DetailScreen(Screen[None]):
         title.append(f"   count {self.deck.board.thresholds.counter(card.view.count)}")
         self.query_one("#detail-title", Static).update(title)
         self.query_one("#detail-hint", Static).update(f"→ {printable(hint(card))}")
+
+    def _show_timeline(self) -> None:
+        """The whole of the last episode, from its trip to its end (or now), one line of
+        cells across the screen, its times under it and what each glyph means."""
+        card = self.card
+        now = self.deck.now_for(card.id)
+        cells = max(10, self.app.size.width - 4)
+        shown = episode(card.timeline, now)
+        if shown is None:
+            step = CARD_STEP
+            start = now - step * cells
+            title = f"Timeline, the last {span_text(step * cells)}: never left closed"
+        else:
+            first, last = shown
+            step = fit_step(last - first, cells - 2)
+            start = first - step  # a cell of what came before
+            cells = min(cells, int((last - start) // step) + 2)
+            ongoing = "so far" if last >= now else f"to {clock_text(last)}"
+            title = (
+                f"Timeline, the last episode: {clock_text(first)} {ongoing} "
+                f"({span_text(last - first)}; a cell is {span_text(step)})"
+            )
+        # Two lines, so the audit table keeps its rows at 80x24; the legend where it fits
+        # (the help has it too).
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(title, style="bold")
+        legend = "  ".join(f"{glyph} {word}" for glyph, word in LEGEND)
+        if len(title) + 4 + len(legend) <= self.app.size.width - 2:
+            text.append("   " + legend, style="dim")
+        text.append("\n")
+        for cell in strip(card.timeline, card.marks, start=start, step=step, count=cells):
+            text.append(cell.glyph, style=_CELL_STYLE.get(cell.kind, "bold"))
+        self.query_one("#detail-timeline", Static).update(text)
 
     def _show_trips(self) -> None:
         trips = trips_with_failures(self.trip_rows)
@@ -236,6 +228,8 @@ class DetailScreen(Screen[None]):
     def tick(self) -> None:
         if self.card.state == "open":
             self._show_card()
+        if self.card.state != "closed":
+            self._show_timeline()  # an episode under way grows with the clock
 
     # -- keys --------------------------------------------------------------------------------
 
@@ -259,6 +253,16 @@ class DetailScreen(Screen[None]):
 
     def action_fix(self) -> None:
         self.post_message(FixRequested(self.card))
+
+
+#: Timeline cells in the detail view: the state's colour, never reversed (the glyph says it).
+_CELL_STYLE = {
+    "open": "bold red",
+    "half_open": "yellow",
+    "paused": "magenta",
+    "closed": "green",
+    "unknown": "",
+}
 
 
 def _short_type(kind: str) -> str:

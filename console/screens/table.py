@@ -140,7 +140,7 @@ class TableScreen(Screen[None]):
         self._show_summary()
 
     def now(self, card: Card) -> float:
-        return self.deck.source.now_for(card.id)
+        return self.deck.now_for(card.id)
 
     def _cells(self, card: Card, now: float) -> list[Text]:
         cells = []
@@ -153,7 +153,7 @@ class TableScreen(Screen[None]):
         source = self.deck.source
         self.query_one(SummaryBar).show(
             self.deck.board.summary(),
-            now=source.now(),
+            now=self.deck.now(),
             speed=source.speed,
             label=source.label,
             stale_since=source.stale_since,

@@ -133,18 +133,11 @@ class StatusLine(Static):
         total: int,
         faults: dict[str, str],
         store_lost: Sequence[tuple[str | None, str]] = (),
-        hidden: Card | None = None,
     ) -> None:
         """`store_lost`: (engine label, or None for the only one; why) for each engine whose
         shared store is lost. The header says which; this line says why, once per reason
-        (replicas that lost one Redis usually give the same). `hidden`: the selected card when
-        it is off screen (the selection stays on its breaker through re-sorts), so a key that
-        seems to do nothing is explained: `r` acts on that card, greyed if it is closed."""
+        (replicas that lost one Redis usually give the same)."""
         text = Text(no_wrap=True, overflow="ellipsis")
-        if hidden is not None:
-            text.append(f"▶ {printable(hidden.name or hidden.agent)}", style="bold reverse")
-            text.append(f" ({hidden.state}) is off screen: j selects the top card shown")
-            text.append("  ")
         if filter_text:
             shown_filter = printable(filter_text)
             text.append(f"filter “{shown_filter}”: {shown} of {total} ", style="bold reverse")
@@ -175,10 +168,33 @@ class StatusLine(Static):
             healthy = [p for p in order if faults[p] == "ok"]
             if healthy:
                 text.append("ok: " + printable(" ".join(healthy)))
-        self.display = bool(filter_text or faults or store_lost or hidden)
+        self.display = bool(filter_text or faults or store_lost)
         width = self.app.size.width  # the line spans the screen (it may be hidden: no size yet)
         if text.cell_len > width:  # cut where the eye sees it was cut
             text.truncate(width, overflow="ellipsis")
         if text != self._shown:  # the same line on most repaints: skip the screen's layout
+            self._shown = text
+            self.update(text)
+
+
+class SelectionHint(Static):
+    """Under the cards, only while the selected card is off screen (the operator moved the
+    selection, then trips re-sorted the board or the wheel scrolled): says where `r` and
+    `enter` would act, on a line of its own so it never hides the platforms' health."""
+
+    DEFAULT_CSS = """
+    SelectionHint { height: 1; width: 1fr; }
+    """
+
+    _shown: Text | None = None
+
+    def show(self, hidden: Card | None) -> None:
+        self.display = hidden is not None
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if hidden is not None:
+            text.append(f"▶ {printable(hidden.name or hidden.agent)}", style="bold reverse")
+            text.append(f" ({hidden.state}) is off screen: j selects the top card shown, ")
+            text.append("g follows the top card")
+        if text != self._shown:
             self._shown = text
             self.update(text)

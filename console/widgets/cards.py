@@ -35,12 +35,18 @@ from breakerdeck.console.model import (
     hint,
     mmss,
 )
+from breakerdeck.console.timeline import CARD_STEP, busy, span_text, strip
 from breakerdeck.engine.text import printable
 
 MIN_CARD_WIDTH = 76
 TROUBLE_LINES = 5
 CLOSED_LINES = 3
 STATE_WIDTH = 11  # "HALF-OPEN" and "OPEN 04:12" fit, then two spaces
+#: The title line's state timeline: after the name's room, ending before the cooldown's.
+NAME_ROOM = 20
+COOLDOWN_ROOM = len("cooldown 900s")
+MIN_STRIP = 8
+MAX_STRIP = 96
 _CACHE_LIMIT = 4096
 _NEAR = 64  # places either side of where the selected card was, searched first
 
@@ -76,6 +82,7 @@ class CardList(ScrollView, can_focus=True):
         "cards--dim",
         "cards--hint",
         "cards--empty",
+        "cards--mark",
     }
 
     # The scroll keys a `ScrollView` has move the selection here instead: the list scrolls
@@ -133,9 +140,11 @@ class CardList(ScrollView, can_focus=True):
         #: When the card's source lost its engine (None while live): drawn on its title line.
         self.stale_since = stale_since or (lambda card: None)
         self.cards: list[Card] = []
-        #: The selected breaker: it stays on it through re-sorts (the first card at the start,
-        #: or when the selected one is filtered out or gone).
+        #: The selected breaker. Until the operator moves the selection it follows the top
+        #: card (the news); once moved, it stays on its breaker through re-sorts (the top
+        #: card again when the selected one is filtered out or gone, and after `g`).
         self.selected: tuple[str, str] | None = None
+        self.follow_top = True
         self.empty_text = "no breakers yet"
         self._columns = 1
         self._row_y: list[int] = [0]
@@ -146,6 +155,8 @@ class CardList(ScrollView, can_focus=True):
         self._laid_out: tuple[int, int, list[int]] | None = None
         #: Virtual line -> the strip last handed to Textual for it (see `_refresh_changed`).
         self._shown: dict[int, Strip] = {}
+        #: Which half minute the timelines end in: they slide when it changes.
+        self._slot: int | None = None
 
     # -- data --------------------------------------------------------------------------------
 
@@ -153,7 +164,7 @@ class CardList(ScrollView, can_focus=True):
         """New card list (already sorted and filtered). Keeps the selection on the same card."""
         self.cards = list(cards)
         self._index = None  # built when a lookup misses: most repaints never need it
-        if self.selected_index is None:
+        if self.follow_top or self.selected_index is None:
             first = self.cards[0].ident if self.cards else None
             if first != self.selected:
                 self.selected = first
@@ -222,7 +233,8 @@ class CardList(ScrollView, can_focus=True):
         self.move(direction * self.page_cards)
 
     def action_edge(self, end: int) -> None:
-        self.select_index(len(self.cards) - 1 if end else 0)
+        """`G` the last card; `g` the top one, and the selection follows the top again."""
+        self.select_index(len(self.cards) - 1 if end else 0, follow=not end)
 
     def on_click(self, event: events.Click) -> None:
         """A click selects the card under the pointer; a double click opens it."""
@@ -269,13 +281,16 @@ class CardList(ScrollView, can_focus=True):
             return None
         if self.in_view(index):
             return self.cards[index]
-        self.select_index(index)
+        self.select_index(index, follow=self.follow_top)
         return None
 
-    def select_index(self, index: int) -> None:
+    def select_index(self, index: int, *, follow: bool = False) -> None:
+        """Select card `index` and scroll it into view. The operator chose it, so it stays on
+        its breaker from now on, unless `follow`: then it follows the top card again."""
         if not self.cards:
             return
         index = max(0, min(len(self.cards) - 1, index))
+        self.follow_top = follow and index == 0
         self.selected = self.cards[index].ident
         self._selected_at = index
         self.refresh()
@@ -329,13 +344,19 @@ class CardList(ScrollView, can_focus=True):
         width = self.scrollable_content_region.width or self.size.width
         card_width = width // self._columns
         top = int(self.scroll_offset.y)
+        slot = int(self.now() // CARD_STEP)
+        # the timelines moved a cell on since the last tick (the first draw was up to date)
+        slid = self._slot is not None and slot != self._slot
+        self._slot = slot
+        since = (slot + 1 - MAX_STRIP) * CARD_STEP
         for row in self.visible_rows():
             start = row * self._columns
             shown = self.cards[start : start + self._columns]
             # a card under its key's aggregate line has its title one line down
             y = self._row_y[row] + (1 if any(c.aggregate for c in shown) else 0) - top
             for column, card in enumerate(shown):
-                if self.stale_since(card) is not None:
+                strip_moved = slid and busy(card.timeline, card.marks, since)
+                if self.stale_since(card) is not None or strip_moved:
                     self.refresh(Region(column * card_width, y, card_width, 1))
                 elif card.state == "open":
                     self.refresh(Region(column * card_width + 2, y, STATE_WIDTH, 1))
@@ -380,10 +401,12 @@ class CardList(ScrollView, can_focus=True):
 
     def _card_line(self, card: Card, line: int, width: int) -> Strip:
         selected = card.ident == self.selected
-        countdown = stale = None
+        countdown = stale = slot = None
         title = 1 if card.aggregate else 0
         if line == title:
             now = self.now_for(card)
+            if card.timeline:
+                slot = int(now // CARD_STEP)
             if card.state == "open":
                 left = card.seconds_left(now)
                 countdown = mmss(left) if left is not None else None
@@ -391,13 +414,13 @@ class CardList(ScrollView, can_focus=True):
             if since is not None:
                 stale = f" STALE since {clock_text(since)} ({ago(now - since)} ago) "
         fixed = card.auth_trip and self.fixed(card)  # changes without the card changing
-        key = (card.ident, line, width, selected, countdown, stale, fixed)
+        key = (card.ident, line, width, selected, countdown, stale, fixed, slot)
         cached = self._cache.get(key)
         if cached is not None and cached[0] is card:  # drawn from this very card
             return cached[1]
-        strip = self._draw(card, line, width, selected, countdown, stale, fixed)
-        self._cache[key] = (card, strip)
-        return strip
+        drawn = self._draw(card, line, width, selected, countdown, stale, fixed, slot)
+        self._cache[key] = (card, drawn)
+        return drawn
 
     def _draw(
         self,
@@ -408,6 +431,7 @@ class CardList(ScrollView, can_focus=True):
         countdown: str | None,
         stale: str | None = None,
         fixed: bool = False,
+        slot: int | None = None,
     ) -> Strip:
         base = self.rich_style
         if selected:
@@ -426,7 +450,7 @@ class CardList(ScrollView, can_focus=True):
         if line >= card_height(card) - (1 if card.aggregate else 0):
             segments = []
         elif line == 0:
-            segments = self._title(card, selected, countdown, state_style, width - 1, stale)
+            segments = self._title(card, selected, countdown, state_style, width - 1, stale, slot)
         else:
             gutter = "  ┃ " if selected else "  │ "
             room = width - 1 - len(gutter)
@@ -446,6 +470,7 @@ class CardList(ScrollView, can_focus=True):
         state_style: Style,
         width: int,
         stale: str | None = None,
+        slot: int | None = None,
     ) -> list[Segment]:
         word = card.word
         if countdown is not None and word == "OPEN":
@@ -470,6 +495,8 @@ class CardList(ScrollView, can_focus=True):
         if card.rank == RANK_PAGED:
             segments.append(Segment(" "))
             segments.append(Segment(" PAGED ", self.get_component_rich_style("cards--paged")))
+        if slot is not None:
+            segments += self._timeline(card, slot, segments, width)
         if card.state != "closed":  # the cooldown this open episode runs, right-aligned
             used = sum(segment.cell_length for segment in segments)
             for right in (f"cooldown {card.view.cooldown:g}s", f"{card.view.cooldown:g}s"):
@@ -478,6 +505,43 @@ class CardList(ScrollView, can_focus=True):
                     segments.append(Segment(right, dim))
                     break
         return segments
+
+    def _timeline(
+        self, card: Card, slot: int, before: list[Segment], width: int
+    ) -> list[Segment]:
+        """The card's recent states as a strip, `-12m ·····███▒✗███`, ending where the
+        cooldown's room begins (so strips line up card under card), from the name's room on;
+        fewer cells where the name runs long, none under `MIN_STRIP`, and none on a closed card
+        with nothing in its window."""
+        used = sum(segment.cell_length for segment in before)
+        end = width - COOLDOWN_ROOM - 2
+        start = max(2 + STATE_WIDTH + 1 + NAME_ROOM, used + 2)
+        cells = min(MAX_STRIP, end - start - 5)  # "-12m " before the cells
+        if cells < MIN_STRIP:
+            return []
+        now = (slot + 1) * CARD_STEP  # the window ends with the half minute under way
+        since = now - cells * CARD_STEP
+        if card.rank == RANK_CLOSED and not busy(card.timeline, card.marks, since):
+            return []
+        label = f"-{span_text(cells * CARD_STEP)}"
+        segments = [Segment(" " * (end - used - cells - len(label) - 1))]
+        segments.append(Segment(label + " ", self.get_component_rich_style("cards--dim")))
+        segments += self.cells(card, since, CARD_STEP, cells)
+        return segments
+
+    def cells(self, card: Card, start: float, step: float, count: int) -> list[Segment]:
+        """The timeline's cells from `start`, each in its state's colour. Never reversed:
+        without colour a reversed block would read as a blank; the glyph says the state."""
+        plain = Style(reverse=False, bold=False)
+        mark = self.get_component_rich_style("cards--mark")
+        styles = {
+            state: self.get_component_rich_style(_STATE_CLASS[word]) + plain
+            for state, word in _TIMELINE_WORDS.items()
+        }
+        return [
+            Segment(cell.glyph, styles.get(cell.kind, mark))
+            for cell in strip(card.timeline, card.marks, start=start, step=step, count=count)
+        ]
 
     def _body(
         self, card: Card, line: int, dim: Style, room: int, fixed: bool = False
@@ -488,7 +552,10 @@ class CardList(ScrollView, can_focus=True):
             parts = [f"count {limits.counter(view.count)}"]
             if view.state != "closed":
                 parts.append(f"cause {cause_word(view.trip_cause)}")
-                parts.extend(_probe_words(card))
+                forms = probe_words(card)
+                used = len(" · ".join(parts)) + 3
+                # the longest form that fits: the probe's words must never be cut
+                parts.extend(next(([f] for f in forms if used + len(f) <= room), forms[-1:]))
             if card.rank == RANK_CLOSED:
                 parts.append(hint(card))
             return [Segment(" · ".join(parts))]
@@ -517,13 +584,27 @@ class CardList(ScrollView, can_focus=True):
         return segments
 
 
-def _probe_words(card: Card) -> list[str]:
-    """The probe, which is out for under a second: since when the next call is the probe, or
-    the last probe's result (and how many failed in a row), else when the state last changed;
-    all as fixed times, so nothing ticks."""
+def probe_words(card: Card) -> list[str]:
+    """What the card says of the probe, longest form first (the line takes the longest that
+    fits), as fixed times so nothing ticks. Half-open: whether a probe is out (and since
+    when, as the engine's view says) or the next call will be the probe; otherwise the last
+    probe's result (and how many failed in a row), else when it opened."""
     view = card.view
-    if card.probe_since is not None:
-        return [f"probe out since {clock_text(card.probe_since)}"]
+    if view.state == "half_open":
+        out = card.probe_out_since
+        if out is not None:
+            return [f"probe out since {clock_text(out)}"]
+        if card.probe_seen is not None:
+            seen = clock_text(card.probe_seen)
+            return [f"probe out by {seen} (a call was refused for it)", f"probe out by {seen}"]
+        since = card.half_open_since
+        if since is None:
+            return ["next call is the probe"]
+        return [
+            f"next call is the probe (half-open since {clock_text(since)})",
+            f"next call is the probe, since {clock_text(since)}",
+            "next call is the probe",
+        ]
     if card.last_probe is not None:
         result, wall = card.last_probe
         nth = f" {view.failed_probes}" if result == "failed" and view.failed_probes > 1 else ""
@@ -564,6 +645,14 @@ def cut_style(segments: list[Segment], width: int) -> Style | None:
             return segment.style
     return None
 
+
+_TIMELINE_WORDS = {
+    "open": "OPEN",
+    "half_open": "HALF-OPEN",
+    "paused": "PAUSED",
+    "closed": "CLOSED",
+    "unknown": "CLOSED",
+}
 
 _STATE_CLASS = {
     "OPEN": "cards--open",

@@ -37,8 +37,9 @@ PROTOCOL_VERSION: Literal[1] = 1
 Role = Literal["viewer", "operator"]
 BreakerState = Literal["closed", "open", "half_open"]
 #: Additive revisions within version 1. 2: an event that changes its breaker carries `view`.
-#: 3: the snapshot carries `shared_store` and `shared_store_reason`.
-PROTOCOL_REVISION = 3
+#: 3: the snapshot carries `shared_store` and `shared_store_reason`. 4: a breaker carries
+#: `probe_since` (half-open with its probe out).
+PROTOCOL_REVISION = 4
 #: A replica's shared store (DESIGN, "Replicas"): answering, or lost (it decides alone).
 SharedStoreHealth = Literal["ok", "lost"]
 
@@ -97,6 +98,8 @@ class BreakerInfo(_ServerMessage):
     cooldown_seconds: float = 0.0
     failed_probes: int = 0
     last_failure_at: str | None = None
+    #: Revision 4: half-open with its probe out, since when; null when no probe is out.
+    probe_since: str | None = None
 
     @property
     def display_state(self) -> str:

@@ -618,6 +618,7 @@ def _breaker(view: BreakerView, source: str, now: float) -> p.BreakerInfo:
         cooldown_seconds=view.cooldown,
         failed_probes=view.failed_probes,
         last_failure_at=_iso(view.last_failure_at),
+        probe_since=_iso(view.probe_since),
     )
 
 

@@ -24,3 +24,10 @@ def status_text(app) -> str:
 
 def static_text(screen, selector: str) -> str:
     return str(screen.query_one(selector, Static).content)
+
+
+def screen_text(app) -> str:
+    """The screen as the terminal has it now: what the compositor last drew, without asking
+    any widget to draw afresh (a line nobody refreshed still reads as it did)."""
+    update = app.screen._compositor.render_update(full=True)
+    return "\n".join("".join(seg.text for strip in line for seg in strip) for line in update.strips)

@@ -114,3 +114,24 @@ async def test_one_page_shown_by_every_replica_that_shares_it_rings_once(agent_w
         app._announce_pages([Relayed(1, ev.PAGE, "ava", "ava", 0.0, {"origin": "replica-b"})])
         app._announce_pages([Event(2, ev.PAGE, "bob", "bob", 0.0, {})])
         assert bells == [1, 1]
+
+
+async def test_the_reset_dialog_and_its_card_read_one_countdown_between_ticks(agent_world):
+    import re
+
+    from tests.console.helpers import screen_text
+
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        app.tick()
+        agent_world.clock.advance(7)  # between two ticks, news for another card
+        await agent_world.call("bo", "crm")
+        await settle(pilot)
+        dialog = re.search(r"OPEN (\d\d:\d\d) to the probe", screen_text(app))
+        card = re.search(r"OPEN (\d\d:\d\d)  ava", screen_text(app))
+        assert dialog is not None and card is not None
+        assert dialog.group(1) == card.group(1) == "04:53"

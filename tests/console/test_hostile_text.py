@@ -40,11 +40,24 @@ async def test_an_actor_with_escape_codes_is_shown_escaped_on_the_card(agent_wor
     agent_world.engine.reset("ava", ESCAPES, "vault fixed")
     await agent_world.trip_upstream("ava")
     app = make_app(agent_world.engine)
-    async with app.run_test(size=(150, 24)) as pilot:
+    async with app.run_test(size=(119, 24)) as pilot:  # wide cards, and no event log
         await settle(pilot)
         shown = cards_text(app)
         assert "\x1b" not in shown and "\x07" not in shown
         assert f"reset by {printable(ESCAPES)}" in shown
+
+
+async def test_an_actor_with_escape_codes_is_shown_escaped_in_the_event_log(agent_world):
+    from tests.console.test_event_log import log_lines
+
+    await agent_world.trip_upstream("ava")
+    agent_world.engine.reset("ava", ESCAPES, "vault fixed")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(200, 30)) as pilot:
+        await settle(pilot)
+        shown = "\n".join(log_lines(app))
+        assert "\x1b" not in shown and "\x07" not in shown
+        assert f"by {printable(ESCAPES)}:" in shown
 
 
 async def test_a_reason_with_closing_markup_tags_opens_the_detail_screen(agent_world):

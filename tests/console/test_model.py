@@ -171,3 +171,19 @@ def test_the_board_keeps_the_order_a_full_sort_gives(kind, source, data):
         assert summary.paged_keys == tuple(
             sorted({named(v.key)[0] for v in views.values() if v.paged and v.state != "closed"})
         )
+
+
+def test_a_call_refused_for_the_probe_shows_a_probe_out_the_view_did_not_carry():
+    from breakerdeck.console.widgets.cards import probe_words
+    from breakerdeck.engine.events import Event
+
+    board = Board(Thresholds("agent"))
+    half = view("ava", "half_open", opened_at=0.0, failed_probes=0)
+    board.load([half])
+    board.apply([Event(1, "circuit_breaker.half_open", "ava", "ava", 300.0, {})])
+    (card,) = board.cards()
+    assert probe_words(card)[-1] == "next call is the probe"
+    denied = {"call_id": "call-1", "platform": "crm", "reason": "probe_in_flight"}
+    board.apply([Event(2, "call.denied", "ava", "ava", 312.0, denied)])
+    (card,) = board.cards()
+    assert probe_words(card)[-1] == "probe out by 00:05:12"

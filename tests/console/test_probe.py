@@ -7,14 +7,41 @@ from tests.console.conftest import make_app, settle
 from tests.console.helpers import cards_text
 
 
-async def test_half_open_says_since_when_the_next_call_is_the_probe(agent_world):
+async def half_open_card(world, size: tuple[int, int]) -> str:
+    """ava tripped at 12:00:00 and half-open by time alone at 12:05:00: its cards' text."""
+    await world.trip_upstream("ava")
+    world.clock.advance(300)
+    world.engine.poll()
+    app = make_app(world.engine)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        return cards_text(app)
+
+
+async def test_half_open_with_no_call_yet_says_the_next_call_is_the_probe(agent_world):
+    text = await half_open_card(agent_world, (80, 24))
+    assert "next call is the probe" in text and "probe out" not in text
+
+
+async def test_a_wide_half_open_card_also_says_since_when(agent_world):
+    text = await half_open_card(agent_world, (200, 50))
+    assert "next call is the probe" in text and "since 12:05:00" in text
+
+
+async def test_a_probe_admitted_without_a_line_shows_as_out_since_its_admission(agent_world):
+    engine, clock = agent_world.engine, agent_world.clock
     await agent_world.trip_upstream("ava")
-    agent_world.clock.advance(300)
-    agent_world.engine.poll()
-    app = make_app(agent_world.engine)
+    clock.advance(300)
+    engine.poll()
+    app = make_app(engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        assert "probe out since 12:05:00" in cards_text(app)
+        clock.advance(69)
+        probe = engine.new_call("ava", "ava", "payments", "charge", 30)
+        assert engine.admit(probe, lease=30).as_probe  # in flight: no line written
+        app.tick()
+        await settle(pilot)
+        assert "probe out since 12:06:09" in cards_text(app)
 
 
 async def test_a_failed_probe_stays_on_the_card_with_its_time(agent_world):

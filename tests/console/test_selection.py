@@ -52,19 +52,35 @@ async def test_page_down_end_and_home_move_the_selection(agent_world):
         assert cards.selected_index == 0 and AGENTS[0] in selected_line(app)
 
 
-async def test_the_selection_stays_on_its_breaker_when_a_trip_resorts_the_board(agent_world):
+async def cy_trips_after(world: AgentWorld, *keys: str) -> tuple[str, str] | None:
+    """Three healthy cards; the keys pressed; then cy trips and lands on top. The selection
+    after that."""
     for agent in ("ava", "bo", "cy"):
-        await agent_world.call(agent, "crm")
-    app = make_app(agent_world.engine)
+        await world.call(agent, "crm")
+    app = make_app(world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        cards = app.screen.query_one(CardList)
-        assert cards.selected == ("ava", "ava")
-        await agent_world.trip_upstream("cy")  # cy lands on top; no key was pressed
+        if keys:
+            await pilot.press(*keys)
+            await settle(pilot)
+        await world.trip_upstream("cy")
         await settle(pilot)
+        cards = app.screen.query_one(CardList)
         assert cards.cards[0].agent == "cy"
-        assert cards.selected == ("ava", "ava")
-        assert "ava" in selected_line(app)
+        assert cards.selected is not None and cards.selected[0] in selected_line(app)
+        return cards.selected
+
+
+async def test_until_a_key_moves_it_the_selection_follows_the_top_card(agent_world):
+    assert await cy_trips_after(agent_world) == ("cy", "cy")
+
+
+async def test_once_moved_the_selection_stays_on_its_breaker_when_a_trip_resorts(agent_world):
+    assert await cy_trips_after(agent_world, "j") == ("bo", "bo")
+
+
+async def test_g_makes_the_selection_follow_the_top_card_again(agent_world):
+    assert await cy_trips_after(agent_world, "j", "g") == ("cy", "cy")
 
 
 async def test_a_click_selects_the_card_under_the_pointer(agent_world):

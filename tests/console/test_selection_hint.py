@@ -1,9 +1,11 @@
-"""A selection the operator cannot see is named on the status line: the selection stays on its
-breaker through re-sorts (issue 10), so after trips push it off screen `r` looks dead unless
-the screen says where the keys would act."""
+"""A selection the operator cannot see is named on a line of its own under the cards: once
+moved, the selection stays on its breaker through re-sorts (issue 10), so after trips push it
+off screen `r` looks dead unless the screen says where the keys would act. It never takes the
+platforms' health off the status line (issue 22)."""
 
 from __future__ import annotations
 
+from breakerdeck.console.widgets.bars import SelectionHint
 from breakerdeck.console.widgets.cards import CardList
 from tests.console.conftest import make_app, settle
 from tests.console.helpers import status_text
@@ -11,19 +13,38 @@ from tests.console.test_selection import AGENTS
 from tests.console.test_selection import many_cards as closed_cards
 
 
-async def test_a_selection_pushed_off_screen_by_trips_is_named_on_the_status_line(agent_world):
+class Faults:
+    """Demo fault controls as the status line reads them."""
+
+    platforms = ("crm", "payments")
+
+    def status(self) -> dict[str, str]:
+        return {"crm": "ok", "payments": "DOWN (refused)"}
+
+
+def hint_text(app) -> str:
+    hint = app.screen.query_one(SelectionHint)
+    return str(hint.content) if hint.display else ""
+
+
+async def test_a_selection_pushed_off_screen_by_trips_is_named_under_the_cards(agent_world):
     await closed_cards(agent_world)
-    app = make_app(agent_world.engine)
+    app = make_app(agent_world.engine, controls=Faults())
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
+        await pilot.press("j")  # the operator picks agent-01
+        await settle(pilot)
         cards = app.screen.query_one(CardList)
-        assert cards.selected == ("agent-00", "agent-00")
-        assert "off screen" not in status_text(app)
+        assert cards.selected == ("agent-01", "agent-01")
+        assert hint_text(app) == ""
         for agent in AGENTS[4:]:  # eight trips sort above the selected card
             await agent_world.trip_upstream(agent)
         await settle(pilot)
-        assert cards.selected == ("agent-00", "agent-00")
-        assert "▶ agent-00 (closed) is off screen: j selects the top card shown" in status_text(app)
+        assert cards.selected == ("agent-01", "agent-01")
+        assert hint_text(app).startswith(
+            "▶ agent-01 (closed) is off screen: j selects the top card shown"
+        )
+        assert "payments DOWN (refused)" in status_text(app)
 
 
 async def test_j_brings_the_selection_back_on_screen_and_the_hint_goes(agent_world):
@@ -31,6 +52,7 @@ async def test_j_brings_the_selection_back_on_screen_and_the_hint_goes(agent_wor
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
+        await pilot.press("j")
         for agent in AGENTS[4:]:
             await agent_world.trip_upstream(agent)
         await settle(pilot)
@@ -38,14 +60,15 @@ async def test_j_brings_the_selection_back_on_screen_and_the_hint_goes(agent_wor
         await settle(pilot)
         cards = app.screen.query_one(CardList)
         assert cards.selected_index == 0 and cards.selected_card.state == "open"
-        assert "off screen" not in status_text(app)
+        assert hint_text(app) == ""
 
 
-async def test_a_selection_on_screen_adds_nothing_to_the_status_line(agent_world):
+async def test_a_selection_on_screen_adds_no_line(agent_world):
     await closed_cards(agent_world)
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await agent_world.trip_upstream("agent-11")  # one trip: agent-00 moves one place down
+        await pilot.press("j")
+        await agent_world.trip_upstream("agent-11")  # one trip: agent-01 moves one place down
         await settle(pilot)
-        assert "off screen" not in status_text(app)
+        assert hint_text(app) == ""
