@@ -127,30 +127,74 @@ def tool_response_attempt(
     fault = fault_of(response.request, "ok" if status < 300 else f"http_{status}")
     if 200 <= status < 300:
         return _success(response, schema, fault)
+    verdict = tool_status(
+        status,
+        response.headers.get("retry-after"),
+        deadline=deadline,
+        credential_worked=credential_worked,
+        now_wall=now_wall,
+        words=_BACKEND,
+        refused=_error_text(response) if status < 500 else "",
+    )
+    return Attempt(verdict.outcome, fault, status, retry=verdict.retry, wait=verdict.wait)
+
+
+@dataclass(frozen=True, slots=True)
+class StatusWords:
+    """How a door names what answered, in the details the model reads."""
+
+    upstream: str
+    forbidden: str
+
+
+_BACKEND = StatusWords(upstream="the backend", forbidden="forbidden (403)")
+
+
+@dataclass(frozen=True, slots=True)
+class StatusVerdict:
+    outcome: Outcome
+    retry: bool = False
+    wait: float | None = None
+
+
+def tool_status(
+    status: int,
+    retry_after: str | None,
+    *,
+    deadline: float,
+    credential_worked: bool,
+    now_wall: float,
+    words: StatusWords,
+    refused: str,
+    repeatable: bool = True,
+) -> StatusVerdict:
+    """The `tool` policy's rules for an HTTP status that is not a 2xx, written once for every
+    door that sees one (the harness's HTTP tools, the MCP proxy's HTTP upstreams): a 429's
+    Retry-After against the deadline, 5xx counted, 401 by whether the credential ever worked,
+    403 a permission denial, any other status a caller error (`refused` says what to fix).
+    `repeatable`: whether a 5xx may be retried (an MCP call without an idempotency key only
+    when its tool says it is safe)."""
     if status == 429:
-        retry_after = parse_retry_after(response.headers.get("retry-after"), now_wall)
-        if retry_after is not None and retry_after > deadline:
-            detail = f"rate limited for {retry_after:g} s, longer than the {deadline:g} s deadline"
-            outcome = Outcome(OutcomeClass.RATE_LIMITED, True, retry_after, detail)
-            return Attempt(outcome, fault, status)
-        outcome = Outcome(OutcomeClass.RATE_LIMITED, False, retry_after, "rate limited")
-        return Attempt(outcome, fault, status, retry=True, wait=retry_after)
+        wait = parse_retry_after(retry_after, now_wall)
+        if wait is not None and wait > deadline:
+            detail = f"rate limited for {wait:g} s, longer than the {deadline:g} s deadline"
+            return StatusVerdict(Outcome(OutcomeClass.RATE_LIMITED, True, wait, detail))
+        neutral = Outcome(OutcomeClass.RATE_LIMITED, False, wait, "rate limited")
+        return StatusVerdict(neutral, retry=True, wait=wait)
     if status >= 500:
-        detail = f"HTTP {status} from the backend"
-        return Attempt(
-            Outcome(OutcomeClass.UPSTREAM_FAILURE, True, None, detail), fault, status, retry=True
+        detail = f"HTTP {status} from {words.upstream}"
+        return StatusVerdict(
+            Outcome(OutcomeClass.UPSTREAM_FAILURE, True, None, detail), retry=repeatable
         )
     if status == 401:
         if credential_worked:
             detail = "the credential worked before and is now rejected: revoked"
-            return Attempt(Outcome(OutcomeClass.CREDENTIAL_REVOKED, detail=detail), fault, status)
+            return StatusVerdict(Outcome(OutcomeClass.CREDENTIAL_REVOKED, detail=detail))
         detail = "the credential was rejected (401) and has never worked: check the credential"
-        return Attempt(Outcome(OutcomeClass.CALLER_ERROR, detail=detail), fault, status)
+        return StatusVerdict(Outcome(OutcomeClass.CALLER_ERROR, detail=detail))
     if status == 403:
-        return Attempt(
-            Outcome(OutcomeClass.PERMISSION_DENIED, detail="forbidden (403)"), fault, status
-        )
-    return Attempt(Outcome(OutcomeClass.CALLER_ERROR, detail=_error_text(response)), fault, status)
+        return StatusVerdict(Outcome(OutcomeClass.PERMISSION_DENIED, detail=words.forbidden))
+    return StatusVerdict(Outcome(OutcomeClass.CALLER_ERROR, detail=refused))
 
 
 def response_json(response: httpx.Response) -> Any:

@@ -18,7 +18,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from breakerdeck.engine.classify import parse_retry_after
+from breakerdeck.engine.classify import StatusWords, tool_status
 from breakerdeck.engine.front.mcp_stdio import RESULT_TOO_LARGE
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 
@@ -154,47 +154,35 @@ def _of_code(error: MCPError, repeatable: bool, deadline: float) -> Verdict:
     return Verdict(Outcome(OutcomeClass.CALLER_ERROR, detail=fix), f"jsonrpc_{code}")
 
 
+_SERVER = StatusWords(upstream="the server", forbidden="the server refused access (403)")
+
+
 def of_status(
     wire: WireStatus, repeatable: bool, deadline: float, credential_worked: bool, now_wall: float
 ) -> Verdict:
-    """An HTTP error status on the attempt's POST, by the `tool` policy's rules."""
+    """An HTTP error status on the attempt's POST, by the `tool` policy's rules (the one
+    `tool_status`), after the one rule of MCP's own: a 404 on an expired session."""
     status = wire.status
-    fault = f"http_{status}"
-    if status == 429:
-        wait = parse_retry_after(wire.retry_after, now_wall)
-        if wait is not None and wait > deadline:
-            detail = f"rate limited for {wait:g} s, longer than the {deadline:g} s deadline"
-            return Verdict(
-                counted(OutcomeClass.RATE_LIMITED, detail, wait), fault, platform_status=429
-            )
-        neutral = Outcome(OutcomeClass.RATE_LIMITED, retry_after=wait, detail="rate limited")
-        return Verdict(neutral, fault, retry=True, wait=wait, platform_status=429)
-    if status >= 500:
-        detail = f"HTTP {status} from the server"
-        return Verdict(
-            counted(OutcomeClass.UPSTREAM_FAILURE, detail),
-            fault,
-            retry=repeatable,
-            platform_status=status,
-        )
-    if status == 401:
-        if credential_worked:
-            detail = "the credential worked before and is now rejected: revoked"
-            return Verdict(
-                Outcome(OutcomeClass.CREDENTIAL_REVOKED, detail=detail), fault, platform_status=401
-            )
-        detail = "the credential was rejected (401) and has never worked: check the credential"
-        return Verdict(
-            Outcome(OutcomeClass.CALLER_ERROR, detail=detail), fault, platform_status=401
-        )
-    if status == 403:
-        denied = Outcome(OutcomeClass.PERMISSION_DENIED, detail="the server refused access (403)")
-        return Verdict(denied, fault, platform_status=403)
     if status == 404 and wire.had_session:
         expired = Outcome(OutcomeClass.CALLER_ERROR, detail="the server's session expired (404)")
         return Verdict(expired, "session_expired", resend=True, platform_status=404)
-    fix = f"the server refused the request (HTTP {status})"
-    return Verdict(Outcome(OutcomeClass.CALLER_ERROR, detail=fix), fault, platform_status=status)
+    verdict = tool_status(
+        status,
+        wire.retry_after,
+        deadline=deadline,
+        credential_worked=credential_worked,
+        now_wall=now_wall,
+        words=_SERVER,
+        refused=f"the server refused the request (HTTP {status})",
+        repeatable=repeatable,
+    )
+    return Verdict(
+        verdict.outcome,
+        f"http_{status}",
+        retry=verdict.retry,
+        wait=verdict.wait,
+        platform_status=status,
+    )
 
 
 def _short(error: BaseException) -> str:
