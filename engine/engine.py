@@ -32,7 +32,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine import statedir
@@ -51,12 +51,9 @@ from breakerdeck.engine.errors import StateDirError, UnknownKey
 from breakerdeck.engine.events import BreakerView, CallCompleted, CallDenied, Event
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
-from breakerdeck.engine.replica import Store, token
+from breakerdeck.engine.replica import Member, Store, token
 from breakerdeck.engine.store import Problems, VerdictStore
 from breakerdeck.engine.verdict import Verdict, bounded, is_stale
-
-if TYPE_CHECKING:
-    from breakerdeck.engine.fleet import Fleet
 
 log = logging.getLogger(__name__)
 
@@ -249,12 +246,10 @@ class Engine:
         self._seq_refill = self._calls_refill = float("inf")
         self._seq_ceiling = self._calls_ceiling = 0
         self._seq_saved = 0
-        self._fleet: Fleet | None = None
+        self._fleet: Member | None = None
         self._polling = self._poll_again = False
         if shared is not None:
-            from breakerdeck.engine.fleet import Fleet  # it imports this module
-
-            self._fleet = Fleet(self, shared)
+            self._fleet = shared.member(self)
         if state_dir is not None:
             self._open_state(statedir.prepare(state_dir))
 

@@ -4,11 +4,12 @@ extra; `shared.py` is the Redis side."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from breakerdeck.engine.breaker import BreakerState, Transition
+from breakerdeck.engine.breaker import Admission, Breaker, BreakerState, Transition
+from breakerdeck.engine.events import Event
 from breakerdeck.engine.policy import AgentPolicy
 
 #: The most breakers a replica takes from the shared store (on joining, or from messages):
@@ -96,3 +97,27 @@ class Store(Protocol):
     def start(self, on_change: OnChange, on_join: OnJoin, wall: Callable[[], float]) -> None: ...
 
     def close(self) -> None: ...
+
+    def member(self, engine: Any) -> Member:
+        """The engine's membership of the fleet this store serves (`fleet.Fleet`): made by
+        the store, so the engine never imports the fleet that reads it."""
+        ...
+
+
+class Member(Protocol):
+    """What the engine asks of its membership of a fleet, at the points where the fleet has a
+    say (`fleet.Fleet`). `slot` is the engine's own per-key record."""
+
+    store: Store
+
+    def start(self) -> None: ...
+
+    def asks(self, breaker: Breaker, now: float) -> bool: ...
+
+    def admit(
+        self, slot: Any, number: int, lease: float
+    ) -> tuple[Admission, Sequence[Transition]] | None: ...
+
+    def step(
+        self, slot: Any, op: str, *extra: Arg, written: list[Event] | None = None
+    ) -> Shared | None: ...

@@ -30,6 +30,8 @@ from redis.retry import Retry
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.breaker import BreakerState, State, Transition
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.fleet import Fleet
 from breakerdeck.engine.outcomes import OutcomeClass
 from breakerdeck.engine.policy import MAX_DEADLINE_SECONDS, AgentPolicy
 from breakerdeck.engine.replica import (
@@ -312,6 +314,9 @@ class SharedStore:
             policy.upstream_threshold,
             *extra,
         ]
+
+    def member(self, engine: Engine) -> Fleet:
+        return Fleet(engine, self)
 
     def use_policy(self, policy: AgentPolicy) -> None:
         self._policy = policy

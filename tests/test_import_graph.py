@@ -1,0 +1,91 @@
+"""No two modules import each other, directly or around a loop, lazy imports in functions
+included (issue 18): a circle means neither can be read, tested or moved without the other."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The source folders and the package each is installed as (DESIGN's layout).
+PACKAGES = {"engine": "breakerdeck.engine", "console": "breakerdeck.console"}
+PACKAGES["fixtures"] = "breakerdeck.fixtures"
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for folder, package in PACKAGES.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            name = ".".join((package, *parts)).removesuffix(".__init__")
+            found[name] = path
+    return found
+
+
+def _imports(path: Path, known: set[str]) -> set[str]:
+    """Every breakerdeck module this file imports, at any depth of the file, but not those
+    imported only for type checking (they never run)."""
+    tree = ast.parse(path.read_text())
+    checking_only: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            checking_only.update(id(child) for child in ast.walk(node))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in checking_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {name for name in names if name in known}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_itself_around_a_circle() -> None:
+    modules = _modules()
+    known = set(modules)
+    graph = {
+        name: {
+            other
+            for other in _imports(path, known)
+            if other != name and not (name.startswith(other + ".") and other in PACKAGES.values())
+        }
+        for name, path in modules.items()
+    }
+    assert _circles(graph) == []
