@@ -8,14 +8,17 @@ from breakerdeck.engine.breaker import State
 from breakerdeck.engine.clock import ManualClock, SystemClock
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.gateway import Gateway
+from breakerdeck.engine.guard import BreakerOpen, Guard
 from breakerdeck.engine.harness import Harness, Tool
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 
 __all__ = [
     "AgentPolicy",
+    "BreakerOpen",
     "Engine",
     "Gateway",
+    "Guard",
     "Harness",
     "ManualClock",
     "Outcome",

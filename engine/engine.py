@@ -49,6 +49,7 @@ from breakerdeck.engine.breaker import (
 from breakerdeck.engine.clock import Clock, SystemClock
 from breakerdeck.engine.errors import StateDirError, UnknownKey
 from breakerdeck.engine.events import BreakerView, CallCompleted, CallDenied, Event
+from breakerdeck.engine.guard import Guard
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.replica import Member, Store, token
@@ -404,6 +405,12 @@ class Engine:
 
     def key_for(self, agent: str, backend: str, credential: str) -> str:
         return agent if self._agent_policy else f"{backend}@{credential}"
+
+    def guard(self, key: str, *, agent: str, lease: float, **settings: Any) -> Guard:
+        """A reusable guard on one key, for code that makes its own calls (`engine.guard`):
+        `with guard:` or `async with guard:` admits or raises `BreakerOpen`, and records
+        the body's outcome. `settings`: `tool`, `deadline_seconds`, `classifier`."""
+        return Guard(self, key, agent=agent, lease=lease, **settings)
 
     def new_call(
         self, key: str, agent: str, platform: str, tool: str, deadline_seconds: float

@@ -227,11 +227,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
 
     def open_reason(self, key: str) -> str:
         breaker = self.engine.breaker(key)
-        last = breaker.last_failure_detail or "unknown"
-        return (
-            f"{key} failed {breaker.count} times in a row; the last failure: {last}. "
-            "Calls are paused until the cooldown ends."
-        )
+        return results.open_reason(key, breaker.count, breaker.last_failure_detail)
 
     def guard(
         self, tool: str | Tool, *, sleep: Callable[[float], None] = time.sleep

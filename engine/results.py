@@ -38,6 +38,14 @@ def denied(
     return circuit_open(tool, reason, admission.retry_after, alternatives)
 
 
+def open_reason(key: str, count: int, last_failure: str | None) -> str:
+    """The plain words a `circuit_open` result carries: how many failures, the last one."""
+    return (
+        f"{key} failed {count} times in a row; the last failure: {last_failure or 'unknown'}. "
+        "Calls are paused until the cooldown ends."
+    )
+
+
 def circuit_open(
     tool: str, reason: str, retry_after: float, alternatives: tuple[str, ...]
 ) -> ToolResult:
