@@ -143,8 +143,8 @@ async def test_with_probe_wait_the_waiters_proceed_after_a_successful_probe(
     tmp_path: Path, payments: tuple[FakePlatform, PlatformServer], start_gateway: StartRig
 ) -> None:
     platform, server = payments
-    # The fixture server's listen queue is 5 deep: a longer deadline rides out SYN retries,
-    # and the waiters' bound is far longer than the probe can take on a loaded machine.
+    # A longer deadline, and the waiters' bound far longer than the probe can take on a
+    # loaded machine.
     config = _config(tmp_path, server, "probe_wait_seconds = 30")
     rig = await start_gateway(config, deadline=10.0)
     platform.set_fault(REFUSED)
