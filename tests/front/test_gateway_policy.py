@@ -156,8 +156,8 @@ async def test_with_probe_wait_the_waiters_proceed_after_a_successful_probe(
     tmp_path: Path, payments: tuple[FakePlatform, PlatformServer], start_gateway: StartRig
 ) -> None:
     platform, server = payments
-    # The fixture server's listen queue is 5 deep: a longer deadline rides out SYN retries,
-    # and the waiters' bound is far longer than the probe can take on a loaded machine.
+    # A longer deadline, and the waiters' bound far longer than the probe can take on a
+    # loaded machine.
     config = _config(tmp_path, server, "probe_wait_seconds = 30")
     rig = await start_gateway(config, deadline=10.0)
     platform.set_fault(REFUSED)
@@ -242,7 +242,14 @@ async def test_with_probe_wait_waiters_on_another_replica_proceed_when_its_probe
     clock.advance(300)
     platform.set_fault(Fault(SLOW.kind, delay=0.5))
     probe = asyncio.create_task(a.call("billing", "/p/payments/x"))
-    while b.engine.breaker("billing").probe_id is None:
+
+    def heard_of_the_probe() -> bool:
+        """b has heard of the trip and of a's probe: until then b's calls are no waiters (and
+        before the trip, asking b for the agent's breaker raises UnknownKey)."""
+        known = b.engine.keys()
+        return "billing" in known and b.engine.breaker("billing").probe_id is not None
+
+    while not heard_of_the_probe():
         await asyncio.sleep(0.01)
     waiters = [b.call("billing", "/p/payments/x") for _ in range(5)]
     answers = await asyncio.wait_for(asyncio.gather(probe, *waiters), timeout=10)
