@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import Breaker, BreakerState, State, Transition
+from breakerdeck.engine.breaker import Breaker, BreakerState, State, Transition, picture
 from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
@@ -417,22 +417,7 @@ def _view(k: _Key, seq: int) -> BreakerView:
     """The key's breaker as the engine's `_view` pictures it (its times are walls here)."""
     b = k.breaker.snapshot()
     probe = k.probe[1] if k.probe is not None and b.state is State.HALF_OPEN else None
-    return BreakerView(
-        key=k.breaker.key,
-        agents=tuple(k.agents),
-        state=b.state.value,
-        count=b.count,
-        trip_cause=b.trip_cause.value if b.trip_cause else None,
-        opened_at=b.opened_at,
-        reopens_at=b.reopens_at,
-        cooldown=b.cooldown,
-        failed_probes=b.failed_probes,
-        paged=b.paged,
-        paused=k.paused,
-        last_failure_at=b.last_failure_at,
-        seq=seq,
-        probe_since=probe,
-    )
+    return picture(k.breaker.key, tuple(k.agents), b, paused=k.paused, seq=seq, probe_since=probe)
 
 
 def _differs(a: BreakerView, b: BreakerView) -> bool:
