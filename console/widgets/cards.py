@@ -127,9 +127,12 @@ class CardList(ScrollView, can_focus=True):
         fix_key: Callable[[Card], bool] | None = None,
         fixed: Callable[[Card], bool] | None = None,
         stale_since: Callable[[Card], float | None] | None = None,
+        approximate: bool = False,
         id: str | None = None,
     ) -> None:
         super().__init__(id=id)
+        #: The counters are approximate (an audit log replayed): they read `count ≈5`.
+        self.approximate = approximate
         self.thresholds = thresholds
         self.now = now
         #: The clock a card's countdown runs on (its source's: a sped-up engine runs faster).
@@ -538,10 +541,9 @@ class CardList(ScrollView, can_focus=True):
             state: self.get_component_rich_style(_STATE_CLASS[word]) + plain
             for state, word in _TIMELINE_WORDS.items()
         }
-        return [
-            Segment(cell.glyph, styles.get(cell.kind, mark))
-            for cell in strip(card.timeline, card.marks, start=start, step=step, count=count)
-        ]
+        now = self.now_for(card)
+        cells = strip(card.timeline, card.marks, start=start, step=step, count=count, now=now)
+        return [Segment(cell.glyph, styles.get(cell.kind, mark)) for cell in cells]
 
     def _body(
         self, card: Card, line: int, dim: Style, room: int, fixed: bool = False
@@ -549,7 +551,8 @@ class CardList(ScrollView, can_focus=True):
         view = card.view
         if line == 1:
             limits = card.limits or self.thresholds
-            parts = [f"count {limits.counter(view.count)}"]
+            # ≈: replayed from an audit log, which keeps no successes (they reset it)
+            parts = [f"count {'≈' if self.approximate else ''}{limits.counter(view.count)}"]
             if view.state != "closed":
                 parts.append(f"cause {cause_word(view.trip_cause)}")
                 forms = probe_words(card)
