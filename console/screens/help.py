@@ -40,7 +40,7 @@ KEYS: list[tuple[str, str]] = [
     ("j / k", "move through the audit log"),
     ("h", "hide / show the denied calls in the audit log"),
     ("Timeline", ""),
-    ("· █ ▒ ‖", "closed, open, half-open, paused; on a card a cell is 30 s, -12m its span"),
+    ("· █ ▒ ‖", "closed, open, half-open, paused; a card's cell: 30 s (a minute at 80 columns)"),
     ("✗ ✓ R !", "a probe failed, a probe succeeded, a reset, a page (drawn over the state)"),
     ("Replay", ""),
     ("space", "play / pause the recording (at the end: from the start)"),
