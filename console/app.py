@@ -32,12 +32,13 @@ from breakerdeck.console.messages import (
     TableRequested,
 )
 from breakerdeck.console.model import Board, Card, clock_text, mmss
+from breakerdeck.console.replay import JUMP_SECONDS, ReplaySource
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.screens.help import HelpScreen
 from breakerdeck.console.screens.table import TableScreen
-from breakerdeck.console.source import REVOKED, FaultControls, Notice, Source
+from breakerdeck.console.source import REVOKED, FaultControls, Notice, Restart, Source
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.bus import Missed
 from breakerdeck.engine.events import Event
@@ -70,6 +71,17 @@ class BreakerdeckApp(App[None]):
     ENABLE_COMMAND_PALETTE = False
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="app-quit"),
+        # A replay's player (`check_action` offers them only there); the status line says
+        # where the recording is and lists these keys.
+        Binding("space", "replay('play')", "Play/pause", id="replay-play"),
+        Binding("full_stop", "replay('step', 1)", "Step", show=False, id="replay-step"),
+        Binding("comma", "replay('step', -1)", "Back", show=False, id="replay-back"),
+        Binding("right_square_bracket", "replay('jump', 1)", "+1m", show=False, id="replay-on"),
+        Binding("left_square_bracket", "replay('jump', -1)", "-1m", show=False, id="replay-off"),
+        Binding("n", "replay('change', 1)", "Next change", show=False, id="replay-next"),
+        Binding("N", "replay('change', -1)", "Previous", show=False, id="replay-previous"),
+        Binding("plus,equals_sign", "replay('speed', 1)", "Faster", show=False, id="replay-up"),
+        Binding("minus", "replay('speed', -1)", "Slower", show=False, id="replay-down"),
     ]
 
     def __init__(
@@ -141,7 +153,9 @@ class BreakerdeckApp(App[None]):
             if isinstance(batch, Notice):
                 self.notify(batch.text, severity=batch.severity, timeout=6)  # type: ignore[arg-type]
                 continue
-            if isinstance(batch, Missed):
+            if isinstance(batch, Restart):
+                self.board.clear()  # a replay moved back: its history is read again below
+            if isinstance(batch, Missed | Restart):
                 self.resyncs += 1
                 self.board.apply(self.source.recent(SEED_EVENTS))  # what the cards missed
                 self.board.load(self.source.snapshot(), at=self.source.now())
@@ -260,6 +274,38 @@ class BreakerdeckApp(App[None]):
             markup=False,
         )
 
+    # -- replay ------------------------------------------------------------------------------
+
+    @property
+    def player(self) -> ReplaySource | None:
+        return self.source if isinstance(self.source, ReplaySource) else None
+
+    def player_status(self) -> str | None:
+        player = self.player
+        return None if player is None else player.status()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "replay":
+            return self.player is not None  # elsewhere these keys are not offered at all
+        return True
+
+    def action_replay(self, what: str, amount: int = 1) -> None:
+        player = self.player
+        if player is None:
+            return
+        if what == "play":
+            player.play_pause()
+        elif what == "step":
+            player.step(amount)
+        elif what == "jump":
+            player.jump(amount * JUMP_SECONDS)
+        elif what == "change":
+            player.next_change(amount)
+        elif what == "speed":
+            player.faster(amount)
+        self._frame.clear()
+        self._refresh_status()  # the player's line, at once
+
     # -- operator actions ------------------------------------------------------------------
 
     def action_help(self) -> None:
@@ -301,7 +347,7 @@ class BreakerdeckApp(App[None]):
     # the key out of the footer (it never applies here), None greys it out (not on this card).
 
     def reset_offer(self, card: Card | None) -> bool | None:
-        if card is not None and not self.source.can_write(card.id):
+        if self.player is not None or (card is not None and not self.source.can_write(card.id)):
             return False  # a viewer token
         return True if card is not None and self.can_reset(card) else None
 

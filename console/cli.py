@@ -267,13 +267,51 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reset.add_argument("--timeout", type=_timeout, default=10.0)
 
+    replay = commands.add_parser(
+        "replay",
+        help="the console on a recorded incident (a trace, or a state dir's audit log)",
+        description="Replay a recorded incident in the console, read-only: space plays and "
+        "pauses, . and , step by event, ] and [ jump a minute, n and N go to the next and "
+        "previous transition, + and - change the speed.",
+    )
+    replay.add_argument(
+        "trace", nargs="?", default=None, help="a trace: `demo --headless` or a door's --events"
+    )
+    replay.add_argument(
+        "--state-dir",
+        default=None,
+        help="replay this state dir's audit log instead (serve's, a gateway's, an MCP proxy's)",
+    )
+    replay.add_argument(
+        "--policy",
+        choices=["agent", "tool"],
+        default=None,
+        help="default: tool when the keys read backend@credential, else agent",
+    )
+    replay.add_argument(
+        "--speed",
+        type=_speed,
+        default=None,
+        help="recorded seconds per real second while playing (default: 10)",
+    )
+    replay.add_argument(
+        "--at",
+        type=_number(0.0, MAX_DURATION),
+        default=None,
+        help="start this many recorded seconds after the first event",
+    )
+
     add_gateway_parser(commands)
     add_mcp_parser(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "replay" and (args.trace is None) == (args.state_dir is None):
+        replay = parser._commands["replay"] if isinstance(parser, _Parser) else parser
+        replay.error("give one recording: a trace file, or --state-dir DIR")
     try:
         return _run(args)
     except BrokenPipeError:
@@ -312,6 +350,10 @@ def _run(args: argparse.Namespace) -> int:
         from breakerdeck.console.remote_source import run_watch
 
         return run_watch(args)
+    if args.command == "replay":
+        from breakerdeck.console.replay import run_replay
+
+        return run_replay(args)
     if args.command == "demo" and args.headless:
         from breakerdeck.console.headless import run_headless
 

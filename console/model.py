@@ -613,11 +613,15 @@ class Board:
         #: id -> whether its engine shares the breaker with the others through an answering
         #: store (gateway replicas): a key's such cards in one state are shown as one.
         self.pooled = pooled
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget every view and all history (a replay moved back: it is read again)."""
         self._views: dict[str, BreakerView] = {}
         self._history: dict[str, _History] = {}
         #: The last seq folded in, per source (seqs are each engine's own).
         self._seen: dict[object, int] = {}
-        self.version = 0
+        self.version = getattr(self, "version", 0) + 1  # a cleared board reads as changed
         # The order is kept between changes: a repaint under a flood re-places only the ids
         # that changed (bisect out, bisect in) instead of sorting every card again.
         self._placed: dict[str, list[tuple[SortKey, Card]]] = {}  # id -> its cards, their keys
@@ -638,7 +642,7 @@ class Board:
         self._summary: tuple[int, Summary] | None = None
         #: The event log, newest first.
         self.log: deque[LogRow] = deque(maxlen=LOG_ROWS)
-        self.log_version = 0
+        self.log_version = getattr(self, "log_version", 0) + 1
 
     # -- writing (the source reader) -------------------------------------------------------
 

@@ -39,6 +39,11 @@ class Notice:
     severity: str = "information"
 
 
+class Restart:
+    """The source's history starts over (a replay moved back): the console drops what it
+    folded, then reads history and a snapshot afresh, as after a `Missed`."""
+
+
 class Source(abc.ABC):
     """Breakers, their events, their audit log, and the two operator writes."""
 
@@ -48,6 +53,10 @@ class Source(abc.ABC):
     speed: float | None = None
     #: Wall time (source clock) since which the data is not live; None while it is.
     stale_since: float | None = None
+    #: Counters that cannot be exact (an audit log replayed keeps no successes): cards say so.
+    approximate_counts: bool = False
+    #: The clock is a recording's (a replay): the header says "recorded time".
+    recorded: bool = False
 
     @property
     @abc.abstractmethod
@@ -75,7 +84,7 @@ class Source(abc.ABC):
         """Recent history (transitions, denials, failures), oldest first, to seed the cards."""
 
     @abc.abstractmethod
-    def updates(self) -> AsyncIterator[list[Event] | Missed | Notice]:
+    def updates(self) -> AsyncIterator[list[Event] | Missed | Notice | Restart]:
         """Event batches in order. A `Missed` means: take a snapshot before reading on (the
         first item is always one, so subscribing and the snapshot cannot race). A `Notice` is
         for the operator's eyes. An event that changed its breaker carries the breaker's view

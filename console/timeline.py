@@ -62,11 +62,19 @@ def state_of(state: str, paused: bool) -> str:
 
 
 def strip(
-    points: Sequence[Point], marks: Iterable[Mark], *, start: float, step: float, count: int
+    points: Sequence[Point],
+    marks: Iterable[Mark],
+    *,
+    start: float,
+    step: float,
+    count: int,
+    now: float | None = None,
 ) -> list[Cell]:
     """`count` cells of `step` seconds from `start`: each the state that held longest in it
-    (a point holds until the next), or the strongest mark in it."""
-    end = start + step * count
+    (a point holds until the next), or the strongest mark in it. The cell under way at `now`
+    shows the state now (a breaker that just tripped reads open at once)."""
+    horizon = start + step * count
+    end = horizon if now is None else min(horizon, now)
     cells: list[Cell] = []
     held: dict[int, dict[str, float]] = {}
     for n, (wall, state) in enumerate(points):
@@ -82,11 +90,15 @@ def strip(
                 totals[state] = totals.get(state, 0.0) + (hi - lo)
     strongest: dict[int, str] = {}
     for wall, kind in marks:
-        if not start <= wall < end:
+        if not start <= wall < horizon:
             continue
         i = int((wall - start) // step)
         if i not in strongest or _MARK_RANK[kind] < _MARK_RANK[strongest[i]]:
             strongest[i] = kind
+    if now is not None and points and start <= now < horizon:
+        current = next((state for wall, state in reversed(points) if wall <= now), None)
+        if current is not None:
+            held[int((now - start) // step)] = {current: float("inf")}
     for i in range(count):
         if i in strongest:
             cells.append(Cell(MARK_GLYPHS[strongest[i]], strongest[i]))

@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from breakerdeck.engine import events as ev
+from breakerdeck.engine.events import BreakerView
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 
@@ -80,6 +81,35 @@ class BreakerState:
     rate_limited_streak: int
     last_retry_after: float | None
     trip_cause: OutcomeClass | None
+
+
+def picture(
+    key: str,
+    agents: tuple[str, ...],
+    b: BreakerState,
+    *,
+    paused: bool,
+    seq: int = 0,
+    probe_since: float | None = None,
+) -> BreakerView:
+    """A breaker's state as the view the console, the feed and `status` read (the engine's
+    and a replay's alike)."""
+    return BreakerView(
+        key=key,
+        agents=agents,
+        state=b.state.value,
+        count=b.count,
+        trip_cause=b.trip_cause.value if b.trip_cause else None,
+        opened_at=b.opened_at,
+        reopens_at=b.reopens_at,
+        cooldown=b.cooldown,
+        failed_probes=b.failed_probes,
+        paged=b.paged,
+        paused=paused,
+        last_failure_at=b.last_failure_at,
+        seq=seq,
+        probe_since=probe_since,
+    )
 
 
 def _shifted(value: float | None, offset: float) -> float | None:

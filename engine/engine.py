@@ -45,6 +45,7 @@ from breakerdeck.engine.breaker import (
     DenyReason,
     State,
     Transition,
+    picture,
 )
 from breakerdeck.engine.clock import Clock, SystemClock
 from breakerdeck.engine.errors import StateDirError, UnknownKey
@@ -859,19 +860,11 @@ class Engine:
         """Under the key's lock: its picture as of `seq` (an event about to be written takes
         its own seq in `_queue`)."""
         b = slot.breaker.snapshot(self.clock.wall() - self.clock.monotonic())
-        return BreakerView(
-            key=slot.breaker.key,
-            agents=tuple(slot.agents),
-            state=b.state.value,
-            count=b.count,
-            trip_cause=b.trip_cause.value if b.trip_cause else None,
-            opened_at=b.opened_at,
-            reopens_at=b.reopens_at,
-            cooldown=b.cooldown,
-            failed_probes=b.failed_probes,
-            paged=b.paged,
+        return picture(
+            slot.breaker.key,
+            tuple(slot.agents),
+            b,
             paused=slot.credential_revoked,
-            last_failure_at=b.last_failure_at,
             seq=seq,
             probe_since=self._probe_since(slot),
         )

@@ -85,6 +85,7 @@ class DashboardScreen(Screen[None]):
                 fix_key=app.can_fix,
                 fixed=app.fixed,
                 stale_since=lambda card: app.source.stale_for(card.id),
+                approximate=app.source.approximate_counts,
                 id="cards",
             )
             yield EventLog(id="log")
@@ -169,6 +170,7 @@ class DashboardScreen(Screen[None]):
             stale_since=source.stale_since,
             store_lost=[name for name, _ in source.shared_store_lost()],
             engines=source.engines,
+            recorded=source.recorded,
         )
 
     def _show_status(self, shown: int, total: int) -> None:
@@ -181,6 +183,7 @@ class DashboardScreen(Screen[None]):
             total=total,
             faults=faults,
             store_lost=self.deck.source.shared_store_lost(),
+            player=self.deck.player_status(),
         )
         hidden = self.cards.selection_out_of_view() if self.is_mounted else None
         self.query_one(SelectionHint).show(hidden)

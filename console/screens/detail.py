@@ -142,7 +142,8 @@ class DetailScreen(Screen[None]):
             title.append(f" (shared: {printable(', '.join(card.view.agents))})")
         if card.rank == 0:
             title.append("  !! PAGED !!", style="bold reverse")
-        title.append(f"   count {self.deck.board.thresholds.counter(card.view.count)}")
+        approximate = "≈" if self.deck.source.approximate_counts else ""
+        title.append(f"   count {approximate}{self.deck.board.thresholds.counter(card.view.count)}")
         self.query_one("#detail-title", Static).update(title)
         self.query_one("#detail-hint", Static).update(f"→ {printable(hint(card))}")
 

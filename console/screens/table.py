@@ -159,6 +159,7 @@ class TableScreen(Screen[None]):
             stale_since=source.stale_since,
             store_lost=[name for name, _ in source.shared_store_lost()],
             engines=source.engines,
+            recorded=source.recorded,
         )
 
     def tick(self) -> None:

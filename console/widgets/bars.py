@@ -31,9 +31,11 @@ class SummaryBar(Static):
         stale_since: float | None,
         store_lost: Sequence[str | None] = (),
         engines: int = 1,
+        recorded: bool = False,
     ) -> None:
         """`store_lost`: the engines whose shared store is lost, by label (None: the only
-        one), of `engines` watched."""
+        one), of `engines` watched. `recorded`: the clock is a replay's, the recorded time."""
+        self._recorded = recorded
         width = self.size.width or self.app.size.width  # before its first layout: the screen's
         marks = _store_marks(store_lost, engines)
         counts = Text(no_wrap=True)
@@ -80,9 +82,14 @@ class SummaryBar(Static):
             self._shown = text
             self.update(text, layout=False)  # one line, always: nothing to lay out again
 
-    @staticmethod
-    def _right(now: float, speed: float | None, stale_since: float | None, full: bool) -> Text:
+    _recorded = False
+
+    def _right(
+        self, now: float, speed: float | None, stale_since: float | None, full: bool
+    ) -> Text:
         right = Text(no_wrap=True)
+        if self._recorded:
+            right.append("recorded time " if full else "rec ", style="bold")
         if stale_since is not None:
             right.append(f" STALE since {clock_text(stale_since)} ", style="bold reverse")
             return right
@@ -133,11 +140,17 @@ class StatusLine(Static):
         total: int,
         faults: dict[str, str],
         store_lost: Sequence[tuple[str | None, str]] = (),
+        player: str | None = None,
     ) -> None:
         """`store_lost`: (engine label, or None for the only one; why) for each engine whose
         shared store is lost. The header says which; this line says why, once per reason
-        (replicas that lost one Redis usually give the same)."""
+        (replicas that lost one Redis usually give the same). `player`: a replay's state and
+        keys, first."""
         text = Text(no_wrap=True, overflow="ellipsis")
+        if player:
+            state, _, keys = player.partition("  ")
+            text.append(state, style="bold reverse")
+            text.append("  " + keys + "  ")
         if filter_text:
             shown_filter = printable(filter_text)
             text.append(f"filter “{shown_filter}”: {shown} of {total} ", style="bold reverse")
@@ -168,7 +181,7 @@ class StatusLine(Static):
             healthy = [p for p in order if faults[p] == "ok"]
             if healthy:
                 text.append("ok: " + printable(" ".join(healthy)))
-        self.display = bool(filter_text or faults or store_lost)
+        self.display = bool(filter_text or faults or store_lost or player)
         width = self.app.size.width  # the line spans the screen (it may be hidden: no size yet)
         if text.cell_len > width:  # cut where the eye sees it was cut
             text.truncate(width, overflow="ellipsis")

@@ -43,10 +43,12 @@ TROUBLE_LINES = 5
 CLOSED_LINES = 3
 STATE_WIDTH = 11  # "HALF-OPEN" and "OPEN 04:12" fit, then two spaces
 #: The title line's state timeline: after the name's room, ending before the cooldown's.
-NAME_ROOM = 20
+NAME_ROOM = 27  # "billing-assistant  PAGED " fits: strips of one width, card under card
 COOLDOWN_ROOM = len("cooldown 900s")
 MIN_STRIP = 8
 MAX_STRIP = 96
+#: The least a card's strip shows: a 300 s cooldown, its probe and some of what came before.
+CARD_WINDOW = 15 * 60.0
 _CACHE_LIMIT = 4096
 _NEAR = 64  # places either side of where the selected card was, searched first
 
@@ -127,9 +129,12 @@ class CardList(ScrollView, can_focus=True):
         fix_key: Callable[[Card], bool] | None = None,
         fixed: Callable[[Card], bool] | None = None,
         stale_since: Callable[[Card], float | None] | None = None,
+        approximate: bool = False,
         id: str | None = None,
     ) -> None:
         super().__init__(id=id)
+        #: The counters are approximate (an audit log replayed): they read `count ≈5`.
+        self.approximate = approximate
         self.thresholds = thresholds
         self.now = now
         #: The clock a card's countdown runs on (its source's: a sped-up engine runs faster).
@@ -348,7 +353,7 @@ class CardList(ScrollView, can_focus=True):
         # the timelines moved a cell on since the last tick (the first draw was up to date)
         slid = self._slot is not None and slot != self._slot
         self._slot = slot
-        since = (slot + 1 - MAX_STRIP) * CARD_STEP
+        since = (slot + 1 - 2 * MAX_STRIP) * CARD_STEP
         for row in self.visible_rows():
             start = row * self._columns
             shown = self.cards[start : start + self._columns]
@@ -515,18 +520,20 @@ class CardList(ScrollView, can_focus=True):
         with nothing in its window."""
         used = sum(segment.cell_length for segment in before)
         end = width - COOLDOWN_ROOM - 2
-        start = max(2 + STATE_WIDTH + 1 + NAME_ROOM, used + 2)
-        cells = min(MAX_STRIP, end - start - 5)  # "-12m " before the cells
+        room = min(MAX_STRIP, end - (2 + STATE_WIDTH + 1 + NAME_ROOM) - 5)  # "-12m " first
+        cells = min(room, end - used - 2 - 5)
         if cells < MIN_STRIP:
             return []
-        now = (slot + 1) * CARD_STEP  # the window ends with the half minute under way
-        since = now - cells * CARD_STEP
+        step = strip_step(room)
+        # the window ends with the cell under way (the half minute, or minute)
+        until = (int(slot * CARD_STEP // step) + 1) * step
+        since = until - cells * step
         if card.rank == RANK_CLOSED and not busy(card.timeline, card.marks, since):
             return []
-        label = f"-{span_text(cells * CARD_STEP)}"
+        label = f"-{span_text(cells * step)}"
         segments = [Segment(" " * (end - used - cells - len(label) - 1))]
         segments.append(Segment(label + " ", self.get_component_rich_style("cards--dim")))
-        segments += self.cells(card, since, CARD_STEP, cells)
+        segments += self.cells(card, since, step, cells)
         return segments
 
     def cells(self, card: Card, start: float, step: float, count: int) -> list[Segment]:
@@ -538,10 +545,9 @@ class CardList(ScrollView, can_focus=True):
             state: self.get_component_rich_style(_STATE_CLASS[word]) + plain
             for state, word in _TIMELINE_WORDS.items()
         }
-        return [
-            Segment(cell.glyph, styles.get(cell.kind, mark))
-            for cell in strip(card.timeline, card.marks, start=start, step=step, count=count)
-        ]
+        now = self.now_for(card)
+        cells = strip(card.timeline, card.marks, start=start, step=step, count=count, now=now)
+        return [Segment(cell.glyph, styles.get(cell.kind, mark)) for cell in cells]
 
     def _body(
         self, card: Card, line: int, dim: Style, room: int, fixed: bool = False
@@ -549,7 +555,8 @@ class CardList(ScrollView, can_focus=True):
         view = card.view
         if line == 1:
             limits = card.limits or self.thresholds
-            parts = [f"count {limits.counter(view.count)}"]
+            # ≈: replayed from an audit log, which keeps no successes (they reset it)
+            parts = [f"count {'≈' if self.approximate else ''}{limits.counter(view.count)}"]
             if view.state != "closed":
                 parts.append(f"cause {cause_word(view.trip_cause)}")
                 forms = probe_words(card)
@@ -582,6 +589,12 @@ class CardList(ScrollView, can_focus=True):
         if left:
             segments.append(Segment(f" +{left} more", dim))
         return segments
+
+
+def strip_step(cells: int) -> float:
+    """A card strip's cell: half a minute, or a minute where half minutes would show less
+    than a quarter of an hour (80 columns: 18 cells, the last 18 minutes)."""
+    return CARD_STEP if cells * CARD_STEP >= CARD_WINDOW else 2 * CARD_STEP
 
 
 def probe_words(card: Card) -> list[str]:
