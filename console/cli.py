@@ -351,7 +351,7 @@ def _run(args: argparse.Namespace) -> int:
 
         return run_watch(args)
     if args.command == "replay":
-        from breakerdeck.console.replay import run_replay
+        from breakerdeck.console.replay_command import run_replay
 
         return run_replay(args)
     if args.command == "demo" and args.headless:

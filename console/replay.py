@@ -15,18 +15,16 @@ import argparse
 import asyncio
 import bisect
 import contextlib
-import getpass
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from breakerdeck.console.model import Thresholds
-from breakerdeck.console.output import say
 from breakerdeck.console.source import TRIP_TYPES, Restart, Source
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.bus import Missed
 from breakerdeck.engine.events import BreakerView, Event
-from breakerdeck.engine.replay import Replay, ReplayError, replay_audit, replay_trace
+from breakerdeck.engine.replay import Replay, replay_audit, replay_trace
 
 #: Playing speeds, recorded seconds per real second (`+` and `-` move along them).
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -194,9 +192,7 @@ class ReplaySource(Source):
             )
         else:
             last = self.cursor - 1
-            while last >= 0 and self._walls[last] == self.clock and not _changes(
-                self.events[last]
-            ):
+            while last >= 0 and self._walls[last] == self.clock and not _changes(self.events[last]):
                 last -= 1  # the moment the cursor stands at
             found = next((i for i in range(last - 1, -1, -1) if _changes(self.events[i])), None)
             if found is None:
@@ -245,21 +241,3 @@ def load(args: argparse.Namespace) -> tuple[Replay, str]:
         return replay_audit(directory, args.policy), f"replay {directory.name or directory}"
     path = Path(args.trace).expanduser()
     return replay_trace(path, args.policy), f"replay {path.name}"
-
-
-def run_replay(args: argparse.Namespace) -> int:
-    from breakerdeck.console.app import BreakerdeckApp
-
-    try:
-        replay, label = load(args)
-    except ReplayError as error:
-        say(str(error))
-        return EXIT_START
-    for divergence in replay.divergences[:5]:
-        say(f"the core disagrees with the recording: {divergence}")
-    source = ReplaySource(replay, label=label, speed=args.speed or DEFAULT_SPEED)
-    if args.at:
-        source.seek(source.start + args.at)
-    app = BreakerdeckApp(source, operator=getpass.getuser())
-    app.run()
-    return app.return_code or 0

@@ -1,0 +1,28 @@
+"""`breakerdeck replay`: the console on a recorded incident (its own module: the app imports the
+replay's source, and this command imports the app)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+
+from breakerdeck.console.app import BreakerdeckApp
+from breakerdeck.console.output import say
+from breakerdeck.console.replay import DEFAULT_SPEED, EXIT_START, ReplaySource, load
+from breakerdeck.engine.replay import ReplayError
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    try:
+        replay, label = load(args)
+    except ReplayError as error:
+        say(str(error))
+        return EXIT_START
+    for divergence in replay.divergences[:5]:
+        say(f"the core disagrees with the recording: {divergence}")
+    source = ReplaySource(replay, label=label, speed=args.speed or DEFAULT_SPEED)
+    if args.at:
+        source.seek(source.start + args.at)
+    app = BreakerdeckApp(source, operator=getpass.getuser())
+    app.run()
+    return app.return_code or 0
