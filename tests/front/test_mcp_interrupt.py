@@ -23,6 +23,15 @@ from tests.front.test_mcp_stdio_files import (
 TOOLS = ("search__lookup", "billing__charge", "docs__lookup")
 
 
+def pending(pid: int, signum: int) -> bool:
+    """The signal is sent but not yet taken by any of the process's threads (Linux's ShdPnd):
+    once taken, its C handler has run, and the Python one runs before the main thread goes on."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("ShdPnd:"):
+            return bool(int(line.split()[1], 16) & (1 << (signum - 1)))
+    raise AssertionError(f"no ShdPnd line for process {pid}")
+
+
 def test_a_fixture_server_interrupted_ends_without_a_traceback_when_its_host_leaves(
     tmp_path: Path,
 ) -> None:
@@ -40,6 +49,9 @@ def test_a_fixture_server_interrupted_ends_without_a_traceback_when_its_host_lea
         os.write(write_end, frame(INITIALIZE))
         wait_for(lambda: len(answers(out)) == 1, START_SECONDS, "answer to initialize")
         server.send_signal(signal.SIGINT)
+        # Interrupted before the host goes away: on a loaded machine the end of input could
+        # otherwise reach it first, and it would end as a server whose host left (0).
+        wait_for(lambda: not pending(server.pid, signal.SIGINT), EXIT_SECONDS, "the signal taken")
     finally:
         os.close(write_end)  # the host goes away too, as the interrupted proxy does
         try:
