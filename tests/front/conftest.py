@@ -137,7 +137,10 @@ async def start_gateway(tmp_path: Path) -> AsyncIterator[StartRig]:
         return rig
 
     yield start
-    for server, task, rig in running:
+    # Last started, first stopped: each server puts back the signal handlers it found, so
+    # stopping them in start order would leave the first one's handler installed for the
+    # rest of the run (a Ctrl-C of pytest would then only stop a server that is gone).
+    for server, task, rig in reversed(running):
         await rig.client.aclose()
         server.should_exit = True
         await task

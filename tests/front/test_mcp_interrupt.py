@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.front.mcp_support import FIXTURE
@@ -23,6 +25,21 @@ from tests.front.test_mcp_stdio_files import (
 TOOLS = ("search__lookup", "billing__charge", "docs__lookup")
 
 
+@contextmanager
+def default_sigint() -> Iterator[None]:
+    """Children started inside take Ctrl-C as a terminal's foreground job does, even when this
+    run was started with SIGINT ignored (a background job of a shell without job control, as a
+    CI runner may start `make test`): an ignored signal stays ignored across exec, and the
+    interrupted processes would then end otherwise, or not at all; a handler set here is reset
+    to the default in the child."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
 def pending(pid: int, signum: int) -> bool:
     """The signal is sent but not yet taken by any of the process's threads (Linux's ShdPnd):
     once taken, its C handler has run, and the Python one runs before the main thread goes on."""
@@ -37,7 +54,7 @@ def test_a_fixture_server_interrupted_ends_without_a_traceback_when_its_host_lea
 ) -> None:
     out, errors = tmp_path / "out.json", tmp_path / "stderr.txt"
     read_end, write_end = os.pipe()
-    with out.open("wb") as stdout, errors.open("wb") as stderr:
+    with out.open("wb") as stdout, errors.open("wb") as stderr, default_sigint():
         server = subprocess.Popen(
             [*FIXTURE, "--control", str(tmp_path / "search")],
             stdin=read_end,
@@ -65,7 +82,7 @@ def test_a_fixture_server_interrupted_ends_without_a_traceback_when_its_host_lea
 
 def test_ctrl_c_on_the_demo_prints_no_traceback_and_exits_0(tmp_path: Path) -> None:
     errors = tmp_path / "stderr.txt"
-    with errors.open("wb") as stderr:
+    with errors.open("wb") as stderr, default_sigint():
         demo = subprocess.Popen(
             [*COMMAND, "--demo", "--feed-listen", "127.0.0.1:0", "--state-dir", str(tmp_path)],
             stdin=subprocess.DEVNULL,
