@@ -4,7 +4,6 @@ The names an adopter needs are here, so `from breakerdeck.engine import Engine` 
 import; each module below stays importable on its own for everything else.
 """
 
-from breakerdeck.engine.breaker import State
 from breakerdeck.engine.clock import ManualClock, SystemClock
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.gateway import Gateway
@@ -12,6 +11,7 @@ from breakerdeck.engine.guard import BreakerOpen, Guard
 from breakerdeck.engine.harness import Harness, Tool
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
+from breakerdeck.engine.state import State
 
 __all__ = [
     "AgentPolicy",

@@ -16,12 +16,7 @@ from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import BreakerView
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
-
-
-class State(StrEnum):
-    CLOSED = "closed"
-    OPEN = "open"
-    HALF_OPEN = "half_open"
+from breakerdeck.engine.state import State as State  # until every importer names engine.state
 
 
 class DenyReason(StrEnum):
@@ -97,7 +92,7 @@ def picture(
     return BreakerView(
         key=key,
         agents=agents,
-        state=b.state.value,
+        state=b.state,
         count=b.count,
         trip_cause=b.trip_cause.value if b.trip_cause else None,
         opened_at=b.opened_at,

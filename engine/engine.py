@@ -1197,7 +1197,7 @@ class Engine:
         return Verdict(
             key=slot.breaker.key,
             agent=slot.agents[0] if slot.agents else None,
-            state=b.state.value,
+            state=b.state,
             count=b.count,
             last_failure_at=b.last_failure_at,
             opened_at=b.opened_at,

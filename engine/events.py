@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.state import State
 
 CALL_COMPLETED: Final = "call.completed"
 CALL_DENIED: Final = "call.denied"
@@ -37,7 +38,7 @@ class BreakerView:
 
     key: str
     agents: tuple[str, ...]
-    state: str
+    state: State
     count: int
     trip_cause: str | None
     opened_at: float | None

@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import Breaker, BreakerState, State, Transition, picture
+from breakerdeck.engine.breaker import Breaker, BreakerState, Transition, picture
 from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
+from breakerdeck.engine.state import State
 
 #: The trace's fixed keys; the rest of a line is the type's own fields.
 _LINE_KEYS = frozenset({"seq", "t", "at", "type", "key", "agent"})

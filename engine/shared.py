@@ -79,7 +79,7 @@ class _Fields(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    state: Literal["closed", "open", "half_open"]
+    state: State
     count: int = Field(ge=0, le=1_000_000)
     lf: float | None
     detail: str = Field(max_length=10 * _MAX_TEXT)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
+from breakerdeck.engine.state import State
 from breakerdeck.engine.verdict import Verdict
 
 logger = logging.getLogger(__name__)
@@ -193,13 +194,14 @@ def _prepare(conn: sqlite3.Connection) -> None:
 def _allowed_types(hint: Any) -> tuple[type, ...]:
     if isinstance(hint, types.UnionType):
         return typing.get_args(hint)
+    if hint is State:  # stored as its value, checked against the members below
+        return (str,)
     return (hint,)
 
 
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     name: _allowed_types(hint) for name, hint in typing.get_type_hints(Verdict).items()
 }
-_STATES = frozenset({"closed", "open", "half_open"})
 
 
 def _decode(key: str, data: str) -> Verdict:
@@ -220,8 +222,10 @@ def _decode(key: str, data: str) -> Verdict:
         values[name] = float(value) if float in allowed and type(value) is int else value
     if values["key"] != key:
         raise ValueError(f"the stored verdict names key {values['key']!r}")
-    if values["state"] not in _STATES:
-        raise ValueError(f"unknown state {values['state']!r}")
+    try:
+        values["state"] = State(values["state"])
+    except ValueError:
+        raise ValueError(f"unknown state {values['state']!r}") from None
     return Verdict(**values)
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from breakerdeck.engine.breaker import State
+from breakerdeck.engine.state import State
 
 
 @dataclass(slots=True)
 class Verdict:
     key: str
     agent: str | None
-    state: str  # "closed" | "open" | "half_open"
+    state: State
     count: int
     last_failure_at: float | None
     opened_at: float | None

@@ -33,9 +33,10 @@ from pydantic import (
     model_validator,
 )
 
+from breakerdeck.engine.state import State
+
 PROTOCOL_VERSION: Literal[1] = 1
 Role = Literal["viewer", "operator"]
-BreakerState = Literal["closed", "open", "half_open"]
 #: Additive revisions within version 1. 2: an event that changes its breaker carries `view`.
 #: 3: the snapshot carries `shared_store` and `shared_store_reason`. 4: a breaker carries
 #: `probe_since` (half-open with its probe out).
@@ -86,7 +87,7 @@ class BreakerInfo(_ServerMessage):
     agent: str | None
     agents: list[str] = Field(default_factory=list)
     shared: bool = False
-    state: BreakerState
+    state: State
     count: int
     retry_after_seconds: float | None
     source: str

@@ -56,7 +56,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any, cast
+from typing import Any
 from weakref import WeakKeyDictionary
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -606,7 +606,7 @@ def _breaker(view: BreakerView, source: str, now: float) -> p.BreakerInfo:
         agent=view.agents[0] if view.agents else None,
         agents=list(view.agents),
         shared=view.shared,
-        state=cast(p.BreakerState, view.state),  # a State value; the model checks it again
+        state=view.state,
         count=view.count,
         retry_after_seconds=retry_after,
         source=source,
