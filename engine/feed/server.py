@@ -63,7 +63,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
-from websockets.protocol import State
+from websockets.protocol import State as ConnectionState
 
 from breakerdeck.engine.bus import Missed, Subscription
 from breakerdeck.engine.engine import Engine
@@ -72,6 +72,7 @@ from breakerdeck.engine.events import BreakerView, Event, iso_utc, record
 from breakerdeck.engine.feed import protocol as p
 from breakerdeck.engine.feed.repeats import RepeatFilter
 from breakerdeck.engine.policy import AgentPolicy
+from breakerdeck.engine.state import State
 from breakerdeck.engine.text import printable
 
 log = logging.getLogger(__name__)
@@ -305,7 +306,7 @@ class FeedServer:
     def _connections(self) -> int:
         """Open connections plus those admitted whose handshake is still finishing (a
         handshake that failed leaves a closed connection here until it is collected)."""
-        admitted = sum(1 for conn in self._roles if conn.state is not State.CLOSED)
+        admitted = sum(1 for conn in self._roles if conn.state is not ConnectionState.CLOSED)
         return len(self._clients) + admitted
 
     def _busy(self, connection: ServerConnection) -> Response:
@@ -599,7 +600,7 @@ def feed_record(event: Event, epoch: float, source: str) -> dict[str, Any]:
 
 def _breaker(view: BreakerView, source: str, now: float) -> p.BreakerInfo:
     retry_after = None
-    if view.state != "closed" and view.reopens_at is not None:
+    if view.state is not State.CLOSED and view.reopens_at is not None:
         retry_after = round(max(0.0, view.reopens_at - now), 3)
     return p.BreakerInfo(
         key=view.key,
