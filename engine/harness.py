@@ -302,7 +302,7 @@ class RetryBudget(Retries[Attempt]):
     """One `call_tool` or `guard` call's retry budget (the rule is `Retries`'): its answer is
     the tool's structured result, made once in `completion()` (its status is the line's)."""
 
-    __slots__ = ("args", "body", "credential", "deadlines", "harness", "result", "tool")
+    __slots__ = ("args", "body", "credential", "deadlines", "result", "tool")
 
     def __init__(
         self,
@@ -315,9 +315,10 @@ class RetryBudget(Retries[Attempt]):
         deadlines: Deadlines | None,
     ) -> None:
         """`args`, `body` and `deadlines` are what an async attempt sends and runs under; the
-        sync `guard` makes its attempts itself and passes None."""
-        super().__init__(harness.engine, call, tool.attempts, tool.backoff_seconds)
-        self.harness = harness
+        sync `guard` makes its attempts itself and passes None. (The base is named, not
+        reached through `super()`: a budget is made for every call, and `super()` alone
+        measured a quarter of this constructor.)"""
+        Retries.__init__(self, harness.engine, call, tool.attempts, tool.backoff_seconds)
         self.tool = tool
         self.credential = credential
         self.args = args
