@@ -1,6 +1,6 @@
-"""One call's path through a shell, written once for the harness and the gateway.
+"""One call's path through a shell, written once for the harness, the gateway and the MCP proxy.
 
-Both shells do the same thing around their own attempts: ask the breaker (after the opt-in
+Every shell does the same thing around its own attempts: ask the breaker (after the opt-in
 probe wait), make an attempt and more while the budget wants a retry (sleeping its wait and
 asking the breaker again first), complete the call with the budget's last outcome, then
 answer. The budget decides and holds the call's state (sans I/O); the shell only makes one
@@ -8,6 +8,9 @@ attempt (`CallPath._attempt`) and words a refusal (`CallPath._denied`). The loop
 twice, as a thin async driver (`_run`) and a thin sync one (`_run_sync`, for `Harness.guard`
 on a plain function), over the same budget. Refusals before the breaker are each shell's own
 (their checks differ) and end in `CallPath._refused`, so they are written alike.
+
+The `tool` policy's retry rule is `Retries`, which the harness's budget and the MCP proxy's
+both are: they differ in what an attempt is and in the answer, not in when to try again.
 
 Nothing here is made per call: the budget is the only object a call adds.
 """
@@ -19,11 +22,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
+from breakerdeck.engine import results
 from breakerdeck.engine.breaker import Admission
 from breakerdeck.engine.deadline import Deadlines
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.outcomes import Outcome
 from breakerdeck.engine.probewait import ProbeWaits
+from breakerdeck.engine.results import ToolResult
 
 A = TypeVar("A")
 A_contra = TypeVar("A_contra", contravariant=True)
@@ -35,7 +40,7 @@ Completion = tuple[Outcome, str, int | str, str | None, int | None]
 
 
 class Budget(Protocol[A_contra, R_co]):
-    """One admitted call's decisions (see `harness.RetryBudget`)."""
+    """One admitted call's decisions (see `Retries`)."""
 
     call: Call
 
@@ -45,6 +50,7 @@ class Budget(Protocol[A_contra, R_co]):
     def report(self, attempt: A_contra) -> None: ...
     def completion(self) -> Completion: ...
     def answer(self) -> R_co: ...
+    def cancelled(self) -> Completion | None: ...
 
 
 B = TypeVar("B", bound=Budget[Any, Any])
@@ -66,6 +72,92 @@ class OneAttempt:
     def recheck(self) -> bool:
         return True
 
+    def cancelled(self) -> Completion | None:
+        """A cancelled call is left to its lease."""
+        return None
+
+
+class Tried(Protocol):
+    """What the retry rule reads of an attempt."""
+
+    @property
+    def retry(self) -> bool: ...
+    @property
+    def wait(self) -> float | None: ...
+
+
+T = TypeVar("T", bound=Tried)
+
+
+class Retries(Generic[T]):
+    """The `tool` policy's retry budget, sans I/O: it decides, the shell sleeps and makes the
+    attempts. The breaker wraps the whole budget: it is asked again before every retry, and
+    the budget's last attempt is the call's one outcome.
+
+    The shell's loop: make the first attempt and `report()` it; while `more()` (a retry is
+    due), sleep `wait()`, stop unless `recheck()`, make the next attempt and report it. Then
+    complete the call with `completion()` and answer with `answer()` (read after completing: a
+    refusal's reason shows the new count). A subclass says what the completion and the answer
+    are; a round is one reported attempt (the MCP proxy's resend after an expired session is
+    inside its round, though it counts as a second attempt in the call's line).
+    """
+
+    __slots__ = ("backoff", "call", "engine", "limit", "rounds", "stopped", "tried")
+
+    def __init__(self, engine: Engine, call: Call, limit: int, backoff: float) -> None:
+        self.engine = engine
+        self.call = call
+        #: Rounds at most (the tool's `attempts`), and the pause between two of them.
+        self.limit = limit
+        self.backoff = backoff
+        self.rounds = 0
+        self.tried: T | None = None
+        #: The re-check refused the retry: the call ends as `circuit_open`.
+        self.stopped = False
+
+    def more(self) -> bool:
+        """A retry is due: the last attempt asks for one and the budget has one left."""
+        tried = self.tried
+        return tried is not None and tried.retry and self.rounds < self.limit
+
+    def wait(self) -> float:
+        """Before a retry (engine seconds): the backoff, or a Retry-After being waited out,
+        which extends a probe's lease by as much."""
+        tried = self.tried
+        if tried is not None and tried.wait is not None:
+            self.engine.extend_probe(self.call, tried.wait)
+            return tried.wait
+        return self.backoff
+
+    def recheck(self) -> bool:
+        """After the wait: a closed breaker or this call's own probe slot lets the retry go."""
+        self.stopped = not self.engine.may_retry(self.call)
+        return not self.stopped
+
+    def report(self, attempt: T) -> None:
+        self.tried = attempt
+        self.rounds += 1
+
+    def cancelled(self) -> Completion | None:
+        """A cancelled call is left to its lease (unless the subclass completes it)."""
+        return None
+
+    def circuit_open(self, tool: str, alternatives: tuple[str, ...] = ()) -> ToolResult:
+        """The answer of a call the re-check stopped: the breaker opened while it waited."""
+        engine, key = self.engine, self.call.key
+        view = engine.view(key)
+        if view.reopens_at is None:  # half-open: another call holds the probe slot
+            left = engine.policy.probe_retry_after_seconds
+        else:
+            left = view.reopens_at - engine.clock.wall()
+        return results.circuit_open(tool, open_reason(engine, key), max(left, 0), alternatives)
+
+
+def open_reason(engine: Engine, key: str) -> str:
+    """A `circuit_open` result's words for `key`: its count and its last failure."""
+    breaker = engine.breaker(key)
+    return results.open_reason(key, breaker.count, breaker.last_failure_detail)
+
 
 class CallPath(ABC, Generic[B, A, R]):
     """A shell: `engine`, one attempt, the answer to a refusal."""
@@ -84,24 +176,33 @@ class CallPath(ABC, Generic[B, A, R]):
 
     async def _run(self, budget: B, lease: float, wait_seconds: float = 0.0) -> R:
         """Admit (after waiting up to `wait_seconds` for an outstanding probe), attempt (again
-        while the budget wants a retry), complete, answer."""
+        while the budget wants a retry), complete, answer. Cancelled while attempting, the call
+        is completed as the budget's `cancelled()` says, once, and the cancellation goes on."""
         engine = self.engine
         call = budget.call
         if wait_seconds > 0:
-            admission = await self._probe_waits().admit(call, lease, wait_seconds)
+            admission = await self._probe_waits().admit(call, lease, self._real(wait_seconds))
         else:
             admission = await engine.admit_async(call, lease)
         if not admission.allowed:
             return self._denied(budget, admission)
-        budget.report(await self._attempt(budget))
-        while budget.more():
-            await asyncio.sleep(budget.wait())
-            if not budget.recheck():
-                break
+        try:
             budget.report(await self._attempt(budget))
-        await engine.complete_async(call, *budget.completion())
-        if call.admitted_as == "probe" and self._waits is not None:
-            self._waits.wake(call.key)
+            while budget.more():
+                await asyncio.sleep(self._real(budget.wait()))
+                if not budget.recheck():
+                    break
+                budget.report(await self._attempt(budget))
+        except asyncio.CancelledError:
+            cancelled = budget.cancelled()
+            if cancelled is not None:
+                engine.complete(call, *cancelled)  # no await once cancelled
+                self._completed(call, cancelled[0])
+            raise
+        # Past here a cancellation finds the call completed (or being so): never twice.
+        completion = budget.completion()
+        await engine.complete_async(call, *completion)
+        self._completed(call, completion[0])
         answer: R = budget.answer()
         return answer
 
@@ -130,6 +231,17 @@ class CallPath(ABC, Generic[B, A, R]):
         if waits is None:
             waits = self._waits = ProbeWaits(self.engine)
         return waits
+
+    def _real(self, seconds: float) -> float:
+        """A span on the engine's clock in the event loop's seconds: the same, unless the shell
+        runs a sped-up clock (a front door's `--speed`)."""
+        return seconds
+
+    def _completed(self, call: Call, outcome: Outcome) -> None:
+        """After a call's completion: a probe's waiters ask again. A shell that counts its
+        completions (the MCP proxy's metrics) adds its count here."""
+        if call.admitted_as == "probe" and self._waits is not None:
+            self._waits.wake(call.key)
 
     def _refused(self, call: Call, outcome: Outcome, status: int | str, answer: R) -> R:
         """A refusal before the breaker: its line (attempts 0, never counted), its answer."""

@@ -1,9 +1,10 @@
-"""The MCP proxy's one door into the engine: admission, completion, refusals and views.
+"""What the MCP proxy keeps of the engine that is its own: servers' keys and states, metrics.
 
-Everything the proxy asks of `Engine` goes through `Breakers`, so a change in the engine's
-call API touches this module only. It also holds the clock seam: the proxy reads deadlines,
-cooldowns and leases from one `FrontClock` (`monotonic`, `wall`, and `real` to turn a span on
-that clock into real seconds for the event loop's timers).
+A `tools/call` goes the one call path (`engine.callpath`, through `mcp_call`); `Breakers` names
+a server's breaker, says what `tools/list` shows of it and counts completions for the metrics.
+This module also holds the clock seam: the proxy reads deadlines, cooldowns and leases from one
+`FrontClock` (`monotonic`, `wall`, and `real` to turn a span on that clock into real seconds
+for the event loop's timers).
 """
 
 from __future__ import annotations
@@ -12,16 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from breakerdeck.engine import results
-from breakerdeck.engine.breaker import DenyReason
+from breakerdeck.engine.callpath import open_reason
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.errors import UnknownKey
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.front.metrics import Counts
-from breakerdeck.engine.outcomes import Outcome, OutcomeClass
-from breakerdeck.engine.probewait import ProbeWaits
-from breakerdeck.engine.results import ToolResult
+from breakerdeck.engine.outcomes import Outcome
 
 #: Transitions that change what `tools/list` says about a server's tools.
 ANNOUNCED = frozenset(
@@ -70,68 +68,21 @@ class ServerState:
 
 
 class Breakers:
-    """The engine under the `tool` policy, as the proxy uses it."""
+    """The engine under the `tool` policy, as the proxy names and shows it: a server's key,
+    what `tools/list` says of it, and the metrics' per-key counts. Calls themselves go the one
+    call path (`mcp_call.ToolCalls`)."""
 
     def __init__(self, engine: Engine, clock: FrontClock, counts: Counts | None = None) -> None:
         self.engine = engine
         self.clock = clock
         #: The metrics' per-key integers: a completion and its duration are added here.
         self.counts = counts
-        self._waits = ProbeWaits(engine)
 
     def key(self, server: str, credential_id: str) -> str:
         return f"{server}@{credential_id}"
 
-    def ticket(self, key: str, agent: str, server: str, tool: str, deadline: float) -> Call:
-        return self.engine.new_call(
-            key=key, agent=agent, platform=server, tool=tool, deadline_seconds=deadline
-        )
-
-    def paused(self, key: str) -> bool:
-        return self.engine.credential_paused(key)
-
-    def credential_worked(self, key: str) -> bool:
-        return self.engine.credential_worked(key)
-
-    async def admit(
-        self, call: Call, lease: float, tool: str, wait_seconds: float = 0.0
-    ) -> ToolResult | None:
-        """None when the call may go out; otherwise the refusal the model gets. With a probe
-        wait (`probe_wait_seconds`), a call that finds the probe out first waits (at most that
-        long on the engine's clock) for its outcome."""
-        admission = await self._waits.admit(call, lease, self.clock.real(wait_seconds))
-        if admission.allowed:
-            return None
-        if admission.reason is DenyReason.PROBE_IN_FLIGHT:
-            return results.denied(tool, admission, "", ())
-        return results.circuit_open(tool, self.open_reason(call.key), admission.retry_after, ())
-
-    def refuse(self, call: Call, outcome: Outcome, result: ToolResult) -> None:
-        """A refusal before the breaker: a line, never counted, no probe slot."""
-        self.engine.refuse(call, outcome, agent_status=result["status"])
-
-    def may_retry(self, call: Call) -> bool:
-        return self.engine.may_retry(call)
-
-    def extend_probe(self, call: Call, seconds: float) -> None:
-        self.engine.extend_probe(call, seconds)
-
-    async def complete(
-        self, call: Call, outcome: Outcome, fault: str, status: str, platform_status: int | None
-    ) -> None:
-        await self.engine.complete_async(
-            call, outcome, fault=fault, agent_status=status, platform_status=platform_status
-        )
-        self._count(call, outcome)
-        self._wake(call)
-
-    def complete_now(self, call: Call, outcome: Outcome, fault: str, status: str) -> None:
-        """For a call the host cancelled: no await is possible once cancelled."""
-        self.engine.complete(call, outcome, fault=fault, agent_status=status)
-        self._count(call, outcome)
-        self._wake(call)
-
-    def _count(self, call: Call, outcome: Outcome) -> None:
+    def count(self, call: Call, outcome: Outcome) -> None:
+        """A completed call, in the metrics."""
         counts = self.counts
         if counts is None:
             return
@@ -139,23 +90,8 @@ class Breakers:
         if call.admitted_wall is not None:
             counts.observe(call.key, max(0.0, self.clock.wall() - call.admitted_wall))
 
-    def _wake(self, call: Call) -> None:
-        if call.admitted_as == "probe":
-            self._waits.wake(call.key)
-
-    def stopped_by_recheck(self, call: Call, tool: str, outcome: Outcome, fault: str) -> ToolResult:
-        """The breaker opened while this call waited to retry: record what it saw, stop."""
-        self.engine.complete(call, outcome, fault=fault, agent_status="circuit_open")
-        view = self.engine.view(call.key)
-        if view.reopens_at is None:
-            left = self.engine.policy.probe_retry_after_seconds
-        else:
-            left = view.reopens_at - self.engine.clock.wall()
-        return results.circuit_open(tool, self.open_reason(call.key), max(left, 0.0), ())
-
     def open_reason(self, key: str) -> str:
-        breaker = self.engine.breaker(key)
-        return results.open_reason(key, breaker.count, breaker.last_failure_detail)
+        return open_reason(self.engine, key)
 
     def state(self, key: str) -> ServerState:
         try:
@@ -174,24 +110,3 @@ class Breakers:
 
     def restore_credential(self, key: str, actor: str) -> Event:
         return self.engine.restore_credential(key, actor)
-
-
-def cancelled_outcome() -> Outcome:
-    """The host cancelled: neutral, frees a probe slot, counts nothing."""
-    return Outcome(OutcomeClass.CALLER_ERROR, detail="the host cancelled the call")
-
-
-def result_for(tool: str, outcome: Outcome, attempts: int, credential_id: str) -> ToolResult:
-    """The `tool` policy's object for an outcome the proxy answers itself."""
-    cls = outcome.cls
-    if outcome.counted:
-        return results.tool_error(tool, outcome.detail, attempts, outcome.retry_after)
-    if cls is OutcomeClass.RATE_LIMITED:
-        return results.rate_limited(tool, outcome.retry_after)
-    if cls is OutcomeClass.PERMISSION_DENIED:
-        return results.permission_denied(tool, outcome.detail)
-    if cls is OutcomeClass.CREDENTIAL_REVOKED:
-        return results.credential_revoked(tool, credential_id)
-    if cls is OutcomeClass.REFUSED_PRE_CALL:
-        return results.refused(tool, outcome.detail)
-    return results.invalid_request(tool, outcome.detail)

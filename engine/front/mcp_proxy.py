@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import itertools
-import json
 import math
 import sys
 from collections.abc import AsyncIterator
@@ -22,7 +20,6 @@ from typing import Any, TextIO
 
 import anyio
 import anyio.abc
-import jsonschema  # type: ignore[import-untyped]
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
@@ -32,25 +29,12 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from breakerdeck.engine import results
-from breakerdeck.engine.engine import Call
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.front import mcp_classify as classify
-from breakerdeck.engine.front.mcp_config import (
-    SEPARATOR,
-    START_DEADLINE_SECONDS,
-    ProxyConfig,
-    ServerConfig,
-)
-from breakerdeck.engine.front.mcp_engine import (
-    ANNOUNCED,
-    Breakers,
-    FrontClock,
-    ServerState,
-    cancelled_outcome,
-    result_for,
-)
+from breakerdeck.engine.front.mcp_call import Answer, ToolCalls, own_result
+from breakerdeck.engine.front.mcp_config import SEPARATOR, START_DEADLINE_SECONDS, ProxyConfig
+from breakerdeck.engine.front.mcp_engine import ANNOUNCED, Breakers, FrontClock, ServerState
 from breakerdeck.engine.front.mcp_upstream import Upstream
-from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.results import ToolResult
 from breakerdeck.engine.text import printable
 
@@ -58,9 +42,6 @@ from breakerdeck.engine.text import printable
 REREAD = frozenset({"credential.restored", "circuit_breaker_reset"})
 #: A server whose tools could not be listed is tried again at most this often (engine clock).
 RELIST_SECONDS = 30.0
-#: The agent named on cards and in the trace is at most this long.
-MAX_AGENT_CHARS = 64
-UNKNOWN_AGENT = "unknown"
 
 
 class Proxy:
@@ -96,8 +77,7 @@ class Proxy:
         self._hosts: dict[int, Any] = {}
         self._bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self._bus)
-        self._validators: dict[tuple[str, str], Any] = {}
-        self._attempt_ids = itertools.count(1)
+        self.calls = ToolCalls(breakers, clock)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake_send, self._wake_receive = anyio.create_memory_object_stream[None](1)
         self._group: anyio.abc.TaskGroup | None = None
@@ -156,7 +136,7 @@ class Proxy:
 
     async def _call_tool(
         self, ctx: ServerRequestContext, params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> Answer:
         called = params.name
         server, _, tool_name = called.partition(SEPARATOR)
         upstream = self.upstreams.get(server)
@@ -167,7 +147,7 @@ class Proxy:
             return own_result(results.refused(called, "the proxy is shutting down; call again"))
         self._in_flight += 1
         try:
-            return await CallRun(self, ctx, upstream, tool, called, params.arguments).run()
+            return await self.calls.call(ctx, upstream, tool, called, params.arguments)
         finally:
             self._in_flight -= 1
             if self._in_flight == 0 and self.draining:
@@ -275,197 +255,6 @@ class Proxy:
     def problems(self) -> list[str]:
         return [line for upstream in self.upstreams.values() for line in upstream.problems]
 
-    def next_attempt_id(self) -> str:
-        return f"attempt-{next(self._attempt_ids)}"
-
-    def validator(self, server: str, tool: types.Tool) -> Any:
-        """The tool's input schema, compiled once; None when the upstream's schema is unusable."""
-        key = (server, tool.name)
-        if key not in self._validators:
-            try:
-                cls = jsonschema.validators.validator_for(tool.input_schema)
-                cls.check_schema(tool.input_schema)
-                self._validators[key] = cls(tool.input_schema)
-            except (jsonschema.SchemaError, TypeError):
-                self._validators[key] = None
-        return self._validators[key]
-
-
-class CallRun:
-    """One `tools/call` from the host: checks, admission, the retry budget, the answer."""
-
-    def __init__(
-        self,
-        proxy: Proxy,
-        ctx: ServerRequestContext,
-        upstream: Upstream,
-        tool: types.Tool,
-        called: str,
-        arguments: dict[str, Any] | None,
-    ) -> None:
-        self.proxy = proxy
-        self.ctx = ctx
-        self.upstream = upstream
-        self.tool = tool
-        self.called = called
-        self.arguments = arguments
-        self.settings: ServerConfig = upstream.config
-        self.breakers = proxy.breakers
-        self.key = self.breakers.key(upstream.name, self.settings.credential_id)
-        self.repeatable = classify.may_repeat(tool)
-        self.call: Call | None = None
-        self.finished = False
-
-    async def run(self) -> types.CallToolResult | types.InputRequiredResult:
-        agent = agent_of(self.ctx)
-        self.call = call = self.breakers.ticket(
-            self.key, agent, self.upstream.name, self.called, self.settings.deadline_seconds
-        )
-        refusal = self._precheck()
-        if refusal is not None:
-            outcome, result = refusal
-            self.breakers.refuse(call, outcome, result)
-            return own_result(result)
-        denied = await self.breakers.admit(
-            call, self.settings.lease, self.called, self.settings.probe_wait_seconds
-        )
-        if denied is not None:
-            return own_result(denied)
-        try:
-            return await self._budget(call)
-        except anyio.get_cancelled_exc_class():
-            if not self.finished:
-                self.finished = True
-                self.breakers.complete_now(call, cancelled_outcome(), "cancelled", "cancelled")
-            raise
-
-    def _precheck(self) -> tuple[Outcome, ToolResult] | None:
-        """Refusals before the breaker: arguments that fail the schema, a revoked credential."""
-        validator = self.proxy.validator(self.upstream.name, self.tool)
-        if validator is not None:
-            errors = sorted(validator.iter_errors(self.arguments or {}), key=lambda e: e.path)
-            if errors:
-                fix = "; ".join(_schema_error(e) for e in errors[:5])
-                detail = f"arguments rejected: {fix}"
-                outcome = Outcome(OutcomeClass.CALLER_ERROR, detail=detail)
-                return outcome, results.invalid_request(self.called, detail)
-        if self.breakers.paused(self.key):
-            outcome = Outcome(OutcomeClass.CREDENTIAL_REVOKED, detail="credential revoked")
-            return outcome, results.credential_revoked(self.called, self.settings.credential_id)
-        return None
-
-    async def _budget(self, call: Call) -> types.CallToolResult | types.InputRequiredResult:
-        verdict: classify.Verdict | None = None
-        answer: Any = None
-        for number in range(self.settings.attempts):
-            if number:
-                assert verdict is not None
-                await self._pause(call, verdict)
-                if not self.breakers.may_retry(call):
-                    self.finished = True
-                    return own_result(
-                        self.breakers.stopped_by_recheck(
-                            call, self.called, verdict.outcome, verdict.fault
-                        )
-                    )
-            call.attempts += 1
-            verdict, answer = await self._attempt(call)
-            if verdict.resend:
-                call.attempts += 1
-                self.upstream.drop()
-                verdict, answer = await self._attempt(call)
-            if not verdict.retry:
-                break
-        assert verdict is not None
-        return await self._finish(call, verdict, answer)
-
-    async def _pause(self, call: Call, verdict: classify.Verdict) -> None:
-        """The backoff, or a Retry-After being waited out (which extends a probe's lease)."""
-        if verdict.wait is not None:
-            self.breakers.extend_probe(call, verdict.wait)
-            await anyio.sleep(self.proxy.clock.real(verdict.wait))
-        else:
-            await anyio.sleep(self.proxy.clock.real(self.settings.backoff_seconds))
-
-    async def _attempt(self, call: Call) -> tuple[classify.Verdict, Any]:
-        deadline = self.settings.deadline_seconds
-        attempt_id = self.proxy.next_attempt_id()
-        try:
-            result = await self.upstream.call(
-                self.tool.name,
-                self.arguments,
-                deadline_real=self.proxy.clock.real(deadline),
-                relay=self._progress,
-                attempt_id=attempt_id,
-            )
-        except Exception as error:
-            wire = self.upstream.wire.pop(attempt_id, None)
-            verdict = classify.of_error(
-                error,
-                repeatable=self.repeatable,
-                deadline=deadline,
-                wire=wire,
-                credential_worked=self.breakers.credential_worked(self.key),
-                now_wall=self.proxy.clock.wall(),
-            )
-            return verdict, None
-        self.upstream.wire.pop(attempt_id, None)
-        verdict = classify.of_result(
-            result, repeatable=self.repeatable, count_is_error=self.upstream.count_is_error
-        )
-        return verdict, result
-
-    async def _progress(self, done: float, total: float | None, message: str | None) -> None:
-        """Relay the upstream's progress to the host; each one extends a probe's lease."""
-        assert self.call is not None
-        self.breakers.extend_probe(self.call, self.settings.deadline_seconds)
-        await self.ctx.session.report_progress(done, total, message)
-
-    async def _finish(
-        self, call: Call, verdict: classify.Verdict, answer: Any
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        outcome = verdict.outcome
-        shown: types.CallToolResult | types.InputRequiredResult
-        if verdict.relay:
-            status = _relayed_status(outcome)
-            shown = answer
-        else:
-            result = result_for(self.called, outcome, call.attempts, self.settings.credential_id)
-            status = result["status"]
-            shown = own_result(result)
-        self.finished = True
-        await self.breakers.complete(call, outcome, verdict.fault, status, verdict.platform_status)
-        return shown
-
-
-def _relayed_status(outcome: Outcome) -> str:
-    """The status a relayed result is written with in the call's line."""
-    if outcome.is_success:
-        return "ok"
-    return "tool_error" if outcome.counted else "is_error"
-
-
-def own_result(result: ToolResult) -> types.CallToolResult:
-    """The proxy's own answer: the policy's object as structured content and as JSON text."""
-    text = json.dumps(result, separators=(",", ":"), ensure_ascii=False)
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)],
-        structured_content=result,
-        is_error=True,
-    )
-
-
-def agent_of(ctx: ServerRequestContext) -> str:
-    """The handshake's `clientInfo.name`, else the request's `_meta` client info, else unknown."""
-    params = ctx.session.client_params
-    name: Any = params.client_info.name if params is not None else None
-    if not name and ctx.meta is not None:
-        info = dict(ctx.meta).get(types.CLIENT_INFO_META_KEY)
-        name = info.get("name") if isinstance(info, dict) else None
-    if not isinstance(name, str) or not name.strip():
-        return UNKNOWN_AGENT
-    return printable(name.strip())[:MAX_AGENT_CHARS]
-
 
 def _annotated(server: str, tool: types.Tool, state: ServerState) -> types.Tool:
     """The upstream's tool under its proxied name; while its server is out, the description's
@@ -507,8 +296,3 @@ def _unknown_tool(called: str, upstreams: dict[str, Upstream]) -> ToolResult:
     return results.invalid_request(
         printable(called)[:100], f"no tool named {printable(called)[:100]!r}; known: {shown}{more}"
     )
-
-
-def _schema_error(error: jsonschema.ValidationError) -> str:
-    where = ".".join(str(part) for part in error.absolute_path) or "arguments"
-    return f"{where}: {printable(error.message)[:200]}"

@@ -1,11 +1,19 @@
 """The one call path under the harness: the opt-in probe wait and the async guard (DESIGN,
-"Both policies"), counted at the fake platform's wire, on simulated time."""
+"Both policies"), counted at the fake platform's wire, on simulated time; and what every
+shell gets from it (a Retry-After that extends a probe's lease, completion on cancellation)."""
 
 import asyncio
 
 import pytest
 
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.breaker import Admission
+from breakerdeck.engine.callpath import CallPath, Completion, Retries
+from breakerdeck.engine.classify import Attempt
+from breakerdeck.engine.engine import LEASE_GRACE_SECONDS, Engine
+from breakerdeck.engine.events import Event
 from breakerdeck.engine.harness import Harness, Tool
+from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.fixtures.faults import Fault, FaultKind
 from breakerdeck.fixtures.platform import FakePlatform
 from tests.engine.conftest import Listing
@@ -97,3 +105,93 @@ async def test_an_async_guarded_function_gets_its_arguments_and_its_result_back(
     result = await lookup("c-1", field="email", agent="ava")
     assert (result["status"], result["data"]) == ("ok", {"c-1": "email"})
     assert harness.engine.view("crm@default").state == "closed"
+
+
+async def test_a_retry_after_waited_out_extends_the_probes_lease_by_as_much(
+    harness: Harness, platform: FakePlatform
+) -> None:
+    await _tripped_then_slow(harness, platform, delay=0.0)
+    platform.set_fault(Fault.http(429, retry_after="10"))
+    loop = asyncio.get_running_loop()
+    admitted = loop.time()
+    probe = asyncio.create_task(harness.call_tool("ava", "charge"))
+    await asyncio.sleep(1)  # its first attempt was told to wait 10 s
+    leased = admitted + harness.tools["charge"].lease + LEASE_GRACE_SECONDS
+    assert harness.engine.breaker("payments@default").probe_deadline == leased + 10
+    await probe
+
+
+class _Waiting(Retries[Attempt]):
+    """A budget whose call is completed, neutral, when it is cancelled."""
+
+    def completion(self) -> Completion:
+        assert self.tried is not None
+        return self.tried.outcome, self.tried.fault, "ok", None, None
+
+    def answer(self) -> str:
+        return "answered"
+
+    def cancelled(self) -> Completion:
+        return (
+            Outcome(OutcomeClass.CALLER_ERROR, detail="cancelled"),
+            "cancelled",
+            "gone",
+            None,
+            None,
+        )
+
+
+class _Hanging(CallPath[_Waiting, Attempt, str]):
+    """A shell whose attempts never end."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    async def _attempt(self, budget: _Waiting) -> Attempt:
+        budget.call.attempts += 1
+        await asyncio.Event().wait()
+        raise AssertionError("never answered")
+
+    def _denied(self, budget: _Waiting, admission: Admission) -> str:
+        return "denied"
+
+
+def _cancel_mid_attempt(engine: Engine, agent: str) -> asyncio.Task[str]:
+    call = engine.new_call("hang@default", agent, "hang", "wait", 30.0)
+    budget = _Waiting(engine, call, 2, 1.0)
+    return asyncio.create_task(_Hanging(engine)._run(budget, 61.0))
+
+
+async def test_a_call_cancelled_mid_attempt_is_completed_once_as_its_budget_says(
+    tool_engine: Engine,
+) -> None:
+    lines: list[Event] = []
+    tool_engine.subscribe(lines.append)
+    task = _cancel_mid_attempt(tool_engine, "ava")
+    await asyncio.sleep(1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    (line,) = [e for e in lines if e.type == ev.CALL_COMPLETED]
+    assert (line.fields["fault"], line.fields["agent_status"]) == ("cancelled", "gone")
+    assert line.fields["attempts"] == 1 and line.fields["counted"] is False
+
+
+async def test_a_probe_cancelled_mid_attempt_frees_the_slot_for_the_next_call(
+    tool_engine: Engine,
+) -> None:
+    failed = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="refused")
+    for _ in range(3):
+        call = tool_engine.new_call("hang@default", "bo", "hang", "wait", 30.0)
+        tool_engine.admit(call, 30.0)
+        tool_engine.complete(call, failed, "refused", "tool_error")
+    await asyncio.sleep(30)
+    tool_engine.poll()
+    probe = _cancel_mid_attempt(tool_engine, "ava")
+    await asyncio.sleep(1)
+    probe.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await probe
+    after = tool_engine.new_call("hang@default", "cy", "hang", "wait", 30.0)
+    assert tool_engine.admit(after, 30.0).allowed
+    assert after.admitted_as == "probe"
