@@ -30,7 +30,7 @@ MIN_COLUMNS = 20
 MIN_ROWS = 6
 
 #: textual-serve's own variables, the only ones kept from the environment it builds.
-_TEXTUAL_SERVE_VARIABLES = (
+TEXTUAL_SERVE_VARIABLES = (
     "TEXTUAL_DRIVER",
     "TEXTUAL_FPS",
     "TEXTUAL_COLOR_SYSTEM",
@@ -59,7 +59,7 @@ def clamp_size(width: Any, height: Any) -> tuple[int, int] | None:
 def console_environment(base: dict[str, str], session: WebSession) -> dict[str, str]:
     """textual-serve's variables from `base`, the session's, and enough to run Python: no
     variable of the server's own reaches a browser's console."""
-    kept = {name: base[name] for name in _TEXTUAL_SERVE_VARIABLES if name in base}
+    kept = {name: base[name] for name in TEXTUAL_SERVE_VARIABLES if name in base}
     return {
         "PATH": os.defpath,
         "LANG": "C.UTF-8",

@@ -11,6 +11,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from breakerdeck.console import cli
 from breakerdeck.console.app import BreakerdeckApp
 from breakerdeck.console.source import InProcessSource
 from breakerdeck.engine.clock import ManualClock
@@ -142,6 +143,22 @@ async def settle(pilot, rounds: int = 4) -> None:
     """Let the source reader and the message queue catch up with the engine."""
     for _ in range(rounds):
         await pilot.pause()
+
+
+@pytest.fixture
+def cli_run(capsys):
+    """`main(argv)` -> (exit status, standard error); a usage error's SystemExit is its status."""
+
+    def run(argv: list[str]) -> tuple[int, str]:
+        try:
+            code = cli.main(argv)
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else 1
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        return code, err
+
+    return run
 
 
 # -- the browser tests (tests/console/test_web_browser.py): one server and one chromium for

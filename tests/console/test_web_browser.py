@@ -4,6 +4,7 @@ origin or for another host starts no console."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 import time
@@ -13,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 from playwright.async_api import BrowserContext, Page
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from tests.console.web_server import OPERATOR_TOKEN, TERMINAL_TEXT, VIEWER_TOKEN, WebServer
@@ -47,8 +48,10 @@ class _Elsewhere(BaseHTTPRequestHandler):
         pass
 
 
-async def open_console(context: BrowserContext, server: WebServer, token: str) -> Page:
-    page = await context.new_page()
+async def open_console(
+    context: BrowserContext, server: WebServer, token: str, page: Page | None = None
+) -> Page:
+    page = page or await context.new_page()
     await page.goto(f"{server.url}/?token={token}")
     await wait_for_text(page, "? Help")
     await page.focus(".xterm-helper-textarea")
@@ -72,6 +75,20 @@ async def test_the_token_opens_the_console_and_leaves_the_address_bar(browser_co
     assert (cookie["httpOnly"], cookie["sameSite"]) == (True, "Strict")
     assert OPERATOR_TOKEN not in cookie["value"]
     assert web_server.consoles_running() >= 1
+
+
+async def test_the_page_asks_nothing_of_another_site(browser_context, web_server):
+    """textual-serve's page links a Google font: the content security policy blocks it."""
+    page = await browser_context.new_page()
+    requested: list[str] = []
+    said: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    page.on("console", lambda message: said.append(message.text))
+    await open_console(browser_context, web_server, VIEWER_TOKEN, page)
+    [elsewhere] = [url for url in requested if not url.startswith(f"{web_server.url}/")]
+    assert elsewhere.startswith("https://fonts.googleapis.com/")
+    blocked = [line for line in said if elsewhere in line and "Content Security Policy" in line]
+    assert blocked and "has been blocked" in blocked[0]
 
 
 async def test_the_cards_text_is_in_the_page(browser_context, web_server):
@@ -163,6 +180,20 @@ def wait_until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
+
+
+async def test_a_malformed_message_ends_its_console(web_server):
+    await asyncio.to_thread(wait_until, lambda: web_server.consoles_running() == 0)
+    operator = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    with connect(
+        web_server.websocket_url, origin=web_server.origin, additional_headers=operator
+    ) as socket:
+        await asyncio.to_thread(wait_until, lambda: web_server.consoles_running() == 1)
+        socket.send('["resize", "not a size"]')
+        with pytest.raises(ConnectionClosed):
+            while True:
+                socket.recv(timeout=15)
+    await asyncio.to_thread(wait_until, lambda: web_server.consoles_running() == 0)
 
 
 async def test_a_viewer_cannot_reset(browser_context, web_server):

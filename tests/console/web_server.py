@@ -71,6 +71,8 @@ class WebServer:
     directory: Path
     served: list[str]
     max_consoles: int = 2
+    #: More of `web`'s options (`--tls-cert …`).
+    options: list[str] = field(default_factory=list)
     url: str = ""
     said: list[str] = field(default_factory=list)
     process: subprocess.Popen[str] | None = None
@@ -83,6 +85,7 @@ class WebServer:
         argv = [
             *("web", "--listen", "127.0.0.1:0", "--max-consoles", str(self.max_consoles)),
             *("--viewer-token-file", str(viewer), "--operator-token-file", str(operator)),
+            *self.options,
             *self.served,
         ]
         self.process = subprocess.Popen(
@@ -102,7 +105,7 @@ class WebServer:
     def _read(self) -> None:
         assert self.process is not None and self.process.stderr is not None
         for line in self.process.stderr:
-            found = re.search(r"serving .* on (http://\S+?)/ ", line)
+            found = re.search(r"serving .* on (https?://\S+?)/ ", line)
             if found:
                 self.url = found.group(1)
             self.said.append(line.rstrip("\n"))
@@ -113,7 +116,8 @@ class WebServer:
 
     @property
     def websocket_url(self) -> str:
-        return "ws" + self.url.removeprefix("http") + "/ws"
+        scheme, _, rest = self.url.partition("://")
+        return f"{'wss' if scheme == 'https' else 'ws'}://{rest}/ws"
 
     def consoles_started(self) -> int:
         return sum(" started for the " in line for line in self.said)
