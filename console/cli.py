@@ -18,7 +18,7 @@ from typing import NoReturn
 from urllib.parse import urlsplit
 
 from breakerdeck.console.output import EXIT_IO, EXIT_USAGE, discard
-from breakerdeck.console.web_command import add_web_parser
+from breakerdeck.console.web_command import add_web_parser, served_argv
 from breakerdeck.engine.feed.protocol import MAX_ACTOR_CHARS, MAX_KEY_CHARS, MAX_REASON_CHARS
 from breakerdeck.engine.front.cli import add_gateway_parser, run_gateway
 from breakerdeck.engine.front.mcp_cli import add_mcp_parser, run_mcp
@@ -365,7 +365,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "web":
         from breakerdeck.console.web import run_web
 
-        return run_web(args)
+        refuse = command_parser("web").error
+        return run_web(args, served_argv(args.console, parse=parse, refuse=refuse))
     if args.command == "replay":
         from breakerdeck.console.replay_command import run_replay
 

@@ -29,7 +29,6 @@ from aiohttp import web
 from textual_serve.server import Server
 
 from breakerdeck.console.output import EXIT_USAGE, say
-from breakerdeck.console.web_command import served_argv
 from breakerdeck.console.web_guard import ROLE_KEY, Guard
 from breakerdeck.console.web_role import Role, WebSession, web_actor
 from breakerdeck.console.web_service import ConsoleService, clamp_size
@@ -111,8 +110,8 @@ class WebServer(Server):
             await runner.cleanup()
 
 
-def run_web(args: argparse.Namespace) -> int:
-    argv = served_argv(list(args.console))
+def run_web(args: argparse.Namespace, argv: list[str]) -> int:
+    """Serve `argv` (the console's checked command line, `web_command.served_argv`)."""
     host, port = split_address(args.listen)
     tls = args.tls_cert is not None
     if (args.tls_cert is None) != (args.tls_key is None):
@@ -140,7 +139,9 @@ def run_web(args: argparse.Namespace) -> int:
     where = f"[{host}]" if ":" in host else host
     public_url = (args.public_url or f"{'https' if tls else 'http'}://{where}:{bound}").rstrip("/")
     guard = Guard(public_url, tokens, secure=public_url.startswith("https:"))
-    server = WebServer(argv, guard, max_consoles=args.max_consoles, title=" ".join(args.console))
+    server = WebServer(
+        argv, guard, max_consoles=args.max_consoles, title=f"breakerdeck {args.console[0]}"
+    )
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(server.run(listening, context))
     say("web stopped")

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import NoReturn
+from urllib.parse import urlsplit
 
 #: `--max-consoles`: each console is a process of its own (about 60 MB).
 CONSOLES_RANGE = (1, 64)
@@ -29,6 +32,20 @@ def _consoles(text: str) -> int:
     return int(text)
 
 
+def _listen(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return text
+
+
+def _public_url(text: str) -> str:
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/"):
+        raise argparse.ArgumentTypeError(f"expected http(s)://host[:port], got {text!r}")
+    return text.rstrip("/")
+
+
 def add_web_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     web = commands.add_parser(
         "web",
@@ -38,7 +55,7 @@ def add_web_parser(commands: argparse._SubParsersAction) -> None:  # type: ignor
         "opens URL/?token=TOKEN once; the token's role (viewer: read only; operator: resets "
         "too) is then kept in a cookie.",
     )
-    web.add_argument("--listen", default="127.0.0.1:8000", metavar="HOST:PORT")
+    web.add_argument("--listen", type=_listen, default="127.0.0.1:8000", metavar="HOST:PORT")
     web.add_argument("--viewer-token-file", metavar="FILE")
     web.add_argument("--operator-token-file", metavar="FILE")
     web.add_argument("--tls-cert", metavar="FILE")
@@ -48,6 +65,7 @@ def add_web_parser(commands: argparse._SubParsersAction) -> None:  # type: ignor
     )
     web.add_argument(
         "--public-url",
+        type=_public_url,
         metavar="URL",
         help="the URL browsers use, when a proxy stands in front (default: from --listen)",
     )
@@ -62,16 +80,19 @@ def add_web_parser(commands: argparse._SubParsersAction) -> None:  # type: ignor
     web.add_argument("console", nargs=argparse.REMAINDER, metavar="COMMAND ...")
 
 
-def served_argv(console: list[str]) -> list[str]:
-    """The console's command line, checked as the console would check it, so that a mistake
-    is told once at start and not in every browser (exit 64); then how to execute it."""
-    from breakerdeck.console.cli import command_parser, parse
-
-    web = command_parser("web")
+def served_argv(
+    console: list[str],
+    *,
+    parse: Callable[[list[str]], argparse.Namespace],
+    refuse: Callable[[str], NoReturn],
+) -> list[str]:
+    """The console's command line, checked by `parse` as the console would check it, so that
+    a mistake is told once at start and not in every browser (`refuse` exits 64); then how to
+    execute it."""
     if not console or console[0] not in SERVED:
-        web.error(f"name the console to serve: one of {', '.join(SERVED)}")
+        refuse(f"name the console to serve: one of {', '.join(SERVED)}")
     args = parse(console)
     for name, why in _REFUSED.items():
         if getattr(args, name, None):
-            web.error(why)
+            refuse(why)
     return [sys.executable, "-m", "breakerdeck.console.cli", *console]

@@ -60,6 +60,20 @@ def test_a_console_the_web_cannot_serve_is_a_usage_error(web_run, token_files, s
     assert (code, said in err) == (64, True), err
 
 
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        (["--listen", "8000"], "expected HOST:PORT"),
+        (["--public-url", "javascript:alert(1)"], "expected http(s)://host[:port]"),
+        (["--max-consoles", "0"], "must be 1 to 64"),
+    ],
+)
+def test_a_web_option_out_of_bounds_is_a_usage_error(web_run, token_files, option, said):
+    viewer, _ = token_files
+    code, err = web_run([*option, "--viewer-token-file", viewer, "demo"])
+    assert (code, said in err) == (64, True), err
+
+
 def test_the_web_does_not_start_without_a_token_file(web_run):
     code, err = web_run(["demo"])
     assert (code, "give --viewer-token-file or --operator-token-file" in err) == (2, True), err
@@ -181,7 +195,7 @@ def test_under_tls_the_cookie_is_secure(tmp_path, tls_files):
         assert server.url.startswith("https://127.0.0.1:")
         answer = httpx.get(f"{server.url}/?token={OPERATOR_TOKEN}", verify=False)
     finally:
-        server.stop()
+        assert server.stop() == 0  # SIGTERM stops it as Ctrl-C does
     assert answer.status_code == 303
     cookie = answer.headers["set-cookie"]
     assert all(part in cookie for part in ("Secure", "HttpOnly", "SameSite=Strict")), cookie

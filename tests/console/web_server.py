@@ -144,12 +144,14 @@ class WebServer:
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
         return len(children)
 
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+    def stop(self) -> int | None:
+        """SIGTERM, as a service manager stops it; its exit status."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        return self.process.wait()
