@@ -43,10 +43,21 @@ _REFUSALS = frozenset({401, 403, 421, 503})
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def host_of(url: str) -> str:
+    """`host[:port]` as a browser writes it in `Host`: the scheme's default port left out."""
+    parts = urlsplit(url.lower())
+    host = parts.netloc.rpartition("@")[2]
+    if parts.port is not None and parts.port == _DEFAULT_PORTS.get(parts.scheme):
+        host = host.rpartition(":")[0]
+    return host
+
+
 def origin_of(url: str) -> str:
-    """`scheme://host[:port]` as a browser writes it in `Origin` (the default port left out)."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}".lower()
+    """`scheme://host[:port]` as a browser writes it in `Origin`."""
+    return f"{urlsplit(url.lower()).scheme}://{host_of(url)}"
 
 
 @dataclass(frozen=True)
@@ -64,7 +75,7 @@ class Guard:
 
     @property
     def host(self) -> str:
-        return urlsplit(self.public_url).netloc.lower()
+        return host_of(self.public_url)
 
     def role_of_token(self, presented: str) -> Role | None:
         for role, token in self.tokens.items():

@@ -86,7 +86,6 @@ class ConsoleService(AppService):
             stdout=PIPE,
             stderr=PIPE,
             env=self._build_environment(width=width, height=height),
-            cwd="/",
             start_new_session=True,  # a Ctrl-C in the server's terminal is the server's
         )
         assert process.stdin is not None

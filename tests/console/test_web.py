@@ -12,6 +12,7 @@ import httpx
 import pytest
 from textual_serve.download_manager import DownloadManager
 
+from breakerdeck.console.web_guard import host_of, origin_of
 from breakerdeck.console.web_role import ACTOR_VARIABLE, ROLE_VARIABLE, WebSession
 from breakerdeck.console.web_service import (
     MAX_COLUMNS,
@@ -102,6 +103,18 @@ def test_a_tls_certificate_needs_its_key(web_run, token_files):
     viewer, _ = token_files
     code, err = web_run(["--tls-cert", viewer, "--viewer-token-file", viewer, "demo"])
     assert (code, "--tls-cert and --tls-key go together" in err) == (64, True), err
+
+
+@pytest.mark.parametrize(
+    ("public_url", "host", "origin"),
+    [
+        ("http://127.0.0.1:8000", "127.0.0.1:8000", "http://127.0.0.1:8000"),
+        ("https://Deck.Example:443", "deck.example", "https://deck.example"),
+        ("http://[::1]:80", "[::1]", "http://[::1]"),
+    ],
+)
+def test_the_host_and_origin_are_those_a_browser_sends(public_url, host, origin):
+    assert (host_of(public_url), origin_of(public_url)) == (host, origin)
 
 
 def test_sizes_are_held_within_bounds():
