@@ -555,6 +555,8 @@ def describe(event: Event) -> str:
     return " ".join(shown)
 
 
+
+
 @dataclass(frozen=True, slots=True)
 class Summary:
     paged: int = 0

@@ -25,8 +25,6 @@ from breakerdeck.engine.events import Event
 from breakerdeck.engine.text import printable
 
 AUDIT_ROWS = 200
-
-
 def trips_with_failures(rows: list[Event]) -> list[tuple[Event, list[Event], Event | None]]:
     """Each trip (newest first) with the counted failures that led to it and what ended it."""
     trips: list[tuple[Event, list[Event], Event | None]] = []

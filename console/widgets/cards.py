@@ -511,7 +511,9 @@ class CardList(ScrollView, can_focus=True):
                     break
         return segments
 
-    def _timeline(self, card: Card, slot: int, before: list[Segment], width: int) -> list[Segment]:
+    def _timeline(
+        self, card: Card, slot: int, before: list[Segment], width: int
+    ) -> list[Segment]:
         """The card's recent states as a strip, `-12m ·····███▒✗███`, ending where the
         cooldown's room begins (so strips line up card under card), from the name's room on;
         fewer cells where the name runs long, none under `MIN_STRIP`, and none on a closed card
