@@ -23,13 +23,18 @@ $(STAMP): pyproject.toml $(PACKAGE_DIRS)
 demo: $(STAMP)
 	$(BIN)/breakerdeck demo
 
-# The replica tests run against Debian's redis-server: installed here when missing (as root),
-# else the run stops naming the package; the tests are never skipped for want of it.
+# The replica tests run against Debian's redis-server, and the `web` tests drive Debian's
+# chromium (through Playwright, never its own download): installed here when missing (as root),
+# else the run stops naming the packages; the tests are never skipped for want of them.
+# Each package installs the command of its name.
+TEST_PACKAGES := redis-server chromium
 test: $(STAMP)
-	@command -v redis-server >/dev/null || [ "$$(id -u)" != 0 ] || \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server) || true
-	@command -v redis-server >/dev/null || { echo "make test needs Debian's redis-server \
-	package: apt-get install redis-server" >&2; exit 1; }
+	@missing=$$(for p in $(TEST_PACKAGES); do command -v $$p >/dev/null || echo $$p; done); \
+	[ -z "$$missing" ] || [ "$$(id -u)" != 0 ] || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) || true
+	@missing=$$(for p in $(TEST_PACKAGES); do command -v $$p >/dev/null || echo $$p; done); \
+	[ -z "$$missing" ] || { echo "make test needs Debian's packages:" $$missing \
+	"(apt-get install" $$missing")" >&2; exit 1; }
 	$(BIN)/ruff check .
 	$(BIN)/mypy -p breakerdeck.engine -p breakerdeck.console -p breakerdeck.fixtures
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup

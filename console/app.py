@@ -39,6 +39,7 @@ from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.screens.help import HelpScreen
 from breakerdeck.console.screens.table import TableScreen
 from breakerdeck.console.source import REVOKED, FaultControls, Notice, Restart, Source
+from breakerdeck.console.web_role import web_session
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.bus import Missed
 from breakerdeck.engine.events import Event
@@ -97,7 +98,11 @@ class BreakerdeckApp(App[None]):
     ) -> None:
         super().__init__()
         self.source = source
-        self.operator = operator
+        # A console `breakerdeck web` started: a viewer's writes nothing, whatever key or
+        # message asks, and an operator's resets carry the web actor (console.web_role).
+        session = web_session(os.environ)
+        self.read_only = session is not None and session.read_only
+        self.operator = operator if session is None else session.actor
         self.controls = controls
         self.platform_of = platform_of or (lambda key: None)
         self.board = Board(
@@ -323,37 +328,54 @@ class BreakerdeckApp(App[None]):
         if not isinstance(self.screen, TableScreen):
             self.push_screen(TableScreen())
 
+    # The keys are not offered to a read-only console (`check_action`); these refuse again,
+    # so that nothing that posts the message (a binding, a click, a palette) writes.
+
     @on(ResetRequested)
     def _reset_requested(self, message: ResetRequested) -> None:
-        self.request_reset(message.card, every=message.every)
+        if not self.read_only:
+            self.request_reset(message.card, every=message.every)
 
     @on(FixRequested)
     def _fix_requested(self, message: FixRequested) -> None:
-        self.request_fix(message.card)
+        if not self.read_only:
+            self.request_fix(message.card)
 
     @on(DemoFaultRequested)
     def _demo_fault_requested(self, message: DemoFaultRequested) -> None:
-        self.demo_fault(message.what, message.card)
+        if self.fault_offer():
+            self.demo_fault(message.what, message.card)
 
     def named(self, ident: str) -> str:
         """A breaker as the operator reads it: its key, and its source when there are several."""
         key, source = self.source.describe(ident)
         return f"{key} on {source}" if source else key
 
+    def may_write(self, ident: str) -> bool:
+        """Whether a write on this breaker can be sent: not from a web viewer's console, nor
+        over a viewer's feed token."""
+        return not self.read_only and self.source.can_write(ident)
+
+    def fault_offer(self) -> bool:
+        """The demo's fault keys: in demo mode, to anyone who may write."""
+        return self.controls is not None and not self.read_only
+
     def can_reset(self, card: Card) -> bool:
-        return card.state != "closed" and self.source.can_write(card.id)
+        return card.state != "closed" and self.may_write(card.id)
 
     # `check_action` answers for `r` and `f`, on whichever screen shows the card: False keeps
     # the key out of the footer (it never applies here), None greys it out (not on this card).
 
     def reset_offer(self, card: Card | None) -> bool | None:
-        if self.player is not None or (card is not None and not self.source.can_write(card.id)):
+        if self.player is not None or self.read_only:
+            return False  # a replay or a web viewer's console: never offered
+        if card is not None and not self.may_write(card.id):
             return False  # a viewer token
         return True if card is not None and self.can_reset(card) else None
 
     def fix_offer(self, card: Card | None) -> bool | None:
-        if not (self.source.can_mark_fixed or self.controls is not None):
-            return False  # nothing here is ever fixable
+        if self.read_only or not (self.source.can_mark_fixed or self.controls is not None):
+            return False  # nothing here is ever fixable, or not by this console
         return True if card is not None and self.can_fix(card) else None
 
     def reset_targets(self, card: Card) -> list[Card]:
@@ -366,7 +388,7 @@ class BreakerdeckApp(App[None]):
         targets = []
         pooled = False
         for c in self.board.cards_of(ids):
-            if c.agent != card.agent or c.state == "closed" or not self.source.can_write(c.id):
+            if c.agent != card.agent or c.state == "closed" or not self.may_write(c.id):
                 continue
             if self.source.pooled(c.id):
                 if pooled:
@@ -395,7 +417,7 @@ class BreakerdeckApp(App[None]):
         """`f` applies: a paused credential (tool policy); in demo mode, a card tripped on its
         credential or whose platform's credential is revoked (a healthy one has nothing to
         fix, and asking "fixed?" about it confused)."""
-        if card.view.paused and self.source.can_mark_fixed and self.source.can_write(card.id):
+        if card.view.paused and self.source.can_mark_fixed and self.may_write(card.id):
             return True
         platform = self.card_platform(card)
         if self.controls is None or platform is None:

@@ -18,6 +18,7 @@ from typing import NoReturn
 from urllib.parse import urlsplit
 
 from breakerdeck.console.output import EXIT_IO, EXIT_USAGE, discard
+from breakerdeck.console.web_command import add_web_parser, served_argv
 from breakerdeck.engine.feed.protocol import MAX_ACTOR_CHARS, MAX_KEY_CHARS, MAX_REASON_CHARS
 from breakerdeck.engine.front.cli import add_gateway_parser, run_gateway
 from breakerdeck.engine.front.mcp_cli import add_mcp_parser, run_mcp
@@ -303,15 +304,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_gateway_parser(commands)
     add_mcp_parser(commands)
+    add_web_parser(commands)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def command_parser(name: str) -> argparse.ArgumentParser:
+    """A command's own parser: its `error` names the command (`breakerdeck web: …`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    return parser._commands[name] if isinstance(parser, _Parser) else parser
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line, checked (exit 64 on a mistake): `main`'s, and the one `web` serves."""
+    args = build_parser().parse_args(argv)
     if args.command == "replay" and (args.trace is None) == (args.state_dir is None):
-        replay = parser._commands["replay"] if isinstance(parser, _Parser) else parser
-        replay.error("give one recording: a trace file, or --state-dir DIR")
+        command_parser("replay").error("give one recording: a trace file, or --state-dir DIR")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
     try:
         return _run(args)
     except BrokenPipeError:
@@ -350,6 +362,11 @@ def _run(args: argparse.Namespace) -> int:
         from breakerdeck.console.remote_source import run_watch
 
         return run_watch(args)
+    if args.command == "web":
+        from breakerdeck.console.web import run_web
+
+        refuse = command_parser("web").error
+        return run_web(args, served_argv(args.console, parse=parse, refuse=refuse))
     if args.command == "replay":
         from breakerdeck.console.replay_command import run_replay
 

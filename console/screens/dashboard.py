@@ -212,7 +212,7 @@ class DashboardScreen(Screen[None]):
         if action == "fix":
             return self.deck.fix_offer(card)
         if action in ("platform_down", "platform_up", "revoke"):
-            return self.deck.controls is not None  # hidden outside demo mode
+            return self.deck.fault_offer()  # hidden outside demo mode and from web viewers
         if action == "clear_filter":  # the filter, else any toasts
             return True
         return True

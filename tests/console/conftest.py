@@ -3,11 +3,15 @@ over counting fake platforms. Normal asyncio loops (no simulated-time loop here)
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
+import pytest_asyncio
 
+from breakerdeck.console import cli
 from breakerdeck.console.app import BreakerdeckApp
 from breakerdeck.console.source import InProcessSource
 from breakerdeck.engine.clock import ManualClock
@@ -17,6 +21,16 @@ from breakerdeck.engine.harness import Harness, Tool
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.fixtures.faults import Fault, FaultKind
 from breakerdeck.fixtures.platform import FakePlatform, FakeVault
+from tests.console.web_server import (
+    CAPTURE_TERMINAL,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    WebServer,
+    chromium_missing,
+)
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser, BrowserContext
 
 PLATFORMS = ("payments", "crm", "email", "search")
 OPERATOR = "oncall-ann"
@@ -129,3 +143,60 @@ async def settle(pilot, rounds: int = 4) -> None:
     """Let the source reader and the message queue catch up with the engine."""
     for _ in range(rounds):
         await pilot.pause()
+
+
+@pytest.fixture
+def cli_run(capsys):
+    """`main(argv)` -> (exit status, standard error); a usage error's SystemExit is its status."""
+
+    def run(argv: list[str]) -> tuple[int, str]:
+        try:
+            code = cli.main(argv)
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else 1
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        return code, err
+
+    return run
+
+
+# -- the browser tests (tests/console/test_web_browser.py): one server and one chromium for
+# the session, in the one xdist group whose worker runs them all.
+
+
+@pytest.fixture(scope="session")
+def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebServer]:
+    server = WebServer(tmp_path_factory.mktemp("web"), ["demo", "--speed", "20"])
+    yield server.start()
+    server.stop()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def chromium(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Browser]:
+    """On the session's event loop, which the browser tests run on (`BROWSER_LOOP`): Playwright's
+    objects belong to the loop that made them, and its sync API would hold a loop running in the
+    worker's thread for the session, which every later asyncio test of that worker trips on."""
+    from playwright.async_api import async_playwright  # only the browser tests pay its import
+
+    missing = chromium_missing()
+    if missing:
+        pytest.fail(missing, pytrace=False)
+    async with async_playwright() as playwright:
+        profile = await playwright.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=str(CHROMIUM),
+            args=CHROMIUM_ARGS,
+        )
+        assert profile.browser is not None
+        yield profile.browser
+        await profile.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def browser_context(chromium: Browser) -> AsyncIterator[BrowserContext]:
+    """A context of its own per test: no cookie from another test."""
+    context = await chromium.new_context(viewport={"width": 1280, "height": 800})
+    await context.add_init_script(CAPTURE_TERMINAL)
+    yield context
+    await context.close()

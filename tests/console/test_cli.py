@@ -24,22 +24,6 @@ ESCAPES = "x\x1b]0;owned\x07\x1b[2J"
 
 
 @pytest.fixture
-def cli_run(capsys, monkeypatch):
-    """`main(argv)` -> (exit status, standard error); a usage error's SystemExit is its status."""
-
-    def run(argv: list[str]) -> tuple[int, str]:
-        try:
-            code = cli.main(argv)
-        except SystemExit as done:
-            code = done.code if isinstance(done.code, int) else 1
-        err = capsys.readouterr().err
-        assert "Traceback" not in err
-        return code, err
-
-    return run
-
-
-@pytest.fixture
 def parser_only(monkeypatch):
     """Fail loudly if a command runs: these mistakes must be caught by the parser."""
 

@@ -1,0 +1,99 @@
+"""A console started by `breakerdeck web` as a viewer writes nothing, from any key, the command
+palette or a message; as an operator its resets are audited under the web actor."""
+
+from __future__ import annotations
+
+import pytest
+from textual.command import CommandPalette
+
+from breakerdeck.console.messages import DemoFaultRequested, FixRequested, ResetRequested
+from breakerdeck.console.screens.confirm import ConfirmScreen
+from breakerdeck.console.screens.dashboard import DashboardScreen
+from breakerdeck.console.web_role import ACTOR_VARIABLE, ROLE_VARIABLE, web_session
+from tests.console.conftest import make_app, settle
+from tests.console.test_operator import FakeControls, resets
+
+WEB_ACTOR = "web:203.0.113.7"
+
+
+@pytest.fixture
+def as_web(monkeypatch):
+    def role(name: str) -> None:
+        monkeypatch.setenv(ROLE_VARIABLE, name)
+        monkeypatch.setenv(ACTOR_VARIABLE, WEB_ACTOR)
+
+    return role
+
+
+async def test_a_viewers_console_opens_no_dialog_on_any_write_key(agent_world, as_web):
+    as_web("viewer")
+    await agent_world.trip_auth("ava", platform="crm")
+    controls = FakeControls()
+    app = make_app(agent_world.engine, controls=controls)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        for key in ("r", "R", "f", "d", "u", "x", "ctrl+p"):
+            await pilot.press(key)
+            await settle(pilot)
+            assert isinstance(app.screen, DashboardScreen), key
+        await pilot.press("enter")  # the detail screen has r and f too
+        await settle(pilot)
+        for key in ("r", "f", "ctrl+p"):
+            await pilot.press(key)
+            await settle(pilot)
+            assert not isinstance(app.screen, ConfirmScreen | CommandPalette), key
+    assert controls.calls == []
+    assert resets(agent_world.engine, "ava") == []
+
+
+async def test_a_viewers_footer_offers_no_write(agent_world, as_web):
+    as_web("viewer")
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine, controls=FakeControls())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        offers = {a: app.screen.check_action(a, ()) for a in ("reset", "fix", "platform_down")}
+        assert offers == {"reset": False, "fix": False, "platform_down": False}
+
+
+async def test_a_viewers_console_ignores_write_messages(agent_world, as_web):
+    """Whatever posts them (a binding, a click, a palette command): the app refuses again."""
+    as_web("viewer")
+    await agent_world.trip_upstream("ava")
+    controls = FakeControls()
+    app = make_app(agent_world.engine, controls=controls)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        [card] = app.board.cards_of({"ava"})
+        for message in (
+            ResetRequested(card),
+            ResetRequested(card, every=True),
+            FixRequested(card),
+            DemoFaultRequested("take_down", card),
+        ):
+            app.post_message(message)
+            await settle(pilot)
+            assert isinstance(app.screen, DashboardScreen)
+    assert controls.calls == []
+    assert agent_world.engine.view("ava").state == "open"
+
+
+async def test_a_reset_from_a_web_operators_console_is_audited_with_the_web_actor(
+    agent_world, as_web
+):
+    as_web("operator")
+    await agent_world.trip_upstream("ava")
+    async with make_app(agent_world.engine).run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        await settle(pilot)
+        said = " ".join(pilot.app.screen.lines)
+        assert f"circuit_breaker_reset by {WEB_ACTOR}" in said
+        await pilot.press("y")
+        await settle(pilot)
+    assert [r.fields["actor"] for r in resets(agent_world.engine, "ava")] == [WEB_ACTOR]
+
+
+def test_an_unknown_role_reads_as_a_viewers():
+    session = web_session({ROLE_VARIABLE: "admin"})
+    assert session is not None and session.read_only
