@@ -391,7 +391,9 @@ async def test_five_failures_spread_over_two_replicas_halt_the_agent_on_both_off
                 failed = await client.get(replica.url + "/p/payments/v1", headers=auth("billing"))
                 assert failed.status_code == 502
             reached = platform.requests
-            # b, which did not make the trip, first: it learns of it from the store
+            # b, which did not make the trip, first, once it has heard of it from the store (a
+            # closed copy admits without asking, so a call racing the news would be let in)
+            await _until_open(client, replicas[1].url, "billing")
             answers = [
                 await client.get(replica.url + "/p/payments/v1", headers=auth("billing"))
                 for replica in reversed(replicas)
@@ -401,3 +403,12 @@ async def test_five_failures_spread_over_two_replicas_halt_the_agent_on_both_off
     finally:
         for replica in replicas:
             replica.stop()
+
+
+async def _until_open(client: httpx.AsyncClient, url: str, key: str) -> None:
+    """Wait (up to 10 s of real time) until the gateway at `url` shows `key` open."""
+    shown = f'breakerdeck_breaker_state{{key="{key}",state="open"}} 1.0'
+    deadline = time.monotonic() + 10
+    while shown not in (await client.get(url + "/-/metrics")).text:
+        assert time.monotonic() < deadline, f"{url} never showed {key} open"
+        await asyncio.sleep(0.02)
