@@ -78,7 +78,6 @@ class _GatewayCall(Exchange):
     __slots__ = (
         "cut",
         "extra",
-        "halted",
         "has_body",
         "held",
         "own",
@@ -99,12 +98,9 @@ class _GatewayCall(Exchange):
         self.receive = receive
         self.rest = rest
         self.has_body = body
-        self.halted: tuple[Message, Message] | None = None
         self.held: aiohttp.ClientResponse | None = None
+        #: The gateway's own answer; `extra` and `quiet` are set with it (`answer_with`).
         self.own: GatewayResponse | None = None
-        #: The own answer's extra headers, and whether a broken connection may swallow it.
-        self.extra: list[tuple[bytes, bytes]] | None = None
-        self.quiet = False
         self.cut: Cut | None = None
         self.transport: PlatformCall | None = None
 
@@ -112,11 +108,19 @@ class _GatewayCall(Exchange):
         """The attempt left its results on this object."""
 
     def answer(self) -> _GatewayCall:
+        """Itself: what goes back is decided by what the attempt left on it."""
         return self
 
-    def answer_with(self, own: GatewayResponse, *, quiet: bool = False) -> None:
-        """The gateway's own answer; `quiet`: a connection that broke meanwhile swallows it."""
-        self.own, self.quiet = own, quiet
+    def answer_with(
+        self,
+        own: GatewayResponse,
+        *,
+        quiet: bool = False,
+        extra: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
+        """The gateway's own answer, with `extra` headers; `quiet`: a connection that broke
+        meanwhile swallows it."""
+        self.own, self.quiet, self.extra = own, quiet, extra
 
     def finish(self) -> None:
         """The connection's watch ended, the platform's response and the slot given back."""
@@ -134,7 +138,7 @@ class _GatewayCall(Exchange):
 _PROBE_ENDS = frozenset({ev.RECOVERED, ev.REOPENED, ev.RESET})
 
 
-class GatewayApp(CallPath[_GatewayCall, None, _GatewayCall]):
+class GatewayApp(CallPath[_GatewayCall, None, _GatewayCall | tuple[Message, Message]]):
     """The ASGI app. `speed` is the engine clock's: deadlines are read on that clock."""
 
     def __init__(
@@ -260,14 +264,18 @@ class GatewayApp(CallPath[_GatewayCall, None, _GatewayCall]):
         call = self.engine.new_call(agent, agent, platform.name, platform.name, platform.deadline)
         this = _GatewayCall(call, platform, scope, receive, target[1], declared != 0)
         try:
-            await self._run(this, platform.lease, platform.probe_wait_seconds)
-            await self._reply(send, this)
+            answer = await self._run(this, platform.lease, platform.probe_wait_seconds)
+            if isinstance(answer, tuple):
+                start, halted = answer  # the fast-fail path: no coroutine of its own
+                await send(start)
+                await send(halted)
+            else:
+                await self._reply(send, answer)
         finally:
             this.finish()
 
-    def _denied(self, this: _GatewayCall, admission: Admission) -> _GatewayCall:
-        this.halted = self._halted(admission, this.call)
-        return this
+    def _denied(self, this: _GatewayCall, admission: Admission) -> tuple[Message, Message]:
+        return self._halted(admission, this.call)
 
     def _halted(self, admission: Admission, call: Call) -> tuple[Message, Message]:
         """403 `agent_halted`: the fast-fail path, as its two messages (the caller sends them:
@@ -363,9 +371,9 @@ class GatewayApp(CallPath[_GatewayCall, None, _GatewayCall]):
         except Failed as failed:
             cut.disarm()
             self.counts.observe(this.call.key, (loop.time() - started) * self.speed)
-            this.answer_with(failed.answer)
-            if failed.retry_after is not None:
-                this.extra = [(b"retry-after", b"%d" % failed.retry_after)]
+            retry = failed.retry_after
+            extra = None if retry is None else [(b"retry-after", b"%d" % retry)]
+            this.answer_with(failed.answer, extra=extra)
         except asyncio.CancelledError:
             if not cut.uncancel():
                 raise
@@ -384,12 +392,7 @@ class GatewayApp(CallPath[_GatewayCall, None, _GatewayCall]):
         this.answer_with(results.gateway_stopping(_STOPPING), quiet=True)
 
     async def _reply(self, send: Send, this: _GatewayCall) -> None:
-        """The breaker's refusal, the gateway's own answer, or the platform's streamed back."""
-        if this.halted is not None:
-            start, halted = this.halted
-            await send(start)
-            await send(halted)
-            return
+        """The gateway's own answer, or the platform's streamed back."""
         own = this.own
         if own is not None:
             try:
