@@ -113,21 +113,17 @@ class Exchange(OneAttempt):
     async def run(self, transport: Transport[R]) -> R:
         """The platform's answer to relay (the outcome decided at its head), or `Failed`; on
         either, the outcome and the agent's status are decided."""
-        try:
-            response = await self._steps(transport)
-        except Failed as failed:
-            self.decide(failed.outcome, failed.answer.status)
-            raise
-        return response
-
-    async def _steps(self, transport: Transport[R]) -> R:
         platform = transport.platform
         try:
             credential = await transport.credential()
         except VaultUnavailable as error:
             self.fault = "vault_down"
-            raise upstream(platform, f"the credential vault is unreachable: {error}") from None
-        await transport.connect()
+            detail = f"the credential vault is unreachable: {error}"
+            raise self._failed(upstream(platform, detail)) from None
+        try:
+            await transport.connect()
+        except Failed as failed:
+            raise self._failed(failed) from None
         first = await self._send(transport, credential, 1)
         if transport.status(first) not in transport.auth_statuses:
             return self._relay(transport, first)
@@ -137,7 +133,7 @@ class Exchange(OneAttempt):
         self.refresh = "failed" if renewed is None else "ok"
         if renewed is None:
             transport.release(first)
-            raise auth_failed(platform, transport.refresh_failure())
+            raise self._failed(auth_failed(platform, transport.refresh_failure()))
         if not transport.replayable():
             self.decide(NOT_REPLAYED, transport.status(first))
             return first
@@ -145,8 +141,13 @@ class Exchange(OneAttempt):
         second = await self._send(transport, renewed, 2)
         if transport.status(second) in transport.auth_statuses:
             transport.release(second)
-            raise auth_failed(platform, "succeeded but the new token was rejected too")
+            rejected = "succeeded but the new token was rejected too"
+            raise self._failed(auth_failed(platform, rejected))
         return self._relay(transport, second)
+
+    def _failed(self, failed: Failed) -> Failed:
+        self.decide(failed.outcome, failed.answer.status)
+        return failed
 
     async def _send(self, transport: Transport[R], credential: str, attempt: int) -> R:
         self.call.attempts += 1
@@ -154,7 +155,7 @@ class Exchange(OneAttempt):
             response = await transport.send(credential, attempt)
         except Unsent as unsent:
             self.fault, self.platform_status = unsent.fault, None
-            raise upstream(transport.platform, unsent.detail) from None
+            raise self._failed(upstream(transport.platform, unsent.detail)) from None
         self.fault = transport.fault(response)
         self.platform_status = transport.status(response)
         return response

@@ -71,9 +71,9 @@ _STOPPING = "the gateway is shutting down and its drain ran out before the platf
 
 
 class _GatewayCall(Exchange):
-    """One request's call: what the attempt needs (the scope, the agent's body, the target),
-    and what goes back (the breaker's refusal, the platform's response to stream, or the
-    gateway's own answer)."""
+    """One request's call past the checks before the breaker: what the attempt needs (the
+    scope, the agent's body, the target), and what goes back (the platform's response to
+    stream, or the gateway's own answer; a breaker refusal is `_denied`'s two messages)."""
 
     __slots__ = (
         "cut",
