@@ -11,6 +11,7 @@ gateway. So what the scenarios prove is what a production gateway runs.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Protocol, TypeVar
 
 from breakerdeck.engine import results
@@ -59,11 +60,16 @@ class Transport(Protocol[R]):
     #: The statuses read as a rejected credential (DESIGN: `auth_failure_statuses`).
     auth_statuses: frozenset[int]
 
-    async def credential(self) -> str:
-        """The agent's stored credential, or `VaultUnavailable`."""
+    def held(self) -> str | None:
+        """The agent's credential already in hand, if any (no coroutine: most calls)."""
 
-    async def connect(self) -> None:
-        """Whatever the request needs before it is sent (a connection slot), or `Failed`."""
+    async def fetch(self) -> str:
+        """The agent's stored credential, read from its source, or `VaultUnavailable`."""
+
+    def connect(self) -> Awaitable[None] | None:
+        """Whatever the request needs before it is sent (a connection slot): None when it is
+        had at once (no coroutine: most calls never wait), else what to wait on, which may
+        raise `Failed`."""
 
     async def send(self, credential: str, attempt: int) -> R:
         """Attempt number `attempt` (1, or 2 after a refresh), or `Unsent`."""
@@ -112,58 +118,54 @@ class Exchange(OneAttempt):
 
     async def run(self, transport: Transport[R]) -> R:
         """The platform's answer to relay (the outcome decided at its head), or `Failed`; on
-        either, the outcome and the agent's status are decided."""
+        either, the outcome and the agent's status are decided. Written as one coroutine
+        (the attempts a loop): aiohttp's request resumes every frame above it at each step."""
         platform = transport.platform
         try:
-            credential = await transport.credential()
+            credential = transport.held() or await transport.fetch()
         except VaultUnavailable as error:
             self.fault = "vault_down"
             detail = f"the credential vault is unreachable: {error}"
             raise self._failed(upstream(platform, detail)) from None
-        try:
-            await transport.connect()
-        except Failed as failed:
-            raise self._failed(failed) from None
-        first = await self._send(transport, credential, 1)
-        if transport.status(first) not in transport.auth_statuses:
-            return self._relay(transport, first)
-        renewed = await transport.renew(credential)
-        if renewed == credential:
-            renewed = None  # DESIGN: a refresh that yields the same value is a failed one
-        self.refresh = "failed" if renewed is None else "ok"
-        if renewed is None:
-            transport.release(first)
-            raise self._failed(auth_failed(platform, transport.refresh_failure()))
-        if not transport.replayable():
-            self.decide(NOT_REPLAYED, transport.status(first))
-            return first
-        transport.release(first)
-        second = await self._send(transport, renewed, 2)
-        if transport.status(second) in transport.auth_statuses:
-            transport.release(second)
-            rejected = "succeeded but the new token was rejected too"
-            raise self._failed(auth_failed(platform, rejected))
-        return self._relay(transport, second)
+        waiting = transport.connect()
+        if waiting is not None:
+            try:
+                await waiting
+            except Failed as failed:
+                raise self._failed(failed) from None
+        for attempt in (1, 2):
+            self.call.attempts += 1
+            try:
+                response = await transport.send(credential, attempt)
+            except Unsent as unsent:
+                self.fault, self.platform_status = unsent.fault, None
+                raise self._failed(upstream(platform, unsent.detail)) from None
+            status = transport.status(response)
+            self.fault, self.platform_status = transport.fault(response), status
+            if status not in transport.auth_statuses:
+                break
+            if attempt == 2:
+                transport.release(response)
+                rejected = "succeeded but the new token was rejected too"
+                raise self._failed(auth_failed(platform, rejected))
+            renewed = await transport.renew(credential)
+            if renewed == credential:
+                renewed = None  # DESIGN: a refresh that yields the same value is a failed one
+            self.refresh = "failed" if renewed is None else "ok"
+            if renewed is None:
+                transport.release(response)
+                raise self._failed(auth_failed(platform, transport.refresh_failure()))
+            if not transport.replayable():
+                self.decide(NOT_REPLAYED, status)
+                return response
+            transport.release(response)
+            credential = renewed
+        self.decide(agent_outcome_for_response(status), status)
+        return response
 
     def _failed(self, failed: Failed) -> Failed:
         self.decide(failed.outcome, failed.answer.status)
         return failed
-
-    async def _send(self, transport: Transport[R], credential: str, attempt: int) -> R:
-        self.call.attempts += 1
-        try:
-            response = await transport.send(credential, attempt)
-        except Unsent as unsent:
-            self.fault, self.platform_status = unsent.fault, None
-            raise self._failed(upstream(transport.platform, unsent.detail)) from None
-        self.fault = transport.fault(response)
-        self.platform_status = transport.status(response)
-        return response
-
-    def _relay(self, transport: Transport[R], response: R) -> R:
-        status = transport.status(response)
-        self.decide(agent_outcome_for_response(status), status)
-        return response
 
 
 def upstream(platform: str, detail: str) -> Failed:

@@ -166,7 +166,10 @@ class _Httpx:
         self.request = request
         self.deadlines = deadlines
 
-    async def credential(self) -> str:
+    def held(self) -> None:
+        """None: the vault is asked on every call (the fixture counts its fetches)."""
+
+    async def fetch(self) -> str:
         """The stored credential, under the policy's deadline: a vault that hangs is
         unavailable (an upstream failure), never a call that holds the probe slot forever."""
         deadline = self.gateway.policy.deadline_seconds
@@ -176,7 +179,7 @@ class _Httpx:
         except TimeoutError:
             raise VaultUnavailable(f"no answer within {deadline:g} s") from None
 
-    async def connect(self) -> None:
+    def connect(self) -> None:
         """httpx's pool is the client's own: nothing to take."""
 
     async def send(self, credential: str, attempt: int) -> httpx.Response:

@@ -269,8 +269,11 @@ class GatewayApp(CallPath[_GatewayCall, None, _GatewayCall | tuple[Message, Mess
                 start, halted = answer  # the fast-fail path: no coroutine of its own
                 await send(start)
                 await send(halted)
-            else:
-                await self._reply(send, answer)
+            elif answer.own is not None:
+                await self._own_answer(send, answer, answer.own)
+            elif answer.held is not None and answer.cut is not None:
+                answer.cut.arm()  # the stream, sent from here: one frame fewer per chunk
+                await self._stream_back(send, answer.held, call, answer.cut)
         finally:
             this.finish()
 
@@ -391,19 +394,12 @@ class GatewayApp(CallPath[_GatewayCall, None, _GatewayCall | tuple[Message, Mess
         this.decide(Outcome(OutcomeClass.GATEWAY_BUSY, detail=_STOPPING), 503)
         this.answer_with(results.gateway_stopping(_STOPPING), quiet=True)
 
-    async def _reply(self, send: Send, this: _GatewayCall) -> None:
-        """The gateway's own answer, or the platform's streamed back."""
-        own = this.own
-        if own is not None:
-            try:
-                await _answer(send, own.status, own.body, this.call, this.extra)
-            except OSError:
-                if not this.quiet:
-                    raise
-            return
-        if this.held is not None and this.cut is not None:
-            this.cut.arm()
-            await self._stream_back(send, this.held, this.call, this.cut)
+    async def _own_answer(self, send: Send, this: _GatewayCall, own: GatewayResponse) -> None:
+        try:
+            await _answer(send, own.status, own.body, this.call, this.extra)
+        except OSError:
+            if not this.quiet:
+                raise
 
     async def _stream_back(
         self, send: Send, response: aiohttp.ClientResponse, call: Call, cut: Cut

@@ -10,7 +10,7 @@ source read again).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,21 +112,28 @@ class PlatformCall:
         self.key = _idempotency_key(shared.engine, self.headers, call)
         self.slot = False
 
-    async def credential(self) -> str:
+    def held(self) -> str | None:
         call, vault = self.call, self.shared.vault
         if self.shared.was_reset(call.key):
             vault.forget(call.agent)
-        return vault.held(call.agent, self.platform) or await vault.fetch(
-            call.agent, self.platform, self.target.real_deadline
+        return vault.held(call.agent, self.platform)
+
+    async def fetch(self) -> str:
+        return await self.shared.vault.fetch(
+            self.call.agent, self.platform, self.target.real_deadline
         )
 
-    async def connect(self) -> None:
-        slots, agent = self.shared.slots, self.call.agent
-        if not slots.try_take(agent):
-            try:
-                await slots.take(agent, SLOT_WAIT_SECONDS)
-            except Busy as full:
-                raise busy(full.limit) from None
+    def connect(self) -> Awaitable[None] | None:
+        if self.shared.slots.try_take(self.call.agent):
+            self.slot = True
+            return None
+        return self._wait_for_slot()
+
+    async def _wait_for_slot(self) -> None:
+        try:
+            await self.shared.slots.take(self.call.agent, SLOT_WAIT_SECONDS)
+        except Busy as full:
+            raise busy(full.limit) from None
         self.slot = True
 
     async def send(self, credential: str, attempt: int) -> aiohttp.ClientResponse:
