@@ -17,9 +17,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from breakerdeck.engine import results
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
-from breakerdeck.engine.results import GatewayResponse
 
 #: Maps a function tool's return value or exception to an outcome.
 Classifier = Callable[[Any, BaseException | None], Outcome]
@@ -247,32 +245,6 @@ def agent_outcome_for_response(status: int) -> Outcome:
     if status < 400:
         return Outcome(OutcomeClass.PLATFORM_ANSWER, detail=f"platform answered {status}")
     return Outcome(OutcomeClass.UPSTREAM_ERROR, detail=f"platform answered {status}")
-
-
-def relayed(response: httpx.Response) -> tuple[Outcome, GatewayResponse]:
-    """Under `agent`: the platform's answer, relayed to the agent as it came."""
-    try:
-        body = response_json(response)
-    except ValueError:
-        body = {"body": response.text}
-    if not isinstance(body, dict):
-        body = {"data": body}
-    status = response.status_code
-    return agent_outcome_for_response(status), GatewayResponse(status, body)
-
-
-def upstream_failure(platform: str, detail: str) -> tuple[Outcome, GatewayResponse]:
-    """Under `agent`: the call could not be completed (vault, network, deadline). Counted."""
-    outcome = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail=detail)
-    return outcome, results.upstream_failure(platform, detail)
-
-
-def auth_failure(platform: str, refresh: str) -> tuple[Outcome, GatewayResponse]:
-    """Under `agent`: the credential rejected even after `refresh` (failed, or succeeded and
-    the new token was rejected too). Counted."""
-    detail = f"{platform} rejected the credential; refresh {refresh}"
-    outcome = Outcome(OutcomeClass.AUTH_FAILURE, counted=True, detail=detail)
-    return outcome, results.reauth_failed(platform, refresh)
 
 
 def default_classifier(value: Any, error: BaseException | None) -> Outcome:

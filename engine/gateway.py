@@ -1,9 +1,11 @@
-"""The credential-holding gateway's call path (`agent` policy): one breaker per agent.
+"""The credential-holding gateway in-process (`agent` policy): one breaker per agent.
 
-The gateway fetches the agent's stored credential, calls the platform with a deadline, refreshes
-the token once on 401/403, and answers the agent with the design's statuses and bodies: the
-platform's own answer relayed, 401 `reauth_failed`, 502 when the call could not be completed,
-403 `agent_halted` when the breaker refuses.
+The call runs on `CallPath._run`, and its one attempt is the agent exchange that the ASGI
+gateway runs too (`engine.exchange`: the stored credential, the request under a deadline, one
+refresh and resend on 401/403), here on an httpx transport: so the simulation, the headless
+trace and the console run a production gateway's rules. The agent gets the design's statuses
+and bodies: the platform's own answer relayed, 401 `reauth_failed`, 502 when the call could not
+be completed, 403 `agent_halted` when the breaker refuses.
 """
 
 from __future__ import annotations
@@ -17,19 +19,12 @@ import httpx
 
 from breakerdeck.engine import results
 from breakerdeck.engine.breaker import Admission
-from breakerdeck.engine.callpath import CallPath, Completion, OneAttempt
-from breakerdeck.engine.classify import (
-    auth_failure,
-    describe_error,
-    fault_of,
-    network_fault,
-    relayed,
-    response_json,
-    upstream_failure,
-)
+from breakerdeck.engine.callpath import CallPath
+from breakerdeck.engine.classify import describe_error, fault_of, network_fault, response_json
 from breakerdeck.engine.deadline import Deadlines
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.errors import VaultUnavailable
+from breakerdeck.engine.exchange import Exchange, Failed, Unsent
 from breakerdeck.engine.harness import Refusal, json_body, json_headers
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy
@@ -37,7 +32,8 @@ from breakerdeck.engine.results import GatewayResponse
 
 REFRESH_PATH = "/oauth/token"
 
-_AUTH_REJECTED = frozenset({401, 403})
+#: The in-process gateway reads both as a rejected credential (DESIGN's default).
+AUTH_REJECTED = frozenset({401, 403})
 
 
 class Vault(Protocol):
@@ -48,47 +44,28 @@ class Vault(Protocol):
 GatewayAuthorizer = Callable[[str, str, Any], Refusal | None]
 
 
-class _Exchange(OneAttempt):
-    """One gateway call's state: the request it sends (or, when the breaker was refusing, the
-    caller's parts, checked only if it lets the call in after all), what the platform did on
-    the last attempt, and the answer."""
+class _Call(Exchange):
+    """One gateway call: the request it sends (or, when the breaker was refusing, the caller's
+    parts, checked only if it lets the call in after all), and the answer."""
 
-    __slots__ = (
-        "asked",
-        "call",
-        "fault",
-        "outcome",
-        "platform_status",
-        "refresh",
-        "request",
-        "response",
-    )
+    __slots__ = ("asked", "request", "response")
 
     def __init__(self, call: Call, request: _Request | None, asked: tuple[str, str, Any]) -> None:
         """`asked` is the caller's method, path and JSON: read only when `request` is None."""
-        self.call = call
+        super().__init__(call)
         self.request = request
         self.asked = asked
-        self.fault = "none"
-        self.platform_status: int | None = None
-        self.refresh: str | None = None
-        self.outcome: Outcome | None = None
         self.response: GatewayResponse | None = None
 
-    def report(self, attempt: tuple[Outcome, GatewayResponse]) -> None:
-        self.outcome, self.response = attempt
-
-    def completion(self) -> Completion:
-        outcome, response = self.outcome, self.response
-        assert outcome is not None and response is not None
-        return outcome, self.fault, response.status, self.refresh, self.platform_status
+    def report(self, attempt: GatewayResponse) -> None:
+        self.response = attempt
 
     def answer(self) -> GatewayResponse:
         assert self.response is not None
         return self.response
 
 
-class Gateway(CallPath[_Exchange, tuple[Outcome, GatewayResponse], GatewayResponse]):
+class Gateway(CallPath[_Call, GatewayResponse, GatewayResponse]):
     def __init__(
         self,
         engine: Engine,
@@ -138,99 +115,102 @@ class Gateway(CallPath[_Exchange, tuple[Outcome, GatewayResponse], GatewayRespon
         if refusal is not None:
             return self._refusal(call, refusal)
         if engine.breaker(agent).cooling(engine.clock.monotonic()) is not None:
-            return await self._run(_Exchange(call, None, asked), self.policy.probe_lease())
+            return await self._run(_Call(call, None, asked), self.policy.probe_lease())
         request = _prepare(client.base_url, method, path, json)
         if isinstance(request, Refusal):
             return self._refusal(call, request)
-        return await self._run(_Exchange(call, request, asked), self.policy.probe_lease())
+        return await self._run(_Call(call, request, asked), self.policy.probe_lease())
 
     def _refusal(self, call: Call, refusal: Refusal) -> GatewayResponse:
         response = _refusal_response(refusal)
         outcome = Outcome(refusal.cls, detail=refusal.reason)
         return self._refused(call, outcome, response.status, response)
 
-    def _denied(self, exchange: _Exchange, admission: Admission) -> GatewayResponse:
+    def _denied(self, exchange: _Call, admission: Admission) -> GatewayResponse:
         return results.agent_halted(admission)
 
-    async def _attempt(self, exchange: _Exchange) -> tuple[Outcome, GatewayResponse]:
-        """The credential, the request, one refresh and resend on a rejected credential."""
-        call = exchange.call
-        platform = call.platform
-        deadlines = self._loop_deadlines()
+    async def _attempt(self, exchange: _Call) -> GatewayResponse:
+        """The agent exchange (`engine.exchange`) on httpx; the platform's answer is read
+        whole and relayed as JSON."""
         request = exchange.request
         if request is None:
-            prepared = _prepare(self.clients[platform].base_url, *exchange.asked)
+            prepared = _prepare(self.clients[exchange.call.platform].base_url, *exchange.asked)
             if isinstance(prepared, Refusal):
-                outcome = Outcome(prepared.cls, detail=prepared.reason)
-                return outcome, _refusal_response(prepared)
+                refused = _refusal_response(prepared)
+                exchange.decide(Outcome(prepared.cls, detail=prepared.reason), refused.status)
+                return refused
             request = prepared
+        transport = _Httpx(self, exchange.call, request, self._loop_deadlines())
         try:
-            token = await self._credential(call, deadlines)
-        except VaultUnavailable as error:
-            exchange.fault = "vault_down"
-            return upstream_failure(platform, f"the credential vault is unreachable: {error}")
-        sent = await self._send(call, exchange, request, token, deadlines)
-        if isinstance(sent, BaseException):
-            return upstream_failure(platform, describe_error(sent, self.policy.deadline_seconds))
-        if sent.status_code not in _AUTH_REJECTED:
-            return relayed(sent)
-        refreshed = await self._refresh(platform, token, deadlines)
-        if refreshed is None:
-            exchange.refresh = "failed"
-            return auth_failure(platform, "failed")
-        exchange.refresh = "ok"
-        retried = await self._send(call, exchange, request, refreshed, deadlines)
-        if isinstance(retried, BaseException):
-            return upstream_failure(platform, describe_error(retried, self.policy.deadline_seconds))
-        if retried.status_code in _AUTH_REJECTED:
-            return auth_failure(platform, "succeeded but the new token was rejected too")
-        return relayed(retried)
+            response = await exchange.run(transport)
+        except Failed as failed:
+            return failed.answer
+        return _relayed(response)
 
-    async def _credential(self, call: Call, deadlines: Deadlines) -> str:
+
+class _Httpx:
+    """One call's `Transport[httpx.Response]`: the vault and the platform's client, each under
+    the policy's deadline."""
+
+    __slots__ = ("call", "client", "deadlines", "gateway", "platform", "request")
+
+    auth_statuses = AUTH_REJECTED
+
+    def __init__(
+        self, gateway: Gateway, call: Call, request: _Request, deadlines: Deadlines
+    ) -> None:
+        self.gateway = gateway
+        self.call = call
+        self.platform = call.platform
+        self.client = gateway.clients[call.platform]
+        self.request = request
+        self.deadlines = deadlines
+
+    def held(self) -> None:
+        """None: the vault is asked on every call (the fixture counts its fetches)."""
+
+    async def fetch(self) -> str:
         """The stored credential, under the policy's deadline: a vault that hangs is
         unavailable (an upstream failure), never a call that holds the probe slot forever."""
-        deadline = self.policy.deadline_seconds
+        deadline = self.gateway.policy.deadline_seconds
+        fetch = self.gateway.vault.fetch(self.call.agent, self.platform)
         try:
-            return await deadlines.run(deadline, self.vault.fetch(call.agent, call.platform))
+            return await self.deadlines.run(deadline, fetch)
         except TimeoutError:
             raise VaultUnavailable(f"no answer within {deadline:g} s") from None
 
-    async def _send(
-        self,
-        call: Call,
-        exchange: _Exchange,
-        prepared: _Request,
-        token: str,
-        deadlines: Deadlines,
-    ) -> httpx.Response | BaseException:
-        client = self.clients[call.platform]
-        request = client.build_request(
+    def connect(self) -> None:
+        """httpx's pool is the client's own: nothing to take."""
+
+    async def send(self, credential: str, attempt: int) -> httpx.Response:
+        prepared, deadline = self.request, self.gateway.policy.deadline_seconds
+        request = self.client.build_request(
             prepared.method,
             prepared.url,
             content=prepared.content,
             headers={
                 **json_headers(prepared.content),
-                "Idempotency-Key": self.engine.idempotency_key(call.number),
-                "Authorization": f"Bearer {token}",
+                "Idempotency-Key": self.gateway.engine.idempotency_key(self.call.number),
+                "Authorization": f"Bearer {credential}",
             },
-            timeout=self.policy.deadline_seconds,
+            timeout=deadline,
         )
-        call.attempts += 1
         try:
-            response = await deadlines.run(self.policy.deadline_seconds, client.send(request))
+            return await self.deadlines.run(deadline, self.client.send(request))
         except (httpx.HTTPError, TimeoutError) as error:
-            exchange.fault = fault_of(request, network_fault(error))
-            exchange.platform_status = None
-            return error
-        exchange.fault = fault_of(request, f"http_{response.status_code}")
-        exchange.platform_status = response.status_code
-        return response
+            fault = fault_of(request, network_fault(error))
+            raise Unsent(fault, describe_error(error, deadline)) from None
 
-    async def _refresh(self, platform: str, token: str, deadlines: Deadlines) -> str | None:
-        client = self.clients[platform]
-        refresh = client.post(REFRESH_PATH, json={"refresh_token": token})
+    def status(self, response: httpx.Response) -> int:
+        return response.status_code
+
+    def fault(self, response: httpx.Response) -> str:
+        return fault_of(response.request, f"http_{response.status_code}")
+
+    async def renew(self, rejected: str) -> str | None:
+        refresh = self.client.post(REFRESH_PATH, json={"refresh_token": rejected})
         try:
-            response = await deadlines.run(self.policy.deadline_seconds, refresh)
+            response = await self.deadlines.run(self.gateway.policy.deadline_seconds, refresh)
         except (httpx.HTTPError, TimeoutError):
             return None
         if response.status_code != 200:
@@ -240,6 +220,27 @@ class Gateway(CallPath[_Exchange, tuple[Outcome, GatewayResponse], GatewayRespon
         except (ValueError, KeyError, TypeError):
             return None
         return new_token if isinstance(new_token, str) else None
+
+    def refresh_failure(self) -> str:
+        return "failed"
+
+    def replayable(self) -> bool:
+        return True
+
+    def release(self, response: httpx.Response) -> None:
+        """Read whole already."""
+
+
+def _relayed(response: httpx.Response) -> GatewayResponse:
+    """The platform's answer as the agent gets it: its status and JSON body (a body that is
+    not a JSON object is wrapped)."""
+    try:
+        body = response_json(response)
+    except ValueError:
+        body = {"body": response.text}
+    if not isinstance(body, dict):
+        body = {"data": body}
+    return GatewayResponse(response.status_code, body)
 
 
 @dataclass(frozen=True, slots=True)

@@ -151,3 +151,17 @@ def reauth_failed(platform: str, detail: str) -> GatewayResponse:
 def upstream_failure(platform: str, detail: str) -> GatewayResponse:
     body = {"error": "upstream_failure", "platform": platform, "message": detail}
     return GatewayResponse(502, body)
+
+
+#: The `Retry-After` (and body field) of a `gateway_busy` answer: a slot is waited on for a
+#: second, so a second later is when trying again makes sense.
+BUSY_RETRY_SECONDS = 1
+
+
+def gateway_busy(limit: str) -> GatewayResponse:
+    body = {"error": "gateway_busy", "limit": limit, "retry_after_seconds": BUSY_RETRY_SECONDS}
+    return GatewayResponse(503, body)
+
+
+def gateway_stopping(detail: str) -> GatewayResponse:
+    return GatewayResponse(503, {"error": "gateway_stopping", "message": detail})

@@ -268,7 +268,7 @@ async def _maybe_feed(engine: Engine, app: GatewayApp, options: Options) -> Asyn
     async with serve_feed(
         engine, host=host, port=port, viewer_token=viewer, operator_token=operator
     ) as feed:
-        app.calls.watch_always()
+        app.waits.listen_always()
         say(f"feed on {feed.url}")
         operator_file = options.operator_token_file or options.state_dir / OPERATOR_TOKEN_FILE
         say(f"watch it: breakerdeck watch {feed.url} --token-file {operator_file}")
