@@ -30,8 +30,8 @@ from redis.retry import Retry
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.breaker import BreakerState, State, Transition
-from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.fleet import Fleet
+from breakerdeck.engine.operations import Parts
 from breakerdeck.engine.outcomes import OutcomeClass
 from breakerdeck.engine.policy import MAX_DEADLINE_SECONDS, AgentPolicy
 from breakerdeck.engine.replica import (
@@ -315,8 +315,8 @@ class SharedStore:
             *extra,
         ]
 
-    def member(self, engine: Engine) -> Fleet:
-        return Fleet(engine, self)
+    def member(self, parts: Parts) -> Fleet:
+        return Fleet(parts, self)
 
     def use_policy(self, policy: AgentPolicy) -> None:
         self._policy = policy
