@@ -80,6 +80,36 @@ def overhead_async(
     return statistics.median(g - b for g, b in _async_times(loop, [afn, bare]))
 
 
+def beside(
+    ours: Callable[[], Any], peer: Callable[[], Any], bare: Callable[[], Any]
+) -> tuple[float, float, float]:
+    """Our overhead, the peer's, and the median of their ratio per round: each of REPEAT
+    rounds runs bare, ours and the peer back to back, so load from other processes (this
+    machine is shared) hits all three alike and a ratio is read within one round."""
+    timers = [timeit.Timer(fn) for fn in (bare, ours, peer)]
+    number = _number(timers[1].timeit(1000) / 1000)
+    rounds = [[t.timeit(number) / number for t in timers] for _ in range(REPEAT)]
+    return _beside(rounds)
+
+
+def beside_async(
+    loop: asyncio.AbstractEventLoop,
+    ours: Callable[[], Awaitable[Any]],
+    peer: Callable[[], Awaitable[Any]],
+    bare: Callable[[], Awaitable[Any]],
+) -> tuple[float, float, float]:
+    """`beside` for coroutines, each awaited in a loop inside one task."""
+    rounds = [[b, o, p] for o, p, b in _async_times(loop, [ours, peer, bare])]
+    return _beside(rounds)
+
+
+def _beside(rounds: list[list[float]]) -> tuple[float, float, float]:
+    ours = [o - b for b, o, _ in rounds]
+    peer = [p - b for b, _, p in rounds]
+    ratios = [o / p for o, p in zip(ours, peer, strict=True) if p > 0]
+    return statistics.median(ours), statistics.median(peer), statistics.median(ratios)
+
+
 def _threads(target: Callable[[], Any], barrier: threading.Barrier) -> list[threading.Thread]:
     def caller() -> None:
         barrier.wait()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Self
@@ -85,13 +86,13 @@ class Engine:
         self._agent_policy = isinstance(policy, AgentPolicy)
         self.clock = clock = clock or SystemClock()
         self.epoch = clock.wall()
-        self._wall = clock.wall
+        self._wall = time.time if type(clock) is SystemClock else clock.wall
         self._problems = Problems()
         self._closed = False
         self._closing = threading.Lock()
         keys = self._keys = KeyTable(policy)
         outbox = self._outbox = Outbox(page_hook, self.epoch, self._problems)
-        ledger = self._ledger = Ledger(clock.wall, self._problems, outbox)
+        ledger = self._ledger = Ledger(self._wall, self._problems, outbox)
         durability = self._durability = Durability(policy, clock, keys, ledger, self._problems)
         self._timers = Timers(scheduler, self.poll, aside=shared is not None)
         self._views = Views(clock)
@@ -105,8 +106,18 @@ class Engine:
             durability=durability,
         )
         parts = Parts(
-            policy, self.instance, clock, keys, ledger, outbox, durability, self._timers, lines
+            policy,
+            self.instance,
+            clock,
+            self._wall,
+            keys,
+            ledger,
+            outbox,
+            durability,
+            self._timers,
+            lines,
         )
+        self._parts = parts
         self._fleet: Member | None = None if shared is None else shared.member(parts)
         self._decide: Decider = self._fleet or Local(lines)
         self._ops = Operations(parts, self._decide)
@@ -187,7 +198,7 @@ class Engine:
         """A reusable guard on one key, for code that makes its own calls (`engine.guard`):
         `with guard:` or `async with guard:` admits or raises `BreakerOpen`, and records
         the body's outcome. `settings`: `tool`, `deadline_seconds`, `classifier`."""
-        return Guard(self, key, agent=agent, lease=lease, **settings)
+        return Guard(self, self._parts, key, agent=agent, lease=lease, **settings)
 
     def new_call(
         self, key: str, agent: str, platform: str, tool: str, deadline_seconds: float
@@ -211,13 +222,13 @@ class Engine:
         breaker = slot.breaker
         # The seq is read before the state: if a trip lands in between, this call still reads
         # as admitted before it, which is what a closed breaker let in.
-        seq = self._ledger.handed
+        seq = self._ledger.numbered
         if breaker.state is _CLOSED:
             call.admitted_as = "normal"
             call.admitted_wall = self._wall()
             call.admitted_seq = seq
             return ADMIT_NORMAL
-        if not (self._outbox.listeners or self._durability.audit is not None):
+        if not self._outbox.watched:
             refusal = breaker.cooling(self.clock.monotonic())
             if refusal is not None:
                 slot.count_denied(refusal.reason)
@@ -268,7 +279,7 @@ class Engine:
     ) -> Event | None:
         """Record a finished call: its `call.completed` line, then what it caused. A transition
         it caused is on disk before it returns (at most `COMMIT_WAIT`)."""
-        if self._untouched(call, outcome):
+        if outcome.cls is _SUCCESS and self._untouched(call, outcome):
             return None
         line, owed = self._ops.record(call, outcome, fault, agent_status, refresh, platform_status)
         self._durability.settle(owed)
@@ -285,7 +296,7 @@ class Engine:
     ) -> Event | None:
         """`complete` for a coroutine: the wait for the disk never blocks the event loop, nor a
         round trip to the shared store (made on a worker thread)."""
-        if self._untouched(call, outcome):
+        if outcome.cls is _SUCCESS and self._untouched(call, outcome):
             return None
         args = (call, outcome, fault, agent_status, refresh, platform_status)
         if self._decide.remote_record(self._keys.slots[call.key], outcome):
@@ -296,9 +307,9 @@ class Engine:
         return line
 
     def _untouched(self, call: Call, outcome: Outcome) -> bool:
-        """Nothing would change and nobody is watching: a healthy call costs no lock and no
-        line (the audit log keeps no successes)."""
-        if outcome.cls is not _SUCCESS or self._outbox.listeners:
+        """A success that changes nothing and nobody is watching: it costs no lock and no line
+        (the audit log keeps no successes)."""
+        if self._outbox.listeners:
             return False
         return self._ops.unchanging(self._keys.slots[call.key], outcome)
 
@@ -341,7 +352,7 @@ class Engine:
 
     @property
     def seq(self) -> int:
-        return self._ledger.handed
+        return self._ledger.last()
 
     def keys(self) -> list[str]:
         return list(self._keys.slots)
@@ -363,7 +374,7 @@ class Engine:
         return self._keys.known(key).breaker
 
     def view(self, key: str) -> BreakerView:
-        return self._views.of(self._keys.known(key), self._ledger.handed)
+        return self._views.of(self._keys.known(key), self._ledger.last())
 
     def views(self, keys: Iterable[str] | None = None) -> list[BreakerView]:
         """Consistent pictures of the given keys (unknown ones skipped), or of every breaker."""
@@ -374,14 +385,14 @@ class Engine:
             slot = self._keys.slots.get(key)
             if slot is not None:
                 with slot.lock:
-                    pictures.append(self._views.of(slot, self._ledger.handed))
+                    pictures.append(self._views.of(slot, self._ledger.last()))
         return pictures
 
     def snapshot(self) -> tuple[int, list[BreakerView]]:
         """Every breaker and the seq of the last event they reflect, read together: every
         key's lock is held (in key order), so no transition is half-written meanwhile."""
         with self._keys.all_held() as slots:
-            seq = self._ledger.handed
+            seq = self._ledger.last()
             return seq, [self._views.of(slot, seq) for _, slot in slots]
 
     def close(self) -> None:

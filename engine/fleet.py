@@ -315,7 +315,7 @@ class Fleet:
                 _keep_probe(slot)
                 self._lines.relay(slot, reply.transitions, reply.origin)
                 self._follow(slot)
-        self._parts.outbox.deliver()
+        self._parts.ledger.deliver()
 
     def _follow(self, slot: Slot) -> None:
         """Under the key's lock, after taking the store's verdict: poll it when it is due,
@@ -356,7 +356,7 @@ class Fleet:
                     self._reconcile(slot)
                 elif isinstance(reply, Shared) and reply.ver > self._of(slot).ver:
                     self._adopt(slot, reply, announce=True)
-        self._parts.outbox.deliver()
+        self._parts.ledger.deliver()
 
 
 def _keep_probe(slot: Slot) -> None:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from breakerdeck.engine.breaker import Breaker, DenyReason
 from breakerdeck.engine.call import Call
 from breakerdeck.engine.errors import UnknownKey
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
+
+_MAKING = threading.Lock()
 
 
 @dataclass(slots=True)
@@ -26,8 +28,9 @@ class Slot:
     agents: tuple[str, ...] = ()
     credential_worked_at: float | None = None
     credential_revoked: bool = False
-    # Re-entrant: a scheduler may run `poll` at once, from inside a call on this key.
-    lock: threading.RLock = field(default_factory=threading.RLock)
+    #: Made on the key's first locked operation (`lock`): a key only ever called healthy,
+    #: with nobody reading its lines, never takes it.
+    made_lock: threading.RLock | None = None
     probe: Call | None = None
     #: How many agents the last view put on an event named (-1: none yet), so the first event
     #: on a key and the first call from a new agent carry the key's view.
@@ -38,6 +41,18 @@ class Slot:
     tally: dict[str, int] | None = None
     #: (probe id, since when) of the probe a view first showed out: what `probe_since` says.
     probe_seen: tuple[object, float] | None = None
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The key's lock; re-entrant: a scheduler may run `poll` at once, from inside a call
+        on this key."""
+        lock = self.made_lock
+        if lock is None:
+            with _MAKING:
+                lock = self.made_lock
+                if lock is None:
+                    lock = self.made_lock = threading.RLock()
+        return lock
 
     def count_denied(self, reason: DenyReason | None) -> None:
         denied = self.denied
@@ -59,6 +74,9 @@ class KeyTable:
         self.policy = policy
         self.slots: dict[str, Slot] = {}
         self._lock = threading.Lock()  # the table itself, taken alone or innermost
+        #: One tuple per agent for the keys it alone calls: under `tool` an agent calls many
+        #: backends, and its keys share the one tuple naming it.
+        self._alone: dict[str, tuple[str, ...]] = {}
 
     def __len__(self) -> int:
         return len(self.slots)
@@ -73,7 +91,10 @@ class KeyTable:
             if slot is None:
                 slot = self.slots[key] = Slot(Breaker(key, self.policy))
             if agent is not None and agent not in slot.agents:
-                slot.agents = (*slot.agents, agent)
+                if slot.agents or agent == key:
+                    slot.agents = (*slot.agents, agent)
+                else:
+                    slot.agents = self._alone.setdefault(agent, (agent,))
             return slot
 
     def known(self, key: str) -> Slot:

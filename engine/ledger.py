@@ -1,11 +1,12 @@
 """The ledger: sequence numbers and call numbers, their reservation in the mark file, and the
 hand-off of each numbered event to the audit log and the outbox in seq order.
 
-Numbering takes no lock: a seq is drawn from an atomic counter, and the event is posted under
-its number once it is complete. Whichever poster finds the next seq waiting hands events on,
-one at a time in seq order, until a gap (a number drawn, its event not yet posted; its poster
-hands it on); a poster that finds another handing leaves its event to it, as Polly runs its
-callbacks. So the audit log, the trace and the feed see seqs strictly increasing, no gaps.
+Numbering takes no lock: a seq is drawn from an atomic counter under the key's lock, and the
+event is posted under its number once it is complete. After the lock, whichever caller finds
+the next seq waiting hands events on, one at a time in seq order, until a gap (a number drawn,
+its event not yet posted: its poster hands it on); a caller that finds another handing leaves
+its events to it, as Polly runs its callbacks. So the audit log, the trace and the feed see
+seqs strictly increasing, with no gaps.
 """
 
 from __future__ import annotations
@@ -48,9 +49,10 @@ class Ledger:
         self._store: VerdictStore | None = None
         self._seqs = itertools.count(1)
         self._calls = itertools.count(1)
-        #: The last seq handed on: every event up to it is in the audit log's queue and the
-        #: outbox, none after it. Only the one handing writes it.
-        self.handed = 0
+        #: The last seq numbered (see `last`), and the last handed on: every event up to it
+        #: is in the audit log's queue and was given to the outbox. Only the one handing
+        #: writes `handed`.
+        self.numbered = self.handed = 0
         self._posted: dict[int, Event] = {}
         self._handing = threading.Lock()
         # Numbers below these are reserved on disk (or need no reservation: no state dir).
@@ -65,9 +67,10 @@ class Ledger:
         """Take the dir's lock and reserve numbers past the last run's."""
         self._lock_fd = _lock_state_dir(directory)
         self.audit, self._store = audit, store
+        self._outbox.audited()
         self._mark_file = directory / MARK_FILE
         mark = read_mark(directory, self._problems)
-        self.handed = max(audit.max_seq(), mark.seq)
+        self.numbered = self.handed = max(audit.max_seq(), mark.seq)
         self._seqs = itertools.count(self.handed + 1)
         self._calls = itertools.count(mark.calls + 1)
         self._seq_ceiling = self.handed + NUMBER_BLOCK
@@ -83,7 +86,7 @@ class Ledger:
 
     def number(self, event: Event) -> int:
         """Under the key's lock: the event's seq, and its time unless a cause gave it one."""
-        event.seq = seq = next(self._seqs)
+        event.seq = seq = self.numbered = next(self._seqs)
         if seq >= self._seq_refill:
             self._reserve_more(seq=seq)
         if not event.wall:
@@ -91,39 +94,43 @@ class Ledger:
         return seq
 
     def post(self, event: Event) -> None:
-        """Under the key's lock, once the numbered event is complete: hand it on in order."""
+        """Under the key's lock, once the numbered event is complete: it waits to be handed on
+        (`deliver`, after the lock)."""
         self._posted[event.seq] = event
-        self.hand_on()
 
-    def hand_on(self) -> None:
+    def last(self) -> int:
+        """The last seq numbered: exact while no event is being numbered (every key's lock
+        held, or one thread). `numbered` alone, read on the call path, may trail it for a
+        moment when two keys number at once."""
+        return max(self.numbered, self.handed, *list(self._posted))
+
+    def deliver(self) -> None:
+        """After the key's lock is let go: hand the posted events on, in seq order, to the
+        audit log (only what it keeps is built as its line) and the outbox; one at a time."""
         posted = self._posted
         while self.handed + 1 in posted:
             if not self._handing.acquire(blocking=False):
                 return  # the one handing looks again after letting go
             try:
+                audit, hand_out = self.audit, self._outbox.hand_out
                 seq = self.handed + 1
                 while (event := posted.pop(seq, None)) is not None:
                     self.handed = seq
-                    self._hand_off(event)
                     seq += 1
+                    if audit is not None and not event.relayed:
+                        healthy = type(event) is CallCompleted and event.result.cls is _SUCCESS
+                        kept = None if healthy else ev.audit_form(event)
+                        if kept is not None:
+                            audit.append(kept)
+                    hand_out(event)
             finally:
                 self._handing.release()
-
-    def _hand_off(self, event: Event) -> None:
-        """To the audit log (only what it keeps is built as its line) and the outbox."""
-        audit = self.audit
-        healthy = type(event) is CallCompleted and event.result.cls is _SUCCESS
-        if audit is not None and not (event.relayed or healthy):
-            kept = ev.audit_form(event)
-            if kept is not None:
-                audit.append(kept)
-        self._outbox.queue(event)
 
     def handed_by(self, seq: int, deadline: float) -> bool:
         """Whether every event up to `seq` is handed on by `deadline` (real monotonic time):
         one posted after a gap waits for the gap's poster."""
         while self.handed < seq:
-            self.hand_on()
+            self.deliver()
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0)
@@ -132,7 +139,7 @@ class Ledger:
     def close(self) -> None:
         """Every number used is on disk now, so the next run may continue without a gap."""
         if self._mark_file is not None:
-            self._save_mark(self.handed, next(self._calls) - 1)
+            self._save_mark(self.last(), next(self._calls) - 1)
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
@@ -142,7 +149,7 @@ class Ledger:
         with self._reserving:
             if seq < self._seq_refill and calls < self._calls_refill:
                 return  # another thread got here first
-            seq = max(seq, self.handed)
+            seq = max(seq, self.numbered)
             self._seq_ceiling = max(self._seq_ceiling, seq + NUMBER_BLOCK)
             self._calls_ceiling = max(self._calls_ceiling, calls + NUMBER_BLOCK)
             self._set_refills()

@@ -53,7 +53,7 @@ class Lines:
 
     def watched(self) -> bool:
         """Whether a line would reach anyone: a listener or the audit log."""
-        return bool(self._outbox.listeners) or self._ledger.audit is not None
+        return self._outbox.watched
 
     def publish(self, slot: Slot, event: Event, view: BreakerView | None) -> None:
         """Number and time the event, put the view (as of this event) on it before anyone can

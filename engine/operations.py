@@ -5,6 +5,7 @@ engine's sync and async drivers call these and settle what is owed their own way
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from breakerdeck.engine import events as ev
@@ -38,6 +39,8 @@ class Parts:
     policy: AgentPolicy | ToolPolicy
     instance: str
     clock: Clock
+    #: The clock's wall reading, as cheap as it comes (`time.time` itself for the system's).
+    wall: Callable[[], float]
     keys: KeyTable
     ledger: Ledger
     outbox: Outbox
@@ -51,10 +54,9 @@ class Operations:
         self._policy = parts.policy
         self._agent_policy = isinstance(parts.policy, AgentPolicy)
         self._clock = parts.clock
-        self._wall = parts.clock.wall
+        self._wall = parts.wall
         self._keys = parts.keys
         self._ledger = parts.ledger
-        self._outbox = parts.outbox
         self._durability = parts.durability
         self._timers = parts.timers
         self._lines = parts.lines
@@ -80,7 +82,7 @@ class Operations:
         with slot.lock:
             admission = self._admit_locked(call, slot, lease)
             owed = self._durability.take_owed(slot)
-        self._outbox.deliver()
+        self._ledger.deliver()
         return admission, owed
 
     def _admit_locked(self, call: Call, slot: Slot, lease: float) -> Admission:
@@ -93,7 +95,7 @@ class Operations:
         if admission.allowed:
             call.admitted_as = "probe" if admission.as_probe else "normal"
             call.admitted_wall = self._wall()
-            call.admitted_seq = self._ledger.handed
+            call.admitted_seq = self._ledger.numbered
             if admission.as_probe:
                 slot.probe = call
                 self._timers.probe_due(breaker.probe_deadline)
@@ -141,7 +143,7 @@ class Operations:
                         call, slot, outcome, False, fault, agent_status, refresh, platform_status
                     )
             if quiet:
-                self._outbox.deliver()
+                self._ledger.deliver()
                 return line, None
         with slot.lock:
             now = self._clock.monotonic()
@@ -171,7 +173,7 @@ class Operations:
             if moved and not transitions:
                 self._durability.persist(slot, urgent=False)
             owed = self._durability.take_owed(slot)
-        self._outbox.deliver()
+        self._ledger.deliver()
         return line, owed
 
     def refuse(self, call: Call, outcome: Outcome, agent_status: int | str) -> Event:
@@ -179,7 +181,7 @@ class Operations:
         slot = self._keys.slots[call.key]
         with slot.lock:
             line = self._lines.call_line(call, slot, outcome, False, "none", agent_status)
-        self._outbox.deliver()
+        self._ledger.deliver()
         return line
 
     # -- credentials (tool policy) ---------------------------------------------------------
@@ -214,7 +216,7 @@ class Operations:
             event = self._lines.emit(slot, ev.CREDENTIAL_RESTORED, agent, {"actor": actor}, view)
             self._durability.persist_event(slot, event)
             owed = self._durability.take_owed(slot)
-        self._outbox.deliver()
+        self._ledger.deliver()
         return event, owed
 
     # -- operator and time ------------------------------------------------------------------
@@ -227,7 +229,7 @@ class Operations:
             events = self._lines.apply(slot, transitions, None, cause=None)
             self._durability.persist_event(slot, events[-1])
             owed = self._durability.take_owed(slot)
-        self._outbox.deliver()
+        self._ledger.deliver()
         return events[-1], owed
 
     def poll(self) -> list[Event]:
@@ -240,7 +242,7 @@ class Operations:
                 written += expired
                 written += self._lines.apply(slot, transitions, None, None)
                 self._durability.take_owed(slot)  # time caused these: no caller waits for them
-        self._outbox.deliver()
+        self._ledger.deliver()
         return written
 
     # -- restore ----------------------------------------------------------------------------
@@ -257,7 +259,7 @@ class Operations:
                 slot.credential_worked_at = verdict.credential_ok_at
                 slot.credential_revoked = verdict.credential_revoked
                 self._durability.persist(slot, urgent=False)
-        self._outbox.deliver()
+        self._ledger.deliver()
         return restored
 
     def _restore_one(self, slot: Slot, verdict: Verdict) -> Event:

@@ -1,15 +1,10 @@
-"""The outbox: the engine's listeners and its page hook, handed events after the key's lock.
-
-The ledger queues each event here in seq order; `deliver`, called once a key's lock is let
-go, hands them out one at a time in that order, one deliverer at a time. A caller that finds
-another delivering leaves its events to it: the deliverer looks again after letting go.
-"""
+"""The outbox: the engine's listeners and its page hook, handed events after the key's lock,
+one at a time in seq order (by the ledger's `deliver`)."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -32,37 +27,31 @@ class Outbox:
         self._problems = problems
         #: Replaced, never edited in place: the call path reads it without a lock.
         self.listeners: list[Listener] = []
+        #: Whether a line reaches anyone: a listener, or the audit log (`audited`). Read
+        #: first on the call path, which writes no line nobody reads.
+        self.watched = False
+        self._audited = False
         self._lock = threading.Lock()
-        self._waiting: deque[Event] = deque()
-        self._delivering = threading.Lock()
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         with self._lock:
             self.listeners = [*self.listeners, listener]
+            self.watched = True
         return lambda: self._unsubscribe(listener)
+
+    def audited(self) -> None:
+        """The audit log keeps lines from now on."""
+        with self._lock:
+            self._audited = self.watched = True
 
     def _unsubscribe(self, listener: Listener) -> None:
         with self._lock:
             if listener in self.listeners:
                 self.listeners = [kept for kept in self.listeners if kept is not listener]
+                self.watched = self._audited or bool(self.listeners)
 
-    def queue(self, event: Event) -> None:
-        """From the ledger, in seq order: kept only if someone will be handed it."""
-        if self.listeners or (event.type == _PAGE and self.page_hook is not None):
-            self._waiting.append(event)
-
-    def deliver(self) -> None:
-        waiting = self._waiting
-        while waiting:
-            if not self._delivering.acquire(blocking=False):
-                return
-            try:
-                while waiting:
-                    self._hand_out(waiting.popleft())
-            finally:
-                self._delivering.release()
-
-    def _hand_out(self, event: Event) -> None:
+    def hand_out(self, event: Event) -> None:
+        """From the ledger, in seq order, after the key's lock."""
         for listener in self.listeners:
             try:
                 listener(event)
