@@ -228,11 +228,8 @@ class Engine:
             call.admitted_wall = self._wall()
             call.admitted_seq = seq
             return ADMIT_NORMAL
-        if not self._outbox.watched:
-            refusal = breaker.cooling(self.clock.monotonic())
-            if refusal is not None:
-                slot.count_denied(refusal.reason)
-                return refusal
+        if not self._outbox.watched:  # nobody reads a refusal's line
+            return slot.cooling(self.clock.monotonic())
         return None
 
     def admit(self, call: Call, lease: float) -> Admission:

@@ -75,6 +75,7 @@ class Guard:
         #: Under `agent` a key has no credential of its own to learn of.
         self._credential_known = isinstance(parts.policy, AgentPolicy)
         self._wall = parts.wall
+        self._monotonic = parts.clock.monotonic
         self._platform = key.partition("@")[0]
         #: This context's entries that took a ticket, innermost last: an outermost entry
         #: that took none is not on it.
@@ -130,9 +131,15 @@ class Guard:
 
     def _entered(self) -> Call | None:
         """The ticket of an entry the breaker must admit; or None for one a closed breaker
-        lets in at once, its ticket kept for its line."""
+        lets in at once, its ticket kept for its line. A refusal nobody reads is raised at
+        once."""
+        slot = self._slot
+        if slot.breaker.state is not _CLOSED and not self._outbox.watched:
+            refusal = slot.cooling(self._monotonic())
+            if refusal is not None:  # nobody reads its line: no ticket
+                raise BreakerOpen(self._refusal(refusal))
         call = self._ticket()
-        if self._slot.breaker.state is not _CLOSED or self._calls.get():
+        if slot.breaker.state is not _CLOSED or self._calls.get():
             return call
         call.admitted_as = "normal"
         call.admitted_wall = self._wall()

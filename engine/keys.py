@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from breakerdeck.engine.breaker import Breaker, DenyReason
+from breakerdeck.engine.breaker import Admission, Breaker, DenyReason
 from breakerdeck.engine.call import Call
 from breakerdeck.engine.errors import UnknownKey
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
@@ -53,6 +53,14 @@ class Slot:
                 if lock is None:
                     lock = self.made_lock = threading.RLock()
         return lock
+
+    def cooling(self, now: float) -> Admission | None:
+        """The refusal a breaker in its cooldown makes alone (no lock, no line), counted; None
+        when the call needs the breaker's decision."""
+        refusal = self.breaker.cooling(now)
+        if refusal is not None:
+            self.count_denied(refusal.reason)
+        return refusal
 
     def count_denied(self, reason: DenyReason | None) -> None:
         denied = self.denied
