@@ -279,7 +279,8 @@ class Engine:
         if outcome.cls is _SUCCESS and self._untouched(call, outcome):
             return None
         line, owed = self._ops.record(call, outcome, fault, agent_status, refresh, platform_status)
-        self._durability.settle(owed)
+        if owed is not None:
+            self._durability.settle(owed)
         return line
 
     async def complete_async(

@@ -84,19 +84,18 @@ class Ledger:
             self._reserve_more(calls=number)
         return number
 
-    def number(self, event: Event) -> int:
-        """Under the key's lock: the event's seq, and its time unless a cause gave it one."""
+    def post(self, event: Event) -> None:
+        """Under the key's lock, once the event is complete: its seq (and its view's), its
+        time unless a cause gave it one; it waits to be handed on (`deliver`, after the lock)."""
         event.seq = seq = self.numbered = next(self._seqs)
         if seq >= self._seq_refill:
             self._reserve_more(seq=seq)
         if not event.wall:
             event.wall = self._wall()
-        return seq
-
-    def post(self, event: Event) -> None:
-        """Under the key's lock, once the numbered event is complete: it waits to be handed on
-        (`deliver`, after the lock)."""
-        self._posted[event.seq] = event
+        view = event.view
+        if view is not None:
+            view.seq = seq
+        self._posted[seq] = event
 
     def last(self) -> int:
         """The last seq numbered: exact while no event is being numbered (every key's lock

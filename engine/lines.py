@@ -27,7 +27,6 @@ EXPIRED = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="probe nev
 
 #: Transitions no call caused: under `tool` they name no agent.
 _TIME_OR_OPERATOR = frozenset({ev.HALF_OPEN, ev.RESET})
-_DENIED = ev.CALL_DENIED
 _CLOSED = State.CLOSED
 
 
@@ -55,16 +54,14 @@ class Lines:
         """Whether a line would reach anyone: a listener or the audit log."""
         return self._outbox.watched
 
-    def publish(self, slot: Slot, event: Event, view: BreakerView | None) -> None:
-        """Number and time the event, put the view (as of this event) on it before anyone can
-        see it, count it in the key's tally, and post it on."""
-        seq = self._ledger.number(event)
-        if event.type != _DENIED and not event.relayed:
-            name = tally_name(event)
-            if name is not None:
-                slot.count(name)
+    def publish(
+        self, slot: Slot, event: Event, view: BreakerView | None, tally: str | None = None
+    ) -> None:
+        """Count the event in the key's tally (`tally`: what the writer knows it adds one
+        to), put the view on it, and post it to the ledger, which numbers and times it."""
+        if tally is not None:
+            slot.count(tally)
         if view is not None:
-            view.seq = seq
             event.view = view
             slot.shown_agents = len(view.agents)
         self._ledger.post(event)
@@ -81,7 +78,7 @@ class Lines:
     ) -> Event:
         """`wall` is the time of the line that caused it; else it is timed as it is numbered."""
         event = Event(0, type_, slot.breaker.key, agent, wall or 0.0, fields)
-        self.publish(slot, event, view)
+        self.publish(slot, event, view, tally_name(event))
         return event
 
     def call_line(
@@ -127,7 +124,7 @@ class Lines:
             refresh,
             platform_status,
         )
-        self.publish(slot, event, view)
+        self.publish(slot, event, view, "expired" if fault == "expired" else None)
         return event
 
     def expired(
