@@ -104,9 +104,14 @@ class Guard:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        call = self._leaving(error)
-        if call is not None:
-            self.engine.complete(call, *self._outcome(error))
+        # Inline, as at entry: a success that went without a ticket and changes nothing (a
+        # closed breaker with nothing counted, a credential known to work) records nothing.
+        slot = self._slot
+        b = slot.breaker
+        known = self._credential_known or slot.credential_worked_at is not None
+        if error is None and b.state is _CLOSED and known and not (b.count or self._calls.get()):
+            return
+        self.engine.complete(self._leaving(error), *self._outcome(error))
 
     # -- async -----------------------------------------------------------------------------
 
@@ -123,9 +128,12 @@ class Guard:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        call = self._leaving(error)
-        if call is not None:
-            await self.engine.complete_async(call, *self._outcome(error))
+        slot = self._slot
+        b = slot.breaker
+        known = self._credential_known or slot.credential_worked_at is not None
+        if error is None and b.state is _CLOSED and known and not (b.count or self._calls.get()):
+            return
+        await self.engine.complete_async(self._leaving(error), *self._outcome(error))
 
     # -- the one body of both --------------------------------------------------------------
 
@@ -148,23 +156,13 @@ class Guard:
         self._calls.set((call,))
         return None
 
-    def _leaving(self, error: BaseException | None) -> Call | None:
-        """The ticket to complete the entry now leaving with: its own; or, for an entry that
-        went without, None when it has nothing to record (a success on a closed breaker with
-        nothing counted and, under `tool`, a credential known to work), else one taken now."""
+    def _leaving(self, error: BaseException | None) -> Call:
+        """The ticket to complete the entry now leaving with: its own, or (an entry that went
+        without, with something to record) one taken now."""
         entries = self._calls.get()
         if entries:
             self._calls.set(entries[:-1])
             return entries[-1]
-        slot = self._slot
-        breaker = slot.breaker
-        if (
-            error is None
-            and breaker.state is _CLOSED
-            and breaker.count == 0
-            and (self._credential_known or slot.credential_worked_at is not None)
-        ):
-            return None
         call = self._ticket()
         call.admitted_as = "normal"
         call.attempts = 1
