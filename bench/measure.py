@@ -18,11 +18,15 @@ from bench.common import CALLERS, Reached, slow_async, slow_sync
 
 REPEAT = 9
 TARGET_SECONDS = 0.03  # per repeat
+#: `beside`'s rounds: shorter and more of them than REPEAT's, so a burst of load from another
+#: process spoils a few rounds' ratios rather than a whole figure.
+ROUNDS = 25
+ROUND_SECONDS = 0.01
 HALF_OPEN_COOLDOWN = 0.2
 
 
-def _number(per_call: float) -> int:
-    return max(1000, int(TARGET_SECONDS / max(per_call, 1e-8)))
+def _number(per_call: float, seconds: float = TARGET_SECONDS) -> int:
+    return max(1000, int(seconds / max(per_call, 1e-8)))
 
 
 def per_call(fn: Callable[[], Any]) -> float:
@@ -51,15 +55,18 @@ async def _loop(afn: Callable[[], Awaitable[Any]], number: int) -> float:
 
 
 def _async_times(
-    loop: asyncio.AbstractEventLoop, afns: list[Callable[[], Awaitable[Any]]]
+    loop: asyncio.AbstractEventLoop,
+    afns: list[Callable[[], Awaitable[Any]]],
+    repeat: int = REPEAT,
+    seconds: float = TARGET_SECONDS,
 ) -> list[list[float]]:
-    number = _number(loop.run_until_complete(_loop(afns[0], 1000)) / 1000)
+    number = _number(loop.run_until_complete(_loop(afns[0], 1000)) / 1000, seconds)
     enabled = gc.isenabled()
     gc.disable()
     try:
         rounds = [
             [loop.run_until_complete(_loop(afn, number)) / number for afn in afns]
-            for _ in range(REPEAT)
+            for _ in range(repeat)
         ]
     finally:
         if enabled:
@@ -78,6 +85,36 @@ def overhead_async(
     bare: Callable[[], Awaitable[Any]],
 ) -> float:
     return statistics.median(g - b for g, b in _async_times(loop, [afn, bare]))
+
+
+def beside(
+    ours: Callable[[], Any], peer: Callable[[], Any], bare: Callable[[], Any]
+) -> tuple[float, float, float]:
+    """Our overhead, the peer's, and the median of their ratio per round: each of ROUNDS
+    rounds runs bare, ours and the peer back to back, so load from other processes (this
+    machine is shared) hits all three alike and a ratio is read within one round."""
+    timers = [timeit.Timer(fn) for fn in (bare, ours, peer)]
+    number = _number(timers[1].timeit(1000) / 1000, ROUND_SECONDS)
+    rounds = [[t.timeit(number) / number for t in timers] for _ in range(ROUNDS)]
+    return _beside(rounds)
+
+
+def beside_async(
+    loop: asyncio.AbstractEventLoop,
+    ours: Callable[[], Awaitable[Any]],
+    peer: Callable[[], Awaitable[Any]],
+    bare: Callable[[], Awaitable[Any]],
+) -> tuple[float, float, float]:
+    """`beside` for coroutines, each awaited in a loop inside one task."""
+    times = _async_times(loop, [ours, peer, bare], ROUNDS, ROUND_SECONDS)
+    return _beside([[b, o, p] for o, p, b in times])
+
+
+def _beside(rounds: list[list[float]]) -> tuple[float, float, float]:
+    ours = [o - b for b, o, _ in rounds]
+    peer = [p - b for b, _, p in rounds]
+    ratios = [o / p for o, p in zip(ours, peer, strict=True) if p > 0]
+    return statistics.median(ours), statistics.median(peer), statistics.median(ratios)
 
 
 def _threads(target: Callable[[], Any], barrier: threading.Barrier) -> list[threading.Thread]:

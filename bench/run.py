@@ -253,7 +253,7 @@ def main() -> None:
     if only is not None and only not in sections:
         sys.exit(f"usage: bench/run.py [--only {'|'.join(sections)}]")
     if only in (None, "shell"):
-        from bench import shell  # issue 9's targets, each beside its figure
+        from bench import shell  # issue 18's targets, each beside its figure
 
         _progress("the shell against its targets ...")
         print(shell.render(shell.run()), flush=True)

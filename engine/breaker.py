@@ -16,7 +16,7 @@ from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import BreakerView
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
-from breakerdeck.engine.state import State as State  # until every importer names engine.state
+from breakerdeck.engine.state import State
 
 
 class DenyReason(StrEnum):

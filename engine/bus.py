@@ -38,15 +38,26 @@ class Subscription:
         self.closed = False
 
     def offer(self, event: Event) -> None:
-        """Called from the engine's thread: append, or drop everything if the buffer is full."""
+        """Called from the engine's thread: append, or drop everything if the buffer is full.
+
+        The engine hands events out one at a time (`ledger.Ledger.deliver`), so there is one
+        producer at a time: an append with room takes no lock (a deque's append is atomic),
+        and a consumer that went to wait is woken; a full buffer is emptied under the lock."""
+        items = self._items
+        if self.closed:
+            return
+        if len(items) < self._maxsize:
+            items.append(event)
+            if self._waiter is not None:
+                self._wake()
+            return
         with self._lock:
-            if self.closed:
-                return
-            if len(self._items) >= self._maxsize:
-                self._missed += len(self._items) + 1
-                self._items.clear()
-            else:
-                self._items.append(event)
+            self._missed += len(items) + 1
+            items.clear()
+        self._wake()
+
+    def _wake(self) -> None:
+        with self._lock:
             waiter, self._waiter = self._waiter, None
         if waiter is not None:
             self._loop.call_soon_threadsafe(_wake, waiter)
@@ -63,6 +74,11 @@ class Subscription:
                 if ready is not None:
                     return ready
                 self._waiter = waiter = self._loop.create_future()
+                # An append that read no waiter before it was set is seen here.
+                ready = self._take()
+                if ready is not None:
+                    self._waiter = None
+                    return ready
             await waiter
             if linger:
                 await asyncio.sleep(linger)
@@ -71,10 +87,10 @@ class Subscription:
         if self._missed:
             missed, self._missed = Missed(self._missed), 0
             return missed
-        if self._items:
-            batch = list(self._items)
-            self._items.clear()
-            return batch
+        items = self._items
+        if items:
+            # One pop at a time: an event appended meanwhile is taken now or next time.
+            return [items.popleft() for _ in range(len(items))]
         return [] if self.closed else None
 
     def close(self) -> None:

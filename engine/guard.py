@@ -12,6 +12,11 @@ Entering admits the call (as normal, or as the one probe) or raises `BreakerOpen
 refusal's structured result; leaving records a success, or classifies the exception (the
 function tools' classifier) and lets it propagate. One guard serves any number of threads and
 tasks at once: each entry's call is kept in a context variable, not on the guard.
+
+A call takes a ticket (a number, a line) only when someone reads its line: a listener or the
+audit log, or a breaker not closed (its admission is a decision). Otherwise a closed breaker
+lets the body run with nothing written, and a success that changes nothing costs nothing more;
+a failure takes its ticket on the way out.
 """
 
 from __future__ import annotations
@@ -22,12 +27,18 @@ from typing import TYPE_CHECKING
 
 from breakerdeck.engine import results
 from breakerdeck.engine.breaker import Admission
+from breakerdeck.engine.call import Call
 from breakerdeck.engine.classify import Classifier, default_classifier, network_fault
 from breakerdeck.engine.outcomes import SUCCESS, Outcome
+from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.results import ToolResult
+from breakerdeck.engine.state import State
 
 if TYPE_CHECKING:
-    from breakerdeck.engine.engine import Call, Engine
+    from breakerdeck.engine.engine import Engine
+    from breakerdeck.engine.operations import Parts
+
+_CLOSED = State.CLOSED
 
 
 class BreakerOpen(Exception):
@@ -42,6 +53,7 @@ class Guard:
     def __init__(
         self,
         engine: Engine,
+        parts: Parts,
         key: str,
         *,
         agent: str,
@@ -57,6 +69,17 @@ class Guard:
         self.tool = tool or key
         self.deadline_seconds = deadline_seconds
         self.classifier = classifier
+        self._slot = parts.keys.slot(key, agent)
+        self._ledger = parts.ledger
+        self._outbox = parts.outbox
+        self._durability = parts.durability
+        #: Under `agent` a key has no credential of its own to learn of.
+        self._credential_known = isinstance(parts.policy, AgentPolicy)
+        self._wall = parts.wall
+        self._monotonic = parts.clock.monotonic
+        self._platform = key.partition("@")[0]
+        #: This context's entries that took a ticket, innermost last: an outermost entry
+        #: that took none is not on it.
         self._calls: contextvars.ContextVar[tuple[Call, ...]] = contextvars.ContextVar(
             f"guard:{key}", default=()
         )
@@ -66,10 +89,15 @@ class Guard:
 
     # -- sync ------------------------------------------------------------------------------
 
-    def __enter__(self) -> Call:
-        call = self._ticket()
-        self._admitted(call, self.engine.admit(call, self.lease))
-        return call
+    def __enter__(self) -> None:
+        # A closed breaker lets in with no ticket when nobody reads the line (no listener, no
+        # audit log) and this is the context's outermost entry (an inner one finds its own
+        # ticket on leaving).
+        if self._slot.breaker.state is _CLOSED and not (self._outbox.watched or self._calls.get()):
+            return
+        call = self._entered()
+        if call is not None:
+            self._admitted(call, self.engine.admit(call, self.lease))
 
     def __exit__(
         self,
@@ -77,15 +105,23 @@ class Guard:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        call, outcome, fault, status = self._outcome(error)
-        self.engine.complete(call, outcome, fault=fault, agent_status=status)
+        # Inline, as at entry: a success that went without a ticket and changes nothing (a
+        # closed breaker with nothing counted, a credential known to work) records nothing.
+        slot = self._slot
+        b = slot.breaker
+        known = self._credential_known or slot.credential_worked_at is not None
+        if error is None and b.state is _CLOSED and known and not (b.count or self._calls.get()):
+            return
+        self.engine.complete(self._leaving(error), *self._outcome(error))
 
     # -- async -----------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Call:
-        call = self._ticket()
-        self._admitted(call, await self.engine.admit_async(call, self.lease))
-        return call
+    async def __aenter__(self) -> None:
+        if self._slot.breaker.state is _CLOSED and not (self._outbox.watched or self._calls.get()):
+            return
+        call = self._entered()
+        if call is not None:
+            self._admitted(call, await self.engine.admit_async(call, self.lease))
 
     async def __aexit__(
         self,
@@ -93,14 +129,54 @@ class Guard:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        call, outcome, fault, status = self._outcome(error)
-        await self.engine.complete_async(call, outcome, fault=fault, agent_status=status)
+        slot = self._slot
+        b = slot.breaker
+        known = self._credential_known or slot.credential_worked_at is not None
+        if error is None and b.state is _CLOSED and known and not (b.count or self._calls.get()):
+            return
+        await self.engine.complete_async(self._leaving(error), *self._outcome(error))
 
     # -- the one body of both --------------------------------------------------------------
 
+    def _entered(self) -> Call | None:
+        """The ticket of an entry the breaker must admit; or None for one a closed breaker
+        lets in at once, its ticket kept for its line. A refusal nobody reads is raised at
+        once."""
+        slot = self._slot
+        if slot.breaker.state is not _CLOSED and not self._outbox.watched:
+            refusal = slot.cooling(self._monotonic())
+            if refusal is not None:  # nobody reads its line: no ticket
+                raise BreakerOpen(self._refusal(refusal))
+        call = self._ticket()
+        if slot.breaker.state is not _CLOSED or self._calls.get():
+            return call
+        call.admitted_as = "normal"
+        call.admitted_wall = self._wall()
+        call.admitted_seq = self._ledger.numbered
+        call.attempts = 1
+        self._calls.set((call,))
+        return None
+
+    def _leaving(self, error: BaseException | None) -> Call:
+        """The ticket to complete the entry now leaving with: its own, or (an entry that went
+        without, with something to record) one taken now."""
+        entries = self._calls.get()
+        if entries:
+            self._calls.set(entries[:-1])
+            return entries[-1]
+        call = self._ticket()
+        call.admitted_as = "normal"
+        call.attempts = 1
+        return call
+
     def _ticket(self) -> Call:
-        return self.engine.new_call(
-            self.key, self.agent, self.key.partition("@")[0], self.tool, self.deadline_seconds
+        return Call(
+            self._ledger.next_call(),
+            self.key,
+            self.agent,
+            self._platform,
+            self.tool,
+            self.deadline_seconds,
         )
 
     def _admitted(self, call: Call, admission: Admission) -> None:
@@ -109,17 +185,14 @@ class Guard:
         call.attempts = 1
         self._calls.set((*self._calls.get(), call))
 
-    def _outcome(self, error: BaseException | None) -> tuple[Call, Outcome, str, str]:
-        calls = self._calls.get()
-        self._calls.set(calls[:-1])
-        call = calls[-1]
+    def _outcome(self, error: BaseException | None) -> tuple[Outcome, str, str]:
         if error is None:
-            return call, SUCCESS, "ok", "ok"
+            return SUCCESS, "ok", "ok"
         outcome = self.classifier(None, error)
         status = "tool_error" if outcome.counted else outcome.cls.value
-        return call, outcome, network_fault(error), status
+        return outcome, network_fault(error), status
 
     def _refusal(self, admission: Admission) -> ToolResult:
-        breaker = self.engine.breaker(self.key)
+        breaker = self._slot.breaker
         reason = results.open_reason(self.key, breaker.count, breaker.last_failure_detail)
         return results.denied(self.tool, admission, reason, ())

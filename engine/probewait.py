@@ -8,9 +8,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from breakerdeck.engine.breaker import Admission, State
+from breakerdeck.engine.breaker import Admission
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.errors import UnknownKey
+from breakerdeck.engine.state import State
 
 
 class ProbeWaits:

@@ -4,13 +4,16 @@ extra; `shared.py` is the Redis side."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from breakerdeck.engine.breaker import Admission, Breaker, BreakerState, Transition
-from breakerdeck.engine.events import Event
+from breakerdeck.engine.breaker import BreakerState, Transition
+from breakerdeck.engine.decide import Decider
 from breakerdeck.engine.policy import AgentPolicy
+
+if TYPE_CHECKING:
+    from breakerdeck.engine.operations import Parts
 
 #: The most breakers a replica takes from the shared store (on joining, or from messages):
 #: more is a foreign or damaged database.
@@ -98,26 +101,16 @@ class Store(Protocol):
 
     def close(self) -> None: ...
 
-    def member(self, engine: Any) -> Member:
-        """The engine's membership of the fleet this store serves (`fleet.Fleet`): made by
-        the store, so the engine never imports the fleet that reads it."""
+    def member(self, parts: Parts) -> Member:
+        """The engine's membership of the fleet this store serves (`fleet.Fleet`), over the
+        engine's parts: made by the store, so the engine never imports the fleet."""
         ...
 
 
-class Member(Protocol):
-    """What the engine asks of its membership of a fleet, at the points where the fleet has a
-    say (`fleet.Fleet`). `slot` is the engine's own per-key record."""
+class Member(Decider, Protocol):
+    """An engine's membership of a fleet: its decider (`decide.Decider`), its store, and
+    joining the fleet once the engine is restored."""
 
     store: Store
 
     def start(self) -> None: ...
-
-    def asks(self, breaker: Breaker, now: float) -> bool: ...
-
-    def admit(
-        self, slot: Any, number: int, lease: float
-    ) -> tuple[Admission, Sequence[Transition]] | None: ...
-
-    def step(
-        self, slot: Any, op: str, *extra: Arg, written: list[Event] | None = None
-    ) -> Shared | None: ...

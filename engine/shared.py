@@ -29,9 +29,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import BreakerState, State, Transition
-from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.breaker import BreakerState, Transition
 from breakerdeck.engine.fleet import Fleet
+from breakerdeck.engine.operations import Parts
 from breakerdeck.engine.outcomes import OutcomeClass
 from breakerdeck.engine.policy import MAX_DEADLINE_SECONDS, AgentPolicy
 from breakerdeck.engine.replica import (
@@ -44,6 +44,7 @@ from breakerdeck.engine.replica import (
     Reply,
     Shared,
 )
+from breakerdeck.engine.state import State
 from breakerdeck.engine.store import Problems
 from breakerdeck.engine.text import printable
 from breakerdeck.engine.verdict import Verdict, bounded
@@ -315,8 +316,8 @@ class SharedStore:
             *extra,
         ]
 
-    def member(self, engine: Engine) -> Fleet:
-        return Fleet(engine, self)
+    def member(self, parts: Parts) -> Fleet:
+        return Fleet(parts, self)
 
     def use_policy(self, policy: AgentPolicy) -> None:
         self._policy = policy

@@ -3,9 +3,10 @@
 import pytest
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import Breaker, DenyReason, State
+from breakerdeck.engine.breaker import Breaker, DenyReason
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy
+from breakerdeck.engine.state import State
 
 AUTH = Outcome(OutcomeClass.AUTH_FAILURE, counted=True)
 UPSTREAM = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True)

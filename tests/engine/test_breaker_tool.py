@@ -1,9 +1,10 @@
 """The `tool` policy's rules: consecutive failures, the cooldown ladder, 429s, probes, pages."""
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import Breaker, DenyReason, State
+from breakerdeck.engine.breaker import Breaker, DenyReason
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.policy import ToolPolicy
+from breakerdeck.engine.state import State
 
 FAIL = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="timed out after 30 s")
 BAD_400 = Outcome(OutcomeClass.CALLER_ERROR)

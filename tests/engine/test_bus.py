@@ -186,3 +186,12 @@ def test_a_listener_that_raises_is_detached_and_the_call_path_goes_on():
     )
     assert seen == ["call.completed", "call.completed"]
     assert any("reader went away" in problem for problem in engine.problems)
+
+
+async def test_a_reader_taking_while_another_thread_appends_misses_nothing(engine, bus) -> None:
+    subscription = bus.subscribe(maxsize=100_000)
+    writer = threading.Thread(target=emit, args=(engine, 5_000))
+    writer.start()
+    got = await drain(subscription, 5_000)
+    writer.join()
+    assert [event.seq for event in got] == list(range(1, 5_001))

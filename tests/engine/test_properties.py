@@ -7,9 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from breakerdeck.engine.breaker import Breaker, State
+from breakerdeck.engine.breaker import Breaker
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
+from breakerdeck.engine.state import State
 
 POLICIES = {
     "agent": AgentPolicy(),

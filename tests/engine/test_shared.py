@@ -406,8 +406,8 @@ def test_reconcile_keeps_the_later_deadline(fleet: Fleet, session_redis: RedisSe
         opened = float(client.hget(key, "opened") or 0)
         client.hset(key, mapping={"cooldown": "900"})  # another replica's later end
     slot = a.engine._slots[AGENT]
-    slot.dirty = True  # as if a decided alone, seeing the same generation
     assert a.engine._fleet is not None
+    a.engine._fleet.alone(slot)  # as if a decided alone, seeing the same generation
     assert a.engine._fleet._reconcile(slot)
     assert a.engine.view(AGENT).reopens_at == pytest.approx(opened + 900)
 

@@ -1,0 +1,112 @@
+"""Who decides a key's next step: its breaker here (`Local`), or the fleet's shared store
+(`fleet.Fleet`, which falls back on a `Local` while the store is lost). The engine asks its
+`Decider` at one point per operation, under the key's lock, and writes what it decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from breakerdeck.engine.breaker import Admission, Breaker, Transition
+from breakerdeck.engine.events import Event
+from breakerdeck.engine.keys import Slot
+from breakerdeck.engine.lines import EXPIRED, Lines
+from breakerdeck.engine.outcomes import Outcome
+
+
+class Decider(Protocol):
+    def admit(
+        self, slot: Slot, number: int, now: float, lease: float
+    ) -> tuple[Admission, Sequence[Transition]]:
+        """Admit call `number` (a lost probe expired first) and the transitions that made."""
+        ...
+
+    def record(
+        self, slot: Slot, number: int, outcome: Outcome, now: float
+    ) -> tuple[bool, Sequence[Transition]]:
+        """Record call `number`'s outcome: whether it was the probe, and what it caused."""
+        ...
+
+    def reset(self, slot: Slot, actor: str, reason: str) -> Sequence[Transition]: ...
+
+    def tick(self, slot: Slot, now: float) -> tuple[list[Event], Sequence[Transition]]:
+        """What time alone causes: the lines of an expired probe, then the transitions."""
+        ...
+
+    def alone(self, slot: Slot) -> None:
+        """The breaker took a verdict of this replica's own (a restore)."""
+        ...
+
+    def remote_admit(self, breaker: Breaker, now: float) -> bool:
+        """Whether admitting now is a round trip (a coroutine makes it on a thread)."""
+        ...
+
+    def remote_record(self, slot: Slot, outcome: Outcome) -> bool: ...
+
+
+class Local:
+    """This engine's breakers decide alone. `alone` hears of every change made so (the fleet,
+    while its store is lost, to reconcile on its return)."""
+
+    def __init__(self, lines: Lines, alone: Callable[[Slot], None] | None = None) -> None:
+        self._lines = lines
+        self._alone = alone or _nothing
+
+    def admit(
+        self, slot: Slot, number: int, now: float, lease: float
+    ) -> tuple[Admission, Sequence[Transition]]:
+        self.expire(slot, now)
+        admission, transitions = slot.breaker.admit(number, now, lease)
+        if transitions or admission.as_probe:
+            self._alone(slot)
+        return admission, transitions
+
+    def record(
+        self, slot: Slot, number: int, outcome: Outcome, now: float
+    ) -> tuple[bool, Sequence[Transition]]:
+        breaker = slot.breaker
+        count_before = breaker.count
+        self.expire(slot, now)
+        is_probe = breaker.is_probe(number)
+        transitions = breaker.record(number, outcome, now)
+        if outcome.counted or breaker.count != count_before:
+            self._alone(slot)
+        return is_probe, transitions
+
+    def reset(self, slot: Slot, actor: str, reason: str) -> Sequence[Transition]:
+        transitions = slot.breaker.reset(actor, reason)
+        self._alone(slot)
+        return transitions
+
+    def tick(self, slot: Slot, now: float) -> tuple[list[Event], Sequence[Transition]]:
+        written = self.expire(slot, now)
+        transitions = slot.breaker.poll(now)
+        if transitions:
+            self._alone(slot)
+        return written, transitions
+
+    def expire(self, slot: Slot, now: float) -> list[Event]:
+        """A probe past its lease is recorded as a counted failure."""
+        breaker = slot.breaker
+        number = breaker.expired_probe(now)
+        if number is None:
+            return []
+        call = slot.probe
+        slot.probe = None
+        transitions = breaker.record(number, EXPIRED, now)
+        self._alone(slot)
+        return self._lines.expired(slot, call, transitions)
+
+    def alone(self, slot: Slot) -> None:
+        self._alone(slot)
+
+    def remote_admit(self, breaker: Breaker, now: float) -> bool:
+        return False
+
+    def remote_record(self, slot: Slot, outcome: Outcome) -> bool:
+        return False
+
+
+def _nothing(slot: Slot) -> None:
+    return None

@@ -1,0 +1,197 @@
+"""The lines a decision writes, under the key's lock: a call's line, the transitions after
+it, a relayed replica's transitions; each numbered by the ledger, carrying the key's view when
+it changed, and counted in the key's tally.
+
+The design's order: a call's line, then the transitions it caused, each with its `cause_seq`
+and the cause's time (the trace's `t` is the same).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.breaker import Transition
+from breakerdeck.engine.call import Call
+from breakerdeck.engine.durability import Durability
+from breakerdeck.engine.events import BreakerView, CallCompleted, Event, Relayed
+from breakerdeck.engine.keys import Slot
+from breakerdeck.engine.ledger import Ledger
+from breakerdeck.engine.outbox import Outbox
+from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.state import State
+from breakerdeck.engine.timers import Timers
+from breakerdeck.engine.views import Views, tally_name
+
+EXPIRED = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="probe never reported back")
+
+#: Transitions no call caused: under `tool` they name no agent.
+_TIME_OR_OPERATOR = frozenset({ev.HALF_OPEN, ev.RESET})
+_CLOSED = State.CLOSED
+
+
+class Lines:
+    def __init__(
+        self,
+        *,
+        agent_policy: bool,
+        epoch: float,
+        ledger: Ledger,
+        outbox: Outbox,
+        views: Views,
+        timers: Timers,
+        durability: Durability,
+    ) -> None:
+        self.agent_policy = agent_policy
+        self.epoch = epoch
+        self._ledger = ledger
+        self._outbox = outbox
+        self.views = views
+        self._timers = timers
+        self._durability = durability
+
+    def watched(self) -> bool:
+        """Whether a line would reach anyone: a listener or the audit log."""
+        return self._outbox.watched
+
+    def publish(
+        self, slot: Slot, event: Event, view: BreakerView | None, tally: str | None = None
+    ) -> None:
+        """Count the event in the key's tally (`tally`: what the writer knows it adds one
+        to), put the view on it, and post it to the ledger, which numbers and times it."""
+        if tally is not None:
+            slot.count(tally)
+        if view is not None:
+            event.view = view
+            slot.shown_agents = len(view.agents)
+        self._ledger.post(event)
+
+    def emit(
+        self,
+        slot: Slot,
+        type_: str,
+        agent: str | None,
+        fields: dict[str, Any],
+        view: BreakerView | None = None,
+        *,
+        wall: float | None = None,
+    ) -> Event:
+        """`wall` is the time of the line that caused it; else it is timed as it is numbered."""
+        event = Event(0, type_, slot.breaker.key, agent, wall or 0.0, fields)
+        self.publish(slot, event, view, tally_name(event))
+        return event
+
+    def call_line(
+        self,
+        call: Call,
+        slot: Slot,
+        outcome: Outcome,
+        is_probe: bool,
+        fault: str,
+        agent_status: int | str | None,
+        refresh: str | None = None,
+        platform_status: int | None = None,
+        *,
+        viewed: bool = True,
+        moved: bool = False,
+    ) -> Event:
+        """The call's line, which carries the key's view when `viewed` and the view changed
+        (`moved`, a new agent, the key's first line)."""
+        details = (
+            call.number,
+            call.platform,
+            call.tool,
+            call.admitted_wall,
+            call.admitted_as,
+            call.attempts,
+            call.deadline_seconds,
+            call.admitted_seq,
+            self.epoch,
+        )
+        view = None
+        if viewed and (moved or len(slot.agents) != slot.shown_agents):
+            view = self.views.of(slot)
+        event = CallCompleted(
+            0,
+            call.key,
+            call.key if self.agent_policy else call.agent,
+            0.0,
+            details,
+            outcome,
+            is_probe,
+            fault,
+            agent_status,
+            refresh,
+            platform_status,
+        )
+        self.publish(slot, event, view, "expired" if fault == "expired" else None)
+        return event
+
+    def expired(
+        self, slot: Slot, call: Call | None, transitions: Sequence[Transition]
+    ) -> list[Event]:
+        """A probe past its lease, recorded as a counted failure: our own call's line (`fault:
+        expired`) first, then what it caused; another replica's probe has only the latter."""
+        if call is None:
+            return self.apply(slot, transitions, None, cause=None)
+        line = self.call_line(call, slot, EXPIRED, True, "expired", None, viewed=False)
+        return [line, *self.apply(slot, transitions, call.agent, cause=line)]
+
+    def apply(
+        self,
+        slot: Slot,
+        transitions: Sequence[Transition],
+        agent: str | None,
+        cause: Event | None,
+        *,
+        attach: bool = True,
+    ) -> list[Event]:
+        """After the breaker moved: number the transitions (the last carries the key's view
+        unless `attach` is off: a later line takes it), track the key, owe their commit. A
+        transition caused by a line (a call's, or a page's `reopened`) carries its
+        `cause_seq` and its time."""
+        written: list[Event] = []
+        last = len(transitions) - 1
+        for n, transition in enumerate(transitions):
+            fields = dict(transition.fields)
+            by = written[-1] if transition.type == ev.PAGE and written else cause
+            if by is not None:
+                fields["cause_seq"] = by.seq
+            caller = None if transition.type in _TIME_OR_OPERATOR else agent
+            view = self.views.of(slot) if attach and n == last else None
+            event = self.emit(
+                slot,
+                transition.type,
+                self.transition_agent(slot, caller),
+                fields,
+                view,
+                wall=None if by is None else by.wall,
+            )
+            written.append(event)
+        if transitions:
+            breaker = slot.breaker
+            self._timers.track(breaker.key, settled=breaker.state is _CLOSED)
+            due = breaker.reopens_at
+            if due is not None:
+                self._timers.at(due)
+            self._durability.persist_event(slot, written[-1])
+        return written
+
+    def relay(self, slot: Slot, transitions: Sequence[Transition], origin: str) -> None:
+        """Another replica's transitions, on this replica's feed (never audited or paged)."""
+        key = slot.breaker.key
+        last = len(transitions) - 1
+        for n, transition in enumerate(transitions):
+            fields = {**transition.fields, "origin": origin}
+            view = self.views.of(slot) if n == last else None
+            self.publish(slot, Relayed(0, transition.type, key, key, 0.0, fields), view)
+
+    def key_agent(self, slot: Slot) -> str | None:
+        return slot.breaker.key if self.agent_policy else None
+
+    def transition_agent(self, slot: Slot, caller: str | None) -> str | None:
+        return self.key_agent(slot) if self.agent_policy else caller
+
+    def t(self, wall: float | None) -> float | None:
+        return None if wall is None else round(wall - self.epoch, 3)

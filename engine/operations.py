@@ -1,0 +1,293 @@
+"""Each operation's body, once: take the key's lock, let the `Decider` decide, write what that
+caused (`Lines`), note what the caller is owed on disk; then, after the lock, deliver. The
+engine's sync and async drivers call these and settle what is owed their own way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.breaker import Admission, Breaker
+from breakerdeck.engine.call import Call
+from breakerdeck.engine.clock import Clock
+from breakerdeck.engine.decide import Decider
+from breakerdeck.engine.durability import Durability, Owed, saved_state
+from breakerdeck.engine.events import CallDenied, Event
+from breakerdeck.engine.keys import KeyTable, Slot
+from breakerdeck.engine.ledger import Ledger
+from breakerdeck.engine.lines import Lines
+from breakerdeck.engine.outbox import Outbox
+from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
+from breakerdeck.engine.state import State
+from breakerdeck.engine.timers import Timers
+from breakerdeck.engine.verdict import Verdict
+
+#: A probe that reports back this long after its lease still counts as on time: the harness's
+#: own bookkeeping must not turn a probe that used its whole budget into an expired one.
+LEASE_GRACE_SECONDS = 1.0
+
+_SUCCESS = OutcomeClass.SUCCESS
+_CLOSED = State.CLOSED
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """An engine's parts, each owning its state; what a fleet member may use of its engine."""
+
+    policy: AgentPolicy | ToolPolicy
+    instance: str
+    clock: Clock
+    #: The clock's wall reading, as cheap as it comes (`time.time` itself for the system's).
+    wall: Callable[[], float]
+    keys: KeyTable
+    ledger: Ledger
+    outbox: Outbox
+    durability: Durability
+    timers: Timers
+    lines: Lines
+
+
+class Operations:
+    def __init__(self, parts: Parts, decider: Decider) -> None:
+        self._policy = parts.policy
+        self._agent_policy = isinstance(parts.policy, AgentPolicy)
+        self._clock = parts.clock
+        self._wall = parts.wall
+        self._keys = parts.keys
+        self._ledger = parts.ledger
+        self._durability = parts.durability
+        self._timers = parts.timers
+        self._lines = parts.lines
+        self._views = parts.lines.views
+        self._decide = decider
+
+    def unchanging(self, slot: Slot, outcome: Outcome) -> bool:
+        """A success on a closed breaker with no failures counted and a known credential: it
+        changes nothing, so it needs only its line (no expiry check, no record, no verdict)."""
+        breaker = slot.breaker
+        return (
+            outcome.cls is _SUCCESS
+            and breaker.state is _CLOSED
+            and breaker.count == 0
+            and (self._agent_policy or slot.credential_worked_at is not None)
+        )
+
+    # -- the call path ------------------------------------------------------------------------
+
+    def admit(self, call: Call, lease: float) -> tuple[Admission, Owed]:
+        """Under the key's lock: expire a lost probe, admit or refuse, write what that caused."""
+        slot = self._keys.slots[call.key]
+        with slot.lock:
+            admission = self._admit_locked(call, slot, lease)
+            owed = self._durability.take_owed(slot)
+        self._ledger.deliver()
+        return admission, owed
+
+    def _admit_locked(self, call: Call, slot: Slot, lease: float) -> Admission:
+        now = self._clock.monotonic()
+        admission, transitions = self._decide.admit(
+            slot, call.number, now, lease + LEASE_GRACE_SECONDS
+        )
+        breaker = slot.breaker
+        self._lines.apply(slot, transitions, call.agent, cause=None)
+        if admission.allowed:
+            call.admitted_as = "probe" if admission.as_probe else "normal"
+            call.admitted_wall = self._wall()
+            call.admitted_seq = self._ledger.numbered
+            if admission.as_probe:
+                slot.probe = call
+                self._timers.probe_due(breaker.probe_deadline)
+        else:
+            slot.count_denied(admission.reason)
+            if self._lines.watched():
+                denied = CallDenied(
+                    0,
+                    call.key,
+                    call.key if self._agent_policy else call.agent,
+                    0.0,
+                    call.number,
+                    call.platform,
+                    admission.reason.value if admission.reason else None,
+                    round(admission.retry_after, 3),
+                )
+                self._lines.publish(slot, denied, self._views.first(slot))
+        return admission
+
+    def extend_probe(self, call: Call, seconds: float) -> None:
+        slot = self._keys.slots[call.key]
+        with slot.lock:
+            breaker = slot.breaker
+            if breaker.is_probe(call.number):
+                breaker.extend_probe(call.number, seconds)
+                self._timers.probe_due(breaker.probe_deadline)
+
+    def record(
+        self,
+        call: Call,
+        outcome: Outcome,
+        fault: str,
+        agent_status: int | str,
+        refresh: str | None,
+        platform_status: int | None,
+    ) -> tuple[Event, Owed]:
+        """A finished call: its `call.completed` line, then what it caused."""
+        slot = self._keys.slots[call.key]
+        lines = self._lines
+        if self.unchanging(slot, outcome):
+            with slot.lock:
+                quiet = self.unchanging(slot, outcome)  # again, now that no one can change it
+                if quiet:
+                    line = lines.call_line(
+                        call, slot, outcome, False, fault, agent_status, refresh, platform_status
+                    )
+            if quiet:
+                self._ledger.deliver()
+                return line, None
+        with slot.lock:
+            now = self._clock.monotonic()
+            count_before = slot.breaker.count
+            # The breaker moves first, so the last line this writes carries its view after.
+            is_probe, transitions = self._decide.record(slot, call.number, outcome, now)
+            breaker = slot.breaker
+            if is_probe or breaker.probe_id is None:
+                slot.probe = None
+            revoked = self._note_credential(slot, call, outcome)
+            moved = outcome.counted or breaker.count != count_before
+            line = lines.call_line(
+                call,
+                slot,
+                outcome,
+                is_probe,
+                fault,
+                agent_status,
+                refresh,
+                platform_status,
+                viewed=not (transitions or revoked),
+                moved=moved,
+            )
+            lines.apply(slot, transitions, call.agent, cause=line, attach=not revoked)
+            if revoked:
+                self._revoked(slot, call, line)
+            if moved and not transitions:
+                self._durability.persist(slot, urgent=False)
+            owed = self._durability.take_owed(slot)
+        self._ledger.deliver()
+        return line, owed
+
+    def refuse(self, call: Call, outcome: Outcome, agent_status: int | str) -> Event:
+        """A refusal before the breaker: a line, attempts 0, never counted, no probe slot."""
+        slot = self._keys.slots[call.key]
+        with slot.lock:
+            line = self._lines.call_line(call, slot, outcome, False, "none", agent_status)
+        self._ledger.deliver()
+        return line
+
+    # -- credentials (tool policy) ---------------------------------------------------------
+
+    def _note_credential(self, slot: Slot, call: Call, outcome: Outcome) -> bool:
+        """Under the key's lock: what the outcome says of the key's credential. True when it
+        was just revoked: the caller writes that line (`_revoked`) after the call's own."""
+        if self._agent_policy:
+            return False
+        if outcome.is_success and slot.credential_worked_at is None:
+            slot.credential_worked_at = self._wall()
+            self._durability.persist(slot, urgent=True, what=f"{call.key}: the credential worked")
+        elif outcome.cls is OutcomeClass.CREDENTIAL_REVOKED and not slot.credential_revoked:
+            slot.credential_revoked = True
+            return True
+        return False
+
+    def _revoked(self, slot: Slot, call: Call, cause: Event) -> None:
+        fields = {"cause_seq": cause.seq}
+        view = self._views.of(slot)
+        event = self._lines.emit(
+            slot, ev.CREDENTIAL_REVOKED, call.agent, fields, view, wall=cause.wall
+        )
+        self._durability.persist_event(slot, event)
+
+    def restore_credential(self, key: str, actor: str) -> tuple[Event, Owed]:
+        slot = self._keys.known(key)
+        with slot.lock:
+            slot.credential_revoked = False
+            agent = self._lines.key_agent(slot)
+            view = self._views.of(slot)
+            event = self._lines.emit(slot, ev.CREDENTIAL_RESTORED, agent, {"actor": actor}, view)
+            self._durability.persist_event(slot, event)
+            owed = self._durability.take_owed(slot)
+        self._ledger.deliver()
+        return event, owed
+
+    # -- operator and time ------------------------------------------------------------------
+
+    def reset(self, key: str, actor: str, reason: str) -> tuple[Event, Owed]:
+        slot = self._keys.known(key)
+        with slot.lock:
+            slot.probe = None
+            transitions = self._decide.reset(slot, actor, reason)
+            events = self._lines.apply(slot, transitions, None, cause=None)
+            self._durability.persist_event(slot, events[-1])
+            owed = self._durability.take_owed(slot)
+        self._ledger.deliver()
+        return events[-1], owed
+
+    def poll(self) -> list[Event]:
+        """Write what time alone causes: half-opens and expired probes, at their moment."""
+        written: list[Event] = []
+        for key in self._timers.unsettled():
+            slot = self._keys.slots[key]
+            with slot.lock:
+                expired, transitions = self._decide.tick(slot, self._clock.monotonic())
+                written += expired
+                written += self._lines.apply(slot, transitions, None, None)
+                self._durability.take_owed(slot)  # time caused these: no caller waits for them
+        self._ledger.deliver()
+        return written
+
+    # -- restore ----------------------------------------------------------------------------
+
+    def restore(self) -> list[Event]:
+        """Seed breakers from the verdict store."""
+        restored = []
+        for verdict, stale in self._durability.restorable():
+            slot = self._keys.slot(verdict.key, verdict.agent)
+            with slot.lock:
+                if not stale:
+                    restored.append(self._restore_one(slot, verdict))
+                    continue
+                slot.credential_worked_at = verdict.credential_ok_at
+                slot.credential_revoked = verdict.credential_revoked
+                self._durability.persist(slot, urgent=False)
+        self._ledger.deliver()
+        return restored
+
+    def _restore_one(self, slot: Slot, verdict: Verdict) -> Event:
+        clock = self._clock
+        to_mono = clock.monotonic() - clock.wall()
+        saved = saved_state(verdict)
+        breaker = slot.breaker = Breaker.from_state(verdict.key, self._policy, saved, to_mono)
+        if breaker.opened_at is not None:
+            if saved.state is State.HALF_OPEN:
+                # It lost its probe with the old process: open, and due now.
+                breaker.opened_at = min(breaker.opened_at, clock.monotonic() - breaker.cooldown)
+            self._timers.track(verdict.key, settled=False)
+            self._timers.at(breaker.opened_at + breaker.cooldown)
+        slot.credential_worked_at = verdict.credential_ok_at
+        slot.credential_revoked = verdict.credential_revoked
+        self._decide.alone(slot)  # the fleet's verdict, if any, wins on joining
+        t = self._lines.t
+        fields = {
+            "state": verdict.state,
+            "count": verdict.count,
+            "last_failure_t": t(verdict.last_failure_at),
+            "opened_t": t(verdict.opened_at),
+            "cooldown_seconds": verdict.cooldown,
+            "failed_probes": verdict.failed_probes,
+            "paged": verdict.paged,
+            "rate_limited_streak": verdict.rate_limited_streak,
+            "last_retry_after_seconds": verdict.last_retry_after,
+        }
+        agent = self._lines.transition_agent(slot, None)
+        return self._lines.emit(slot, ev.RESTORED, agent, fields, self._views.of(slot))
