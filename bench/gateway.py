@@ -293,8 +293,10 @@ def _own_cpu_share(pid: int, url: str, script: Path) -> tuple[float | None, str]
 
 
 #: A frame in breakerdeck's code: py-spy prints paths relative to the working directory
-#: (`engine/front/app.py`) or through the installed package (`breakerdeck/engine/…`).
-_OWN = re.compile(r"\((?:.*/)?(?:breakerdeck/)?(?:engine|console|fixtures)/[^/]*(?:/[^/]*)?\.py:")
+#: (`engine/front/gateway/app.py`) or through the installed package (`breakerdeck/engine/…`).
+_OWN = re.compile(
+    r"\((?:.*/)?(?:breakerdeck/)?(?:engine|console|fixtures)/[^/]*(?:/[^/]*){0,2}\.py:"
+)
 
 
 @dataclass

@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 from breakerdeck.console.output import EXIT_IO, EXIT_USAGE, discard
 from breakerdeck.console.web_command import add_web_parser, served_argv
 from breakerdeck.engine.feed.protocol import MAX_ACTOR_CHARS, MAX_KEY_CHARS, MAX_REASON_CHARS
-from breakerdeck.engine.front.cli import add_gateway_parser, run_gateway
-from breakerdeck.engine.front.mcp_cli import add_mcp_parser, run_mcp
+from breakerdeck.engine.front.gateway.cli import add_gateway_parser, run_gateway
+from breakerdeck.engine.front.mcp.cli import add_mcp_parser, run_mcp
 from breakerdeck.engine.text import printable
 
 #: A command-line usage error (sysexits' EX_USAGE): DESIGN's number for `status`, kept for all.

@@ -33,7 +33,7 @@ from breakerdeck.console.web_guard import ROLE_KEY, Guard
 from breakerdeck.console.web_role import Role, WebSession, web_actor
 from breakerdeck.console.web_service import ConsoleService, clamp_size
 from breakerdeck.engine.feed.client import FeedError, read_token
-from breakerdeck.engine.front.server import is_loopback, split_address
+from breakerdeck.engine.front.serving import is_loopback, split_address
 
 #: Could not start: the token files, the TLS files, the address (the message says which).
 EXIT_START = 2

@@ -22,10 +22,10 @@ from mcp.shared.message import SessionMessage
 
 from breakerdeck.engine import Engine, ToolPolicy
 from breakerdeck.engine.events import Event
-from breakerdeck.engine.front.mcp_config import ProxyConfig
-from breakerdeck.engine.front.mcp_engine import Breakers, ManualFrontClock
-from breakerdeck.engine.front.mcp_proxy import Proxy
-from breakerdeck.engine.front.mcp_stdio import parsed
+from breakerdeck.engine.front.mcp.breakers import Breakers, ManualFrontClock
+from breakerdeck.engine.front.mcp.config import ProxyConfig
+from breakerdeck.engine.front.mcp.proxy import Proxy
+from breakerdeck.engine.front.mcp.stdio import parsed
 from breakerdeck.fixtures.mcp_server import FixtureControl
 
 FIXTURE = [sys.executable, "-m", "breakerdeck.fixtures.mcp_server"]

@@ -13,9 +13,9 @@ import pytest
 
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.engine import Engine
-from breakerdeck.engine.front.app import GatewayApp
-from breakerdeck.engine.front.config import load
-from breakerdeck.engine.front.server import Options, _Server, uvicorn_config
+from breakerdeck.engine.front.gateway.app import GatewayApp
+from breakerdeck.engine.front.gateway.config import load
+from breakerdeck.engine.front.gateway.server import Options, _Server, uvicorn_config
 from breakerdeck.engine.policy import AgentPolicy
 from tests.front.conftest import (
     DEADLINE,

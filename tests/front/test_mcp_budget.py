@@ -11,11 +11,11 @@ import mcp_types as types
 import pytest
 
 from breakerdeck.engine import Engine, ToolPolicy
-from breakerdeck.engine.front import mcp_classify as classify
-from breakerdeck.engine.front.mcp_call import McpBudget, Sent
-from breakerdeck.engine.front.mcp_config import ServerConfig
-from breakerdeck.engine.front.mcp_engine import Breakers, ManualFrontClock
-from breakerdeck.engine.front.mcp_upstream import Upstream
+from breakerdeck.engine.front.mcp import classify
+from breakerdeck.engine.front.mcp.breakers import Breakers, ManualFrontClock
+from breakerdeck.engine.front.mcp.call import McpBudget, Sent
+from breakerdeck.engine.front.mcp.config import ServerConfig
+from breakerdeck.engine.front.mcp.upstream import Upstream
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 
 KEY = "search@default"

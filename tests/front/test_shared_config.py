@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from breakerdeck.console.cli import main
-from breakerdeck.engine.front.config import GatewayConfig, Shared
-from breakerdeck.engine.front.server import Options, open_engine, open_shared
+from breakerdeck.engine.front.gateway.config import GatewayConfig, Shared
+from breakerdeck.engine.front.gateway.server import Options, open_engine, open_shared
 from breakerdeck.fixtures.faults import REFUSED
 from breakerdeck.fixtures.platform import FakePlatform
 from breakerdeck.fixtures.server import PlatformServer

@@ -5,7 +5,7 @@ first, in the design's order, and none of them counts, reaches a platform or car
 401 `unauthenticated`, 404 `unknown_platform`, 403 `permission_denied`, 413 `body_too_large`.
 Then the call, on the call path every door shares (`CallPath._run`: the breaker, 403
 `agent_halted`, the opt-in probe wait, the completion): its one attempt is the agent exchange
-(`engine.exchange`, on the aiohttp transport of `front.transport`: the credential under its
+(`engine.exchange`, on the aiohttp transport of `front.gateway.transport`: the credential under its
 deadline, a connection slot bounded per agent and in total, the request, one refresh and retry
 on a status in the platform's `auth_failure_statuses`), the outcome decided at the response
 head; then the platform's answer streamed back as it came, cut when its agent leaves or stops
@@ -34,20 +34,20 @@ from breakerdeck.engine.callpath import CallPath
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.exchange import Exchange, Failed
-from breakerdeck.engine.front.config import GatewayConfig
-from breakerdeck.engine.front.credentials import Vault
-from breakerdeck.engine.front.cut import Cut
-from breakerdeck.engine.front.metrics import Counts, registry_for
-from breakerdeck.engine.front.relay import (
+from breakerdeck.engine.front.gateway.config import GatewayConfig
+from breakerdeck.engine.front.gateway.credentials import Vault
+from breakerdeck.engine.front.gateway.cut import Cut
+from breakerdeck.engine.front.gateway.relay import (
     RequestBody,
     UploadProblem,
     new_session,
     relayed_headers,
 )
-from breakerdeck.engine.front.slots import Slots
-from breakerdeck.engine.front.transport import Platform, PlatformCall, Upstreams
-from breakerdeck.engine.front.urls import Base, split_target, upstream_url
-from breakerdeck.engine.front.waits import ListeningWaits
+from breakerdeck.engine.front.gateway.slots import Slots
+from breakerdeck.engine.front.gateway.transport import Platform, PlatformCall, Upstreams
+from breakerdeck.engine.front.gateway.urls import Base, split_target, upstream_url
+from breakerdeck.engine.front.gateway.waits import ListeningWaits
+from breakerdeck.engine.front.metrics import Counts, registry_for
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.results import GatewayResponse

@@ -11,8 +11,8 @@ import argparse
 from pathlib import Path
 
 from breakerdeck.engine.front import logs
-from breakerdeck.engine.front.cli import EXIT_START, _address, _speed
-from breakerdeck.engine.front.config import resolve
+from breakerdeck.engine.front.arguments import EXIT_START, address, speed
+from breakerdeck.engine.front.paths import resolve
 from breakerdeck.engine.text import counted
 
 
@@ -26,11 +26,11 @@ def add_mcp_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
     )
     mcp.add_argument("--config", metavar="FILE", help="the proxy's TOML file")
     mcp.add_argument("--state-dir", metavar="DIR")
-    mcp.add_argument("--feed-listen", type=_address, metavar="HOST:PORT")
-    mcp.add_argument("--metrics-listen", type=_address, metavar="HOST:PORT")
-    mcp.add_argument("--speed", type=_speed, default=1.0, metavar="N")
+    mcp.add_argument("--feed-listen", type=address, metavar="HOST:PORT")
+    mcp.add_argument("--metrics-listen", type=address, metavar="HOST:PORT")
+    mcp.add_argument("--speed", type=speed, default=1.0, metavar="N")
     mcp.add_argument(
-        "--http", type=_address, metavar="HOST:PORT", help="serve streamable HTTP, not stdio"
+        "--http", type=address, metavar="HOST:PORT", help="serve streamable HTTP, not stdio"
     )
     mcp.add_argument("--token-file", metavar="FILE", help="the bearer token hosts send (--http)")
     mcp.add_argument(
@@ -57,14 +57,14 @@ def run_mcp(args: argparse.Namespace) -> int:
 
     from breakerdeck.engine import statedir
     from breakerdeck.engine.errors import StateDirError
-    from breakerdeck.engine.front.mcp_config import ConfigError, check_commands, load
-    from breakerdeck.engine.front.mcp_serve import (
+    from breakerdeck.engine.front.mcp.config import ConfigError, check_commands, load
+    from breakerdeck.engine.front.mcp.serve import (
         McpOptions,
         check_start,
         say,
         serve,
     )
-    from breakerdeck.engine.front.server import StartError
+    from breakerdeck.engine.front.serving import StartError
 
     logs.setup("mcp")
     if not args.config:

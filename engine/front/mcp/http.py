@@ -26,12 +26,12 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
-from breakerdeck.engine.front.mcp_classify import WireStatus
-from breakerdeck.engine.front.server import StartError, split_address
+from breakerdeck.engine.front.mcp.classify import WireStatus
+from breakerdeck.engine.front.serving import StartError, split_address
 
 if TYPE_CHECKING:
-    from breakerdeck.engine.front.mcp_proxy import Proxy
-    from breakerdeck.engine.front.mcp_serve import McpOptions
+    from breakerdeck.engine.front.mcp.proxy import Proxy
+    from breakerdeck.engine.front.mcp.serve import McpOptions
 
 #: Each attempt's id rides in its request's `_meta` under this key.
 ATTEMPT_META = "dev.breakerdeck/attempt"

@@ -24,9 +24,9 @@ from breakerdeck.engine import results
 from breakerdeck.engine.breaker import Admission
 from breakerdeck.engine.callpath import CallPath, Completion, Retries, open_reason
 from breakerdeck.engine.engine import Call
-from breakerdeck.engine.front import mcp_classify as classify
-from breakerdeck.engine.front.mcp_engine import Breakers, FrontClock
-from breakerdeck.engine.front.mcp_upstream import Upstream
+from breakerdeck.engine.front.mcp import classify
+from breakerdeck.engine.front.mcp.breakers import Breakers, FrontClock
+from breakerdeck.engine.front.mcp.upstream import Upstream
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.results import ToolResult
 from breakerdeck.engine.text import printable

@@ -1,6 +1,6 @@
 """What the MCP proxy keeps of the engine that is its own: servers' keys and states, metrics.
 
-A `tools/call` goes the one call path (`engine.callpath`, through `mcp_call`); `Breakers` names
+A `tools/call` goes the one call path (`engine.callpath`, through `mcp.call`); `Breakers` names
 a server's breaker, says what `tools/list` shows of it and counts completions for the metrics.
 This module also holds the clock seam: the proxy reads deadlines, cooldowns and leases from one
 `FrontClock` (`monotonic`, `wall`, and `real` to turn a span on that clock into real seconds
@@ -70,7 +70,7 @@ class ServerState:
 class Breakers:
     """The engine under the `tool` policy, as the proxy names and shows it: a server's key,
     what `tools/list` says of it, and the metrics' per-key counts. Calls themselves go the one
-    call path (`mcp_call.ToolCalls`)."""
+    call path (`mcp.call.ToolCalls`)."""
 
     def __init__(self, engine: Engine, clock: FrontClock, counts: Counts | None = None) -> None:
         self.engine = engine

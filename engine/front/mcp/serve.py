@@ -16,7 +16,7 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -25,12 +25,12 @@ from breakerdeck.engine import ToolPolicy, statedir
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.feed.server import serve_feed
-from breakerdeck.engine.front.mcp_config import ProxyConfig
-from breakerdeck.engine.front.mcp_engine import Breakers
-from breakerdeck.engine.front.mcp_proxy import Proxy
-from breakerdeck.engine.front.mcp_stdio import host_stdio
+from breakerdeck.engine.front.mcp.breakers import Breakers
+from breakerdeck.engine.front.mcp.config import ProxyConfig
+from breakerdeck.engine.front.mcp.proxy import Proxy
+from breakerdeck.engine.front.mcp.stdio import host_stdio
 from breakerdeck.engine.front.metrics import Counts, registry_for
-from breakerdeck.engine.front.server import (
+from breakerdeck.engine.front.serving import (
     StartError,
     check_feed,
     feed_tokens,
@@ -117,7 +117,7 @@ async def feed_for(
         return
     check_feed(listen, options.state_dir)
     assert options.state_dir is not None
-    viewer, operator = feed_tokens(cast(Any, options), options.state_dir)
+    viewer, operator = feed_tokens(options, options.state_dir)
     host, port = split_address(listen)
     async with serve_feed(
         engine, host=host, port=port, viewer_token=viewer, operator_token=operator
@@ -198,7 +198,7 @@ async def serve(options: McpOptions) -> None:
 
 async def _serve_host(proxy: Proxy, options: McpOptions) -> None:
     if options.http_listen is not None:
-        from breakerdeck.engine.front.mcp_http import serve_http
+        from breakerdeck.engine.front.mcp.http import serve_http
 
         await serve_http(proxy, options)  # uvicorn drains on SIGTERM, as the gateway does
         return

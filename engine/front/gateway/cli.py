@@ -12,26 +12,11 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from breakerdeck.engine.front.arguments import EXIT_START, address, speed
 from breakerdeck.engine.text import counted
 
 if TYPE_CHECKING:
-    from breakerdeck.engine.front.server import Options
-
-EXIT_START = 2
-
-#: `--speed`: the design's tests stay at or below 10; demos go faster.
-SPEED_RANGE = (0.1, 1000.0)
-
-
-def _speed(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    low, high = SPEED_RANGE
-    if not math.isfinite(value) or not low <= value <= high:
-        raise argparse.ArgumentTypeError(f"must be at least {low:g} and at most {high:g}")
-    return value
+    from breakerdeck.engine.front.gateway.server import Options
 
 
 def _wall(text: str) -> float:
@@ -44,13 +29,6 @@ def _wall(text: str) -> float:
     return value
 
 
-def _address(text: str) -> str:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return text
-
-
 def add_gateway_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
     gateway: argparse.ArgumentParser = subparsers.add_parser(
         "gateway",
@@ -59,16 +37,16 @@ def add_gateway_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
         "gateway adds the platform credential and keeps one breaker per agent.",
     )
     gateway.add_argument("--config", metavar="FILE", help="the gateway's TOML file")
-    gateway.add_argument("--listen", type=_address, metavar="HOST:PORT")
+    gateway.add_argument("--listen", type=address, metavar="HOST:PORT")
     gateway.add_argument("--state-dir", metavar="DIR")
-    gateway.add_argument("--feed-listen", type=_address, metavar="HOST:PORT")
+    gateway.add_argument("--feed-listen", type=address, metavar="HOST:PORT")
     gateway.add_argument(
         "--shared",
         metavar="URL",
         help="share each agent's breaker with other replicas through Redis: redis://host:port/db "
         "or rediss://…, the password from [shared] password_env or password_file",
     )
-    gateway.add_argument("--speed", type=_speed, default=1.0, metavar="N")
+    gateway.add_argument("--speed", type=speed, default=1.0, metavar="N")
     gateway.add_argument(
         "--clock-anchor",
         type=_wall,
@@ -98,8 +76,9 @@ def add_gateway_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
 
 
 def run_gateway(args: argparse.Namespace) -> int:
-    from breakerdeck.engine.front.config import ConfigError, load, resolve, shared_settings
-    from breakerdeck.engine.front.server import Options, say
+    from breakerdeck.engine.front.gateway.config import ConfigError, load, shared_settings
+    from breakerdeck.engine.front.gateway.server import Options, say
+    from breakerdeck.engine.front.paths import resolve
 
     if not args.config:
         say("gateway: --config FILE is required (or --demo)")
@@ -135,8 +114,9 @@ def run_gateway(args: argparse.Namespace) -> int:
 
 def _check(options: Options) -> int:
     """`--check-config`: the file, then the same checks the start makes before it binds."""
-    from breakerdeck.engine.front.config import redis_address
-    from breakerdeck.engine.front.server import StartError, check_start, say
+    from breakerdeck.engine.front.gateway.config import redis_address
+    from breakerdeck.engine.front.gateway.server import check_start, say
+    from breakerdeck.engine.front.serving import StartError
 
     try:
         check_start(options)
@@ -154,7 +134,8 @@ def _serve(options: Options) -> int:
     from breakerdeck.engine import statedir
     from breakerdeck.engine.errors import StateDirError
     from breakerdeck.engine.front import logs
-    from breakerdeck.engine.front.server import StartError, check_start, run, say, serve
+    from breakerdeck.engine.front.gateway.server import check_start, run, say, serve
+    from breakerdeck.engine.front.serving import StartError
 
     logs.setup("gateway")
     try:

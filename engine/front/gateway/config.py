@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
+from breakerdeck.engine.front.paths import resolve
 from breakerdeck.engine.policy import MAX_DEADLINE_SECONDS, AgentPolicy
 
 MIB = 1024 * 1024
@@ -68,7 +69,7 @@ class GatewayTable(_Strict):
     # Connections to platforms (a shared service: no agent can take them all).
     max_connections: Annotated[int, Field(ge=1, le=65_536)] = 256
     max_connections_per_agent: Annotated[int, Field(ge=1, le=65_536)] = 64
-    # What a stranger may cost before its token is read (engine.front.protocol).
+    # What a stranger may cost before its token is read (engine.front.gateway.protocol).
     head_limit_bytes: Annotated[int, Field(ge=1024, le=MIB)] = 32 * 1024
     header_count_limit: Annotated[int, Field(ge=8, le=10_000)] = 100
     head_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
@@ -407,8 +408,3 @@ def shared_settings(
 
 def _sha256(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
-
-
-def resolve(config_path: str | Path, file: str) -> Path:
-    """Where a file named in the config is: relative to the config's own folder."""
-    return Path(config_path).parent / Path(file).expanduser()

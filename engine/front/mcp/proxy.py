@@ -30,11 +30,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from breakerdeck.engine import results
 from breakerdeck.engine.events import Event
-from breakerdeck.engine.front import mcp_classify as classify
-from breakerdeck.engine.front.mcp_call import Answer, ToolCalls, own_result
-from breakerdeck.engine.front.mcp_config import SEPARATOR, START_DEADLINE_SECONDS, ProxyConfig
-from breakerdeck.engine.front.mcp_engine import ANNOUNCED, Breakers, FrontClock, ServerState
-from breakerdeck.engine.front.mcp_upstream import Upstream
+from breakerdeck.engine.front.mcp import classify
+from breakerdeck.engine.front.mcp.breakers import ANNOUNCED, Breakers, FrontClock, ServerState
+from breakerdeck.engine.front.mcp.call import Answer, ToolCalls, own_result
+from breakerdeck.engine.front.mcp.config import SEPARATOR, START_DEADLINE_SECONDS, ProxyConfig
+from breakerdeck.engine.front.mcp.upstream import Upstream
 from breakerdeck.engine.results import ToolResult
 from breakerdeck.engine.text import printable
 

@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from breakerdeck.engine.classify import StatusWords, tool_status
-from breakerdeck.engine.front.mcp_stdio import RESULT_TOO_LARGE
+from breakerdeck.engine.front.mcp.stdio import RESULT_TOO_LARGE
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 
 #: JSON-RPC errors that say the caller must fix the request: never counted.

@@ -18,7 +18,8 @@ from typing import Any
 
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError, VaultUnavailable
-from breakerdeck.engine.front.config import Credential, GatewayConfig, Source, resolve
+from breakerdeck.engine.front.gateway.config import Credential, GatewayConfig, Source
+from breakerdeck.engine.front.paths import resolve
 
 #: A credential is a line of text, not a document: a command printing more is misconfigured.
 MAX_OUTPUT_BYTES = 65_536

@@ -29,13 +29,13 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
-from breakerdeck.engine.front.mcp_classify import (
+from breakerdeck.engine.front.mcp.classify import (
     AttemptTimedOut,
     ResultTooLarge,
     StartFailed,
     WireStatus,
 )
-from breakerdeck.engine.front.mcp_config import (
+from breakerdeck.engine.front.mcp.config import (
     MAX_TOOL_NAME,
     SEPARATOR,
     START_DEADLINE_SECONDS,
@@ -43,8 +43,8 @@ from breakerdeck.engine.front.mcp_config import (
     ServerConfig,
     command_problem,
 )
-from breakerdeck.engine.front.mcp_http import ATTEMPT_META, upstream_transport
-from breakerdeck.engine.front.mcp_stdio import bounded_stdio
+from breakerdeck.engine.front.mcp.http import ATTEMPT_META, upstream_transport
+from breakerdeck.engine.front.mcp.stdio import bounded_stdio
 from breakerdeck.engine.text import printable
 
 log = logging.getLogger(__name__)

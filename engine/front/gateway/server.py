@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import resource
-import secrets
 import socket
 import sys
 import time
@@ -24,27 +22,26 @@ from typing import Any
 
 import uvicorn
 
-from breakerdeck.engine import statedir
 from breakerdeck.engine.engine import Engine
-from breakerdeck.engine.feed.client import FeedError, read_token
 from breakerdeck.engine.feed.server import serve_feed
-from breakerdeck.engine.front.app import GatewayApp
-from breakerdeck.engine.front.config import GatewayConfig, GatewayTable, Shared
-from breakerdeck.engine.front.protocol import ClientLimits, Clients, bounded_protocol
+from breakerdeck.engine.front.gateway.app import GatewayApp
+from breakerdeck.engine.front.gateway.config import GatewayConfig, GatewayTable, Shared
+from breakerdeck.engine.front.gateway.protocol import ClientLimits, Clients, bounded_protocol
+from breakerdeck.engine.front.serving import (
+    OPERATOR_TOKEN_FILE,
+    StartError,
+    check_feed,
+    feed_tokens,
+    is_loopback,
+    open_trace,
+    split_address,
+)
 from breakerdeck.engine.front.speed import SpeedClock
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.shared import SharedStore
 from breakerdeck.engine.tracefile import TraceFile
 
 log = logging.getLogger(__name__)
-
-VIEWER_TOKEN_FILE = "viewer.token"
-OPERATOR_TOKEN_FILE = "operator.token"
-_LOOPBACK_NAMES = frozenset({"localhost"})
-
-
-class StartError(Exception):
-    """The gateway cannot start as asked: the message says why (exit 2)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,20 +65,6 @@ class Options:
     events: Path | None = None
 
 
-def split_address(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return host.strip("[]"), int(port)
-
-
-def is_loopback(host: str) -> bool:
-    if host in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_bind(options: Options) -> None:
     """Loopback unless told otherwise: a non-loopback address needs TLS or --insecure-bind,
     since agent tokens and platform answers would cross the network in the clear."""
@@ -99,31 +82,6 @@ def check_start(options: Options) -> None:
     this same check, so a file that checks out is one the gateway starts with."""
     check_bind(options)
     check_feed(options.feed_listen, options.state_dir)
-
-
-def check_feed(feed_listen: str | None, state_dir: Path | None) -> None:
-    """The feed's tokens live in the state dir: a feed without one cannot start."""
-    if feed_listen is not None and state_dir is None:
-        raise StartError("the feed needs a state dir (for its tokens): pass --state-dir")
-
-
-def feed_tokens(options: Options, state_dir: Path) -> tuple[str, str]:
-    """(viewer, operator) as `serve` has them: the files given, else made in the state dir."""
-    tokens = []
-    for given, name in (
-        (options.viewer_token_file, VIEWER_TOKEN_FILE),
-        (options.operator_token_file, OPERATOR_TOKEN_FILE),
-    ):
-        path = Path(given) if given else state_dir / name
-        if not given and not path.exists():
-            statedir.write_private(path, secrets.token_urlsafe(32) + "\n")
-        try:
-            tokens.append(read_token(path))
-        except FeedError as error:
-            raise StartError(str(error)) from None
-    if secrets.compare_digest(tokens[0], tokens[1]):
-        raise StartError("the viewer and operator tokens must differ")
-    return tokens[0], tokens[1]
 
 
 class _Server(uvicorn.Server):
@@ -221,17 +179,6 @@ def clock_anchor(options: Options, store: SharedStore | None) -> float | None:
             "the others'"
         )
     return options.clock_anchor
-
-
-def open_trace(path: Path | None) -> TraceFile | None:
-    """`--events FILE`, opened before anything starts: a file that cannot be written stops
-    the start, as a bad config does."""
-    if path is None:
-        return None
-    try:
-        return TraceFile(path)
-    except OSError as error:
-        raise StartError(f"cannot write the trace to {path}: {error.strerror or error}") from None
 
 
 def open_engine(

@@ -1,0 +1,30 @@
+"""What both doors' command lines share: the exit status of a refused start and the argument
+types for `--speed` and `HOST:PORT` flags, so `gateway` and `mcp` read a flag alike."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+EXIT_START = 2
+
+#: `--speed`: the design's tests stay at or below 10; demos go faster.
+SPEED_RANGE = (0.1, 1000.0)
+
+
+def speed(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    low, high = SPEED_RANGE
+    if not math.isfinite(value) or not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"must be at least {low:g} and at most {high:g}")
+    return value
+
+
+def address(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return text
