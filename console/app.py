@@ -1,10 +1,11 @@
 """The breakerdeck console: a Textual app over one `Source`.
 
-Parts: the model (`console.model`, plain data the UI never changes), the source
-(`console.source`, in-process today), the UI (`screens/`, `widgets/`, `breakerdeck.tcss`) and
-messages. One exclusive worker reads the source's event batches, folds them into the board and
-posts a `BoardChanged` that replaces any still queued, so a flood collapses into one repaint.
-One one-second timer drives every countdown; it repaints only visible open cards.
+Parts: the model (`console.card`, `console.board` and their helpers, plain data the UI never
+changes), the source (`console.source`, in-process today), the UI (`screens/`, `widgets/`,
+`breakerdeck.tcss`) and messages. One exclusive worker reads the source's event batches, folds
+them into the board and posts a `BoardChanged` that replaces any still queued, so a flood
+collapses into one repaint. One one-second timer drives every countdown; it repaints only
+visible open cards.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.timer import Timer
 
+from breakerdeck.console.board import Board
+from breakerdeck.console.card import Card
 from breakerdeck.console.messages import (
     DemoFaultRequested,
     DetailsRequested,
@@ -31,7 +34,6 @@ from breakerdeck.console.messages import (
     ResetRequested,
     TableRequested,
 )
-from breakerdeck.console.model import Board, Card, clock_text, mmss
 from breakerdeck.console.replay import JUMP_SECONDS, ReplaySource
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
@@ -40,6 +42,7 @@ from breakerdeck.console.screens.help import HelpScreen
 from breakerdeck.console.screens.table import TableScreen
 from breakerdeck.console.source import REVOKED, FaultControls, Notice, Restart, Source
 from breakerdeck.console.web_role import web_session
+from breakerdeck.console.words import clock_text, mmss
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.bus import Missed
 from breakerdeck.engine.events import Event

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from breakerdeck.console.model import Thresholds
+from breakerdeck.console.card import Thresholds
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.bus import EventBus, Missed, Subscription
 from breakerdeck.engine.engine import Engine

@@ -25,17 +25,10 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from breakerdeck.console.model import (
-    RANK_CLOSED,
-    RANK_PAGED,
-    Card,
-    Thresholds,
-    cause_word,
-    clock_text,
-    hint,
-    mmss,
-)
+from breakerdeck.console.card import RANK_CLOSED, RANK_PAGED, Card, Thresholds
+from breakerdeck.console.hint import hint
 from breakerdeck.console.timeline import CARD_STEP, busy, span_text, strip
+from breakerdeck.console.words import cause_word, clock_text, mmss
 from breakerdeck.engine.text import printable
 
 MIN_CARD_WIDTH = 76
@@ -511,9 +504,7 @@ class CardList(ScrollView, can_focus=True):
                     break
         return segments
 
-    def _timeline(
-        self, card: Card, slot: int, before: list[Segment], width: int
-    ) -> list[Segment]:
+    def _timeline(self, card: Card, slot: int, before: list[Segment], width: int) -> list[Segment]:
         """The card's recent states as a strip, `-12m ·····███▒✗███`, ending where the
         cooldown's room begins (so strips line up card under card), from the name's room on;
         fewer cells where the name runs long, none under `MIN_STRIP`, and none on a closed card

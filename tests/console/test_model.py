@@ -6,16 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from breakerdeck.console.model import (
-    Board,
-    Card,
-    Failure,
-    Thresholds,
-    group_by_key,
-    hint,
-    mmss,
-    sort_cards,
-)
+from breakerdeck.console.board import Board
+from breakerdeck.console.card import Card, Failure, Thresholds
+from breakerdeck.console.hint import hint
+from breakerdeck.console.ordering import group_by_key, sort_cards
+from breakerdeck.console.words import mmss
 from breakerdeck.engine.engine import BreakerView
 
 
