@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from textual.message import Message
 
-from breakerdeck.console.model import Board, Card
+from breakerdeck.console.board import Board
+from breakerdeck.console.card import Card
 
 if TYPE_CHECKING:
     from breakerdeck.console.source import FaultControls, Source

@@ -42,8 +42,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
-from breakerdeck.console.model import Thresholds, clock_text
+from breakerdeck.console.card import Thresholds
 from breakerdeck.console.source import Notice, Source
+from breakerdeck.console.words import clock_text
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.bus import Missed
 from breakerdeck.engine.events import BreakerView, Event

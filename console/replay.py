@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from breakerdeck.console.model import Thresholds
+from breakerdeck.console.card import Thresholds
 from breakerdeck.console.source import TRIP_TYPES, Restart, Source
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.bus import Missed

@@ -13,13 +13,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from breakerdeck.console.model import Thresholds
+from breakerdeck.console.card import Thresholds
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.bus import EventBus, Missed, Subscription
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.events import BreakerView, Event
+from breakerdeck.engine.feed.encoding import shared_store_health
 from breakerdeck.engine.feed.protocol import SharedStoreHealth
-from breakerdeck.engine.feed.server import shared_store_health
 from breakerdeck.engine.policy import AgentPolicy
 
 #: Rows read for a breaker's trips (transitions and failures only).

@@ -10,8 +10,10 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from breakerdeck.console.card import Card
+from breakerdeck.console.hint import hint
+from breakerdeck.console.log_rows import describe
 from breakerdeck.console.messages import Deck, FixRequested, ResetRequested
-from breakerdeck.console.model import Card, cause_word, clock_text, describe, hint, mmss
 from breakerdeck.console.timeline import (
     CARD_STEP,
     LEGEND,
@@ -20,11 +22,14 @@ from breakerdeck.console.timeline import (
     span_text,
     strip,
 )
+from breakerdeck.console.words import cause_word, clock_text, mmss
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.text import printable
 
 AUDIT_ROWS = 200
+
+
 def trips_with_failures(rows: list[Event]) -> list[tuple[Event, list[Event], Event | None]]:
     """Each trip (newest first) with the counted failures that led to it and what ended it."""
     trips: list[tuple[Event, list[Event], Event | None]] = []

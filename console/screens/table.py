@@ -18,16 +18,11 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 
+from breakerdeck.console.card import RANK_PAGED, Card
+from breakerdeck.console.history import HISTORY
 from breakerdeck.console.messages import Deck, DetailsRequested, ResetRequested
-from breakerdeck.console.model import (
-    HISTORY,
-    RANK_PAGED,
-    Card,
-    cause_word,
-    clock_text,
-    mmss,
-)
 from breakerdeck.console.widgets.bars import SummaryBar
+from breakerdeck.console.words import cause_word, clock_text, mmss
 from breakerdeck.engine.text import printable
 
 _SEP = "\x1f"

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widgets import Static
 
-from breakerdeck.console.model import Card, Summary, clock_text
+from breakerdeck.console.board import Summary
+from breakerdeck.console.card import Card
+from breakerdeck.console.words import clock_text
 from breakerdeck.engine.text import printable
 
 

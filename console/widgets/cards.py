@@ -17,60 +17,31 @@ from itertools import accumulate
 from typing import ClassVar
 
 from rich.segment import Segment
-from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.geometry import Region, Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from breakerdeck.console.model import (
-    RANK_CLOSED,
-    RANK_PAGED,
-    Card,
-    Thresholds,
-    cause_word,
-    clock_text,
-    hint,
-    mmss,
+from breakerdeck.console.card import Card, Thresholds
+from breakerdeck.console.timeline import CARD_STEP, busy
+from breakerdeck.console.widgets.card_lines import (
+    MAX_STRIP,
+    STATE_WIDTH,
+    TROUBLE_LINES,
+    CardLines,
+    ago,
+    card_height,
 )
-from breakerdeck.console.timeline import CARD_STEP, busy, span_text, strip
+from breakerdeck.console.words import clock_text, mmss
 from breakerdeck.engine.text import printable
 
 MIN_CARD_WIDTH = 76
-TROUBLE_LINES = 5
-CLOSED_LINES = 3
-STATE_WIDTH = 11  # "HALF-OPEN" and "OPEN 04:12" fit, then two spaces
-#: The title line's state timeline: after the name's room, ending before the cooldown's.
-NAME_ROOM = 27  # "billing-assistant  PAGED " fits: strips of one width, card under card
-COOLDOWN_ROOM = len("cooldown 900s")
-MIN_STRIP = 8
-MAX_STRIP = 96
-#: The least a card's strip shows: a 300 s cooldown, its probe and some of what came before.
-CARD_WINDOW = 15 * 60.0
 _CACHE_LIMIT = 4096
 _NEAR = 64  # places either side of where the selected card was, searched first
 
 
-def card_height(card: Card) -> int:
-    """Five lines in trouble, three closed; one more on the card that carries its key's
-    "open on 3 of 5" line (several sources)."""
-    lines = CLOSED_LINES if card.rank == RANK_CLOSED else TROUBLE_LINES
-    return lines + 1 if card.aggregate else lines
-
-
-def ago(seconds: float) -> str:
-    """`42s`, `3m05s`, `2h10m`: how long a source has been out of touch."""
-    whole = max(0, int(seconds))
-    if whole < 60:
-        return f"{whole}s"
-    if whole < 3600:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
-
-
-class CardList(ScrollView, can_focus=True):
+class CardList(CardLines, can_focus=True):
     """All cards in order; one is selected. Renders only visible lines."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -426,250 +397,3 @@ class CardList(ScrollView, can_focus=True):
         drawn = self._draw(card, line, width, selected, countdown, stale, fixed, slot)
         self._cache[key] = (card, drawn)
         return drawn
-
-    def _draw(
-        self,
-        card: Card,
-        line: int,
-        width: int,
-        selected: bool,
-        countdown: str | None,
-        stale: str | None = None,
-        fixed: bool = False,
-        slot: int | None = None,
-    ) -> Strip:
-        base = self.rich_style
-        if selected:
-            base = base + self.get_component_rich_style("cards--selected")
-        dim = self.get_component_rich_style("cards--dim")
-        state_style = self.get_component_rich_style(_STATE_CLASS[card.word])
-        segments: list[Segment]
-        if card.aggregate:
-            if line == 0:
-                segments = [Segment("  "), Segment(printable(card.aggregate), Style(bold=True))]
-                # Every segment gets the list's style: NO_COLOR's filter fails on one without.
-                strip = Strip(segments).crop_extend(0, width - 1, self.rich_style)
-                strip = strip.apply_style(self.rich_style)
-                return Strip.join([strip, Strip.blank(1, self.rich_style)])
-            line -= 1
-        if line >= card_height(card) - (1 if card.aggregate else 0):
-            segments = []
-        elif line == 0:
-            segments = self._title(card, selected, countdown, state_style, width - 1, stale, slot)
-        else:
-            gutter = "  ┃ " if selected else "  │ "
-            room = width - 1 - len(gutter)
-            # Every word in a body line may come from outside (keys, platforms, actors).
-            body = self._body(card, line, dim, room, fixed)
-            # the gutter in the state's colour, never reversed (NO_COLOR reverses the word)
-            segments = [Segment(gutter, state_style + Style(reverse=False, bold=False))]
-            segments += [Segment(printable(s.text), s.style) for s in body]
-        strip = _fit(segments, width - 1, base).apply_style(base)
-        return Strip.join([strip, Strip.blank(1, self.rich_style)])
-
-    def _title(
-        self,
-        card: Card,
-        selected: bool,
-        countdown: str | None,
-        state_style: Style,
-        width: int,
-        stale: str | None = None,
-        slot: int | None = None,
-    ) -> list[Segment]:
-        word = card.word
-        if countdown is not None and word == "OPEN":
-            word = f"OPEN {countdown}"
-        kind = (card.limits or self.thresholds).kind
-        name = card.agent if kind == "agent" else f"{card.agent} · {card.key}"
-        name = printable(name)
-        segments = [
-            Segment("▶ " if selected else "  "),
-            Segment(f"{word:<{STATE_WIDTH}}", state_style + Style(bold=True)),
-            Segment(" "),
-            Segment(name, self.get_component_rich_style("cards--name")),
-        ]
-        dim = self.get_component_rich_style("cards--dim")
-        if card.source is not None:
-            segments.append(Segment(f" on {printable(card.source)}", dim))
-        if card.shared:
-            segments.append(Segment(" shared", dim))
-        if stale is not None:
-            segments.append(Segment(" "))
-            segments.append(Segment(stale, Style(bold=True, reverse=True)))
-        if card.rank == RANK_PAGED:
-            segments.append(Segment(" "))
-            segments.append(Segment(" PAGED ", self.get_component_rich_style("cards--paged")))
-        if slot is not None:
-            segments += self._timeline(card, slot, segments, width)
-        if card.state != "closed":  # the cooldown this open episode runs, right-aligned
-            used = sum(segment.cell_length for segment in segments)
-            for right in (f"cooldown {card.view.cooldown:g}s", f"{card.view.cooldown:g}s"):
-                if used + len(right) + 2 <= width:  # the short form where the long one is cut
-                    segments.append(Segment(" " * (width - used - len(right) - 1)))
-                    segments.append(Segment(right, dim))
-                    break
-        return segments
-
-    def _timeline(
-        self, card: Card, slot: int, before: list[Segment], width: int
-    ) -> list[Segment]:
-        """The card's recent states as a strip, `-12m ·····███▒✗███`, ending where the
-        cooldown's room begins (so strips line up card under card), from the name's room on;
-        fewer cells where the name runs long, none under `MIN_STRIP`, and none on a closed card
-        with nothing in its window."""
-        used = sum(segment.cell_length for segment in before)
-        end = width - COOLDOWN_ROOM - 2
-        room = min(MAX_STRIP, end - (2 + STATE_WIDTH + 1 + NAME_ROOM) - 5)  # "-12m " first
-        cells = min(room, end - used - 2 - 5)
-        if cells < MIN_STRIP:
-            return []
-        step = strip_step(room)
-        # the window ends with the cell under way (the half minute, or minute)
-        until = (int(slot * CARD_STEP // step) + 1) * step
-        since = until - cells * step
-        if card.rank == RANK_CLOSED and not busy(card.timeline, card.marks, since):
-            return []
-        label = f"-{span_text(cells * step)}"
-        segments = [Segment(" " * (end - used - cells - len(label) - 1))]
-        segments.append(Segment(label + " ", self.get_component_rich_style("cards--dim")))
-        segments += self.cells(card, since, step, cells)
-        return segments
-
-    def cells(self, card: Card, start: float, step: float, count: int) -> list[Segment]:
-        """The timeline's cells from `start`, each in its state's colour. Never reversed:
-        without colour a reversed block would read as a blank; the glyph says the state."""
-        plain = Style(reverse=False, bold=False)
-        mark = self.get_component_rich_style("cards--mark")
-        styles = {
-            state: self.get_component_rich_style(_STATE_CLASS[word]) + plain
-            for state, word in _TIMELINE_WORDS.items()
-        }
-        now = self.now_for(card)
-        cells = strip(card.timeline, card.marks, start=start, step=step, count=count, now=now)
-        return [Segment(cell.glyph, styles.get(cell.kind, mark)) for cell in cells]
-
-    def _body(
-        self, card: Card, line: int, dim: Style, room: int, fixed: bool = False
-    ) -> list[Segment]:
-        view = card.view
-        if line == 1:
-            limits = card.limits or self.thresholds
-            # ≈: replayed from an audit log, which keeps no successes (they reset it)
-            parts = [f"count {'≈' if self.approximate else ''}{limits.counter(view.count)}"]
-            if view.state != "closed":
-                parts.append(f"cause {cause_word(view.trip_cause)}")
-                forms = probe_words(card)
-                used = len(" · ".join(parts)) + 3
-                # the longest form that fits: the probe's words must never be cut
-                parts.extend(next(([f] for f in forms if used + len(f) <= room), forms[-1:]))
-            if card.rank == RANK_CLOSED:
-                parts.append(hint(card))
-            return [Segment(" · ".join(parts))]
-        if card.rank == RANK_CLOSED:  # a closed card's last line: its trips
-            return self._trips(card, dim, room)
-        if line == 2:
-            text = "→ " + hint(card, keys=True, fixable=self.fix_key(card), fixed=fixed)
-            return [Segment(text, self.get_component_rich_style("cards--hint"))]
-        if line == 3:
-            if not card.denied:
-                return [Segment("denied ", dim), Segment("none yet", dim)]
-            shown = _fitting([printable(d.text) for d in card.denied[:3]], room - 7)
-            return [Segment("denied ", dim), Segment(" · ".join(shown))]
-        return self._trips(card, dim, room)
-
-    def _trips(self, card: Card, dim: Style, room: int) -> list[Segment]:
-        if not card.trips:
-            return [Segment("trips  ", dim), Segment("none yet", dim)]
-        total = max(card.trip_total, len(card.trips))
-        items = [printable(t.short) for t in card.trips[:3]]
-        shown = _fitting(items, room - 7 - len(f" +{total} more"))
-        left = total - len(shown)
-        segments = [Segment("trips  ", dim), Segment(" · ".join(shown))]
-        if left:
-            segments.append(Segment(f" +{left} more", dim))
-        return segments
-
-
-def strip_step(cells: int) -> float:
-    """A card strip's cell: half a minute, or a minute where half minutes would show less
-    than a quarter of an hour (80 columns: 18 cells, the last 18 minutes)."""
-    return CARD_STEP if cells * CARD_STEP >= CARD_WINDOW else 2 * CARD_STEP
-
-
-def probe_words(card: Card) -> list[str]:
-    """What the card says of the probe, longest form first (the line takes the longest that
-    fits), as fixed times so nothing ticks. Half-open: whether a probe is out (and since
-    when, as the engine's view says) or the next call will be the probe; otherwise the last
-    probe's result (and how many failed in a row), else when it opened."""
-    view = card.view
-    if view.state == "half_open":
-        out = card.probe_out_since
-        if out is not None:
-            return [f"probe out since {clock_text(out)}"]
-        if card.probe_seen is not None:
-            seen = clock_text(card.probe_seen)
-            return [f"probe out by {seen} (a call was refused for it)", f"probe out by {seen}"]
-        since = card.half_open_since
-        if since is None:
-            return ["next call is the probe"]
-        return [
-            f"next call is the probe (half-open since {clock_text(since)})",
-            f"next call is the probe, since {clock_text(since)}",
-            "next call is the probe",
-        ]
-    if card.last_probe is not None:
-        result, wall = card.last_probe
-        nth = f" {view.failed_probes}" if result == "failed" and view.failed_probes > 1 else ""
-        return [f"probe{nth} {result} {clock_text(wall)}"]
-    if view.failed_probes:
-        probes = "probe" if view.failed_probes == 1 else "probes"
-        return [f"{view.failed_probes} failed {probes}"]
-    if card.changed_wall is not None:
-        return [f"since {clock_text(card.changed_wall)}"]
-    return []
-
-
-def _fitting(items: list[str], room: int) -> list[str]:
-    """As many whole items as fit (at least the first, cropped if it must be)."""
-    shown = items[:1]
-    for item in items[1:]:
-        if len(" · ".join([*shown, item])) > room:
-            break
-        shown.append(item)
-    return shown
-
-
-def _fit(segments: list[Segment], width: int, style: Style) -> Strip:
-    """The line cut to `width` with an ellipsis where it was cut, padded to `width`."""
-    strip = Strip(segments)
-    if strip.cell_length <= width:
-        return strip.extend_cell_length(width, style)
-    cut = strip.crop(0, max(0, width - 1))
-    return Strip.join([cut, Strip([Segment("…", cut_style(segments, width))])])
-
-
-def cut_style(segments: list[Segment], width: int) -> Style | None:
-    """The style of the cell where a line is cut, for its ellipsis."""
-    at = 0
-    for segment in segments:
-        at += segment.cell_length
-        if at >= width - 1:
-            return segment.style
-    return None
-
-
-_TIMELINE_WORDS = {
-    "open": "OPEN",
-    "half_open": "HALF-OPEN",
-    "paused": "PAUSED",
-    "closed": "CLOSED",
-    "unknown": "CLOSED",
-}
-
-_STATE_CLASS = {
-    "OPEN": "cards--open",
-    "HALF-OPEN": "cards--half-open",
-    "PAUSED": "cards--paused",
-    "CLOSED": "cards--closed",
-}

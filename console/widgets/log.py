@@ -19,7 +19,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Static
 
-from breakerdeck.console.model import LogRow, clock_text
+from breakerdeck.console.log_rows import LogRow
+from breakerdeck.console.words import clock_text
 from breakerdeck.engine.text import printable
 
 KIND_WIDTH = 8  # "RECOVER" and "RESTORE", then a space

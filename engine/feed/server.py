@@ -50,17 +50,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
-from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 from weakref import WeakKeyDictionary
 
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.protocol import State as ConnectionState
@@ -68,17 +64,15 @@ from websockets.protocol import State as ConnectionState
 from breakerdeck.engine.bus import Missed, Subscription
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.errors import UnknownKey
-from breakerdeck.engine.events import BreakerView, Event, iso_utc, record
 from breakerdeck.engine.feed import protocol as p
+from breakerdeck.engine.feed.auth import OPERATOR, VIEWER, Tokens
+from breakerdeck.engine.feed.encoding import feed_record, shared_store_health, snapshot
+from breakerdeck.engine.feed.limits import FeedLimits
+from breakerdeck.engine.feed.outbox import MAX_PENDING_ANSWERS, Client
 from breakerdeck.engine.feed.repeats import RepeatFilter
-from breakerdeck.engine.policy import AgentPolicy
-from breakerdeck.engine.state import State
 from breakerdeck.engine.text import printable
 
 log = logging.getLogger(__name__)
-
-VIEWER: p.Role = "viewer"
-OPERATOR: p.Role = "operator"
 
 DEFAULT_PORT = 8765
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024
@@ -90,8 +84,6 @@ DEFAULT_MAX_BATCH = 500
 PUMP_BUFFER_EVENTS = 100_000
 #: How long the pump lets a burst gather after the engine wakes it (see EventBus.get).
 PUMP_LINGER_SECONDS = 0.002
-#: Answers a connection may have waiting before the server stops reading its requests.
-MAX_PENDING_ANSWERS = 64
 #: Seconds a client refused at the connection cap is asked to wait (the Retry-After header).
 BUSY_RETRY_AFTER_SECONDS = 5
 #: Seconds between looks at the engine's shared store: a loss or a return reaches every
@@ -99,76 +91,6 @@ BUSY_RETRY_AFTER_SECONDS = 5
 HEALTH_CHECK_SECONDS = 1.0
 #: The loggers whose repeats the feed collapses while it serves (see the module docstring).
 _QUIETED_LOGGERS = (__name__, "websockets.server", "asyncio")
-
-
-@dataclass(frozen=True, slots=True)
-class FeedLimits:
-    """What one feed allows its clients; the defaults suit a handful of consoles per engine.
-
-    Keep `max_connections` well under the process's file descriptor limit (`ulimit -n`,
-    often 1024): the engine's state dir and the service need descriptors too.
-    """
-
-    #: Open connections at once; one more is refused at the handshake with HTTP 503.
-    max_connections: int = 256
-    #: Seconds between keepalive pings, and to wait for each pong (None: no keepalive).
-    ping_interval: float | None = 20.0
-    ping_timeout: float | None = 20.0
-    #: Seconds a peer may take none of the bytes queued for it before it is disconnected.
-    send_timeout: float = 20.0
-    #: Bytes queued in a connection's socket buffer before sending waits (websockets').
-    write_limit: int = 32 * 1024
-    #: Seconds to complete the opening handshake, and the closing one (websockets').
-    open_timeout: float = 10.0
-    close_timeout: float = 10.0
-    #: The same log line is written at most once per this many seconds (with a count).
-    repeat_log_seconds: float = 10.0
-
-    def __post_init__(self) -> None:
-        if self.max_connections < 1:
-            raise ValueError("max_connections must be at least 1")
-        if not self.send_timeout > 0:
-            raise ValueError("send_timeout must be a positive number of seconds")
-
-
-@dataclass(eq=False)
-class _Client:
-    ws: ServerConnection
-    role: p.Role
-    buffer_limit: int
-    frames: deque[tuple[bytes, int, int, list[dict[str, Any]]]] = field(default_factory=deque)
-    answers: deque[bytes] = field(default_factory=deque)
-    buffered: int = 0
-    needs_snapshot: bool = True
-    after_seq: int = -1
-    snapshots: int = 0
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    #: The timer that checks a blocked send is making progress (see FeedServer._send).
-    watchdog: asyncio.TimerHandle | None = None
-    #: Set while the answer queue has room; reading requests waits for it.
-    room: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def __post_init__(self) -> None:
-        self.room.set()
-
-    def offer(self, frame: bytes, first: int, last: int, records: list[dict[str, Any]]) -> None:
-        if self.needs_snapshot:
-            return  # the coming snapshot covers it
-        if self.buffered + len(frame) > self.buffer_limit and self.frames:
-            # Fell behind: drop the backlog, resync from a snapshot when it can take one.
-            self.frames.clear()
-            self.buffered = 0
-            self.needs_snapshot = True
-        else:
-            self.frames.append((frame, first, last, records))
-            self.buffered += len(frame)
-        self.wake.set()
-
-    def answer(self, frame: bytes) -> None:
-        self.answers.append(frame)
-        self.wake.set()
-        if len(self.answers) >= MAX_PENDING_ANSWERS:
-            self.room.clear()
 
 
 class FeedServer:
@@ -188,11 +110,7 @@ class FeedServer:
         max_batch: int,
         limits: FeedLimits,
     ) -> None:
-        for name, token in (("viewer_token", viewer_token), ("operator_token", operator_token)):
-            if not isinstance(token, str) or not token.strip():
-                raise ValueError(f"{name} must be a non-empty string: tokens are always required")
-        if hmac.compare_digest(viewer_token.encode(), operator_token.encode()):
-            raise ValueError("the viewer and operator tokens must differ")
+        self._tokens = Tokens(viewer_token, operator_token)
         self.engine = engine
         self.host = host
         self.requested_port = port
@@ -201,9 +119,8 @@ class FeedServer:
         self.client_buffer_bytes = client_buffer_bytes
         self.max_batch = max(1, max_batch)
         self.limits = limits
-        self._tokens = ((viewer_token.encode(), VIEWER), (operator_token.encode(), OPERATOR))
         self._roles: WeakKeyDictionary[ServerConnection, p.Role] = WeakKeyDictionary()
-        self._clients: set[_Client] = set()
+        self._clients: set[Client] = set()
         self._server: Server | None = None
         self._pump: asyncio.Task[None] | None = None
         self._health: asyncio.Task[None] | None = None
@@ -283,21 +200,9 @@ class FeedServer:
     # -- the handshake ---------------------------------------------------------------------
 
     def _authenticate(self, connection: ServerConnection, request: Request) -> Response | None:
-        if len(request.headers.get_all("Authorization")) > 1:
-            return connection.respond(
-                HTTPStatus.BAD_REQUEST,
-                "More than one Authorization header: send exactly one, "
-                "'Authorization: Bearer <viewer or operator token>'.\n",
-            )
-        role = self._role_for(request.headers)
-        if role is None:
-            response = connection.respond(
-                HTTPStatus.UNAUTHORIZED,
-                "Missing or wrong token: send 'Authorization: Bearer <viewer or operator token>'"
-                " in the websocket handshake.\n",
-            )
-            response.headers["WWW-Authenticate"] = 'Bearer realm="breakerdeck"'
-            return response
+        role = self._tokens.admit(connection, request)
+        if isinstance(role, Response):
+            return role
         if self._connections() >= self.limits.max_connections:
             return self._busy(connection)
         self._roles[connection] = role
@@ -321,24 +226,11 @@ class FeedServer:
         response.headers["Retry-After"] = str(BUSY_RETRY_AFTER_SECONDS)
         return response
 
-    def _role_for(self, headers: Headers) -> p.Role | None:
-        value = headers.get("Authorization", "")
-        scheme, _, token = value.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return None
-        presented = token.strip().encode()
-        role: p.Role | None = None
-        for expected, name in self._tokens:
-            # Compare against both, always, so timing does not tell which one was close.
-            if hmac.compare_digest(presented, expected):
-                role = name
-        return role
-
     # -- one connection --------------------------------------------------------------------
 
     async def _handle(self, ws: ServerConnection) -> None:
         role = self._roles.pop(ws, VIEWER)
-        client = _Client(ws, role, self.client_buffer_bytes)
+        client = Client(ws, role, self.client_buffer_bytes)
         self._clients.add(client)
         sender = asyncio.create_task(self._send_loop(client), name="feed-sender")
         peer = _peer(ws)
@@ -362,7 +254,7 @@ class FeedServer:
                 await sender
             log.info("feed: %s disconnected (%s)", peer, ws.close_code)
 
-    async def _send_loop(self, client: _Client) -> None:
+    async def _send_loop(self, client: Client) -> None:
         try:
             while True:
                 if client.answers and client.snapshots:
@@ -397,7 +289,7 @@ class FeedServer:
             if client.watchdog is not None:
                 client.watchdog.cancel()
 
-    async def _send(self, client: _Client, frame: bytes) -> None:
+    async def _send(self, client: Client, frame: bytes) -> None:
         """Hand `frame` to the connection, under a watchdog.
 
         websockets waits here while more than `write_limit` bytes are queued for the peer, and
@@ -417,7 +309,7 @@ class FeedServer:
             client.watchdog.cancel()
             client.watchdog = None
 
-    def _check_progress(self, client: _Client, backlog: int) -> None:
+    def _check_progress(self, client: Client, backlog: int) -> None:
         transport = client.ws.transport
         queued = transport.get_write_buffer_size()
         if queued < backlog:  # slow, but reading: look again later
@@ -436,7 +328,7 @@ class FeedServer:
 
     # -- requests --------------------------------------------------------------------------
 
-    def _answer(self, client: _Client, raw: str | bytes, peer: str) -> bytes:
+    def _answer(self, client: Client, raw: str | bytes, peer: str) -> bytes:
         try:
             request = p.parse_client_message(raw)
         except p.ProtocolError as error:
@@ -546,87 +438,6 @@ class FeedServer:
             self._resync()
 
 
-def snapshot(
-    engine: Engine, source: str, *, role: p.Role | None = None
-) -> tuple[int, p.SnapshotMessage]:
-    """The engine's breakers and the seq they reflect, read together; `role` is the reading
-    connection's (viewer or operator), so a console knows whether to offer resets."""
-    seq, views = engine.snapshot()
-    now = engine.clock.wall()
-    policy = engine.policy
-    if isinstance(policy, AgentPolicy):
-        thresholds = {
-            "auth_failure": policy.auth_threshold,
-            "upstream_failure": policy.upstream_threshold,
-        }
-    else:
-        thresholds = {"consecutive": policy.failure_threshold}
-    health, reason = shared_store_health(engine)
-    return seq, p.SnapshotMessage(
-        seq=seq,
-        source=source,
-        policy=policy.kind,
-        at=iso_utc(now),
-        epoch=iso_utc(engine.epoch),
-        thresholds=thresholds,
-        breakers=[_breaker(view, source, now) for view in views],
-        role=role,
-        revision=p.PROTOCOL_REVISION,
-        shared_store=health,
-        shared_store_reason=reason,
-    )
-
-
-def shared_store_health(engine: Engine) -> tuple[p.SharedStoreHealth | None, str | None]:
-    """The engine's shared store as a snapshot reports it, and why it is lost: (None, None)
-    without one. `Engine.shared_lost` is None both without a store and while it answers, so
-    whether there is one is read from the engine's store itself."""
-    lost = engine.shared_lost
-    if lost is not None:
-        return "lost", lost
-    return ("ok" if engine.sharing else None), None
-
-
-def feed_record(event: Event, epoch: float, source: str) -> dict[str, Any]:
-    """An event as the feed sends it: the trace's line (shared, never changed) and, on an
-    event that changed its breaker, the breaker as of that event (`retry_after_seconds`
-    counted from the event's time)."""
-    line = record(event, epoch)
-    if event.view is None:
-        return line
-    info = _breaker(event.view, source, event.wall)
-    return {**line, "view": info.model_dump(mode="json")}
-
-
-def _breaker(view: BreakerView, source: str, now: float) -> p.BreakerInfo:
-    retry_after = None
-    if view.state is not State.CLOSED and view.reopens_at is not None:
-        retry_after = round(max(0.0, view.reopens_at - now), 3)
-    return p.BreakerInfo(
-        key=view.key,
-        agent=view.agents[0] if view.agents else None,
-        agents=list(view.agents),
-        shared=view.shared,
-        state=view.state,
-        count=view.count,
-        retry_after_seconds=retry_after,
-        source=source,
-        trip_cause=view.trip_cause,
-        paged=view.paged,
-        paused=view.paused,
-        opened_at=_iso(view.opened_at),
-        reopens_at=_iso(view.reopens_at),
-        cooldown_seconds=view.cooldown,
-        failed_probes=view.failed_probes,
-        last_failure_at=_iso(view.last_failure_at),
-        probe_since=_iso(view.probe_since),
-    )
-
-
-def _iso(wall: float | None) -> str | None:
-    return None if wall is None else iso_utc(wall)
-
-
 def _peer(ws: ServerConnection) -> str:
     address = ws.remote_address
     if isinstance(address, tuple) and len(address) >= 2:
@@ -678,4 +489,4 @@ async def serve_feed(
         await feed.stop()
 
 
-__all__ = ["FeedLimits", "FeedServer", "serve_feed", "shared_store_health", "snapshot"]
+__all__ = ["FeedLimits", "FeedServer", "serve_feed"]

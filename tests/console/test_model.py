@@ -6,16 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from breakerdeck.console.model import (
-    Board,
-    Card,
-    Failure,
-    Thresholds,
-    group_by_key,
-    hint,
-    mmss,
-    sort_cards,
-)
+from breakerdeck.console.board import Board
+from breakerdeck.console.card import Card, Failure, Thresholds
+from breakerdeck.console.hint import hint
+from breakerdeck.console.ordering import group_by_key, sort_cards
+from breakerdeck.console.words import mmss
 from breakerdeck.engine.engine import BreakerView
 
 
@@ -174,7 +169,7 @@ def test_the_board_keeps_the_order_a_full_sort_gives(kind, source, data):
 
 
 def test_a_call_refused_for_the_probe_shows_a_probe_out_the_view_did_not_carry():
-    from breakerdeck.console.widgets.cards import probe_words
+    from breakerdeck.console.widgets.card_lines import probe_words
     from breakerdeck.engine.events import Event
 
     board = Board(Thresholds("agent"))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from textual.geometry import Region
 
-from breakerdeck.console.widgets.cards import STATE_WIDTH, CardList
+from breakerdeck.console.widgets.card_lines import STATE_WIDTH
+from breakerdeck.console.widgets.cards import CardList
 from tests.console.conftest import make_app, settle
 
 

@@ -16,10 +16,12 @@ from types import SimpleNamespace
 import pytest
 
 from breakerdeck.console.app import BreakerdeckApp
-from breakerdeck.console.model import Board, Thresholds, clock_text
+from breakerdeck.console.board import Board
+from breakerdeck.console.card import Thresholds
 from breakerdeck.console.replay import ReplaySource
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.widgets.cards import CardList
+from breakerdeck.console.words import clock_text
 from breakerdeck.engine.events import record
 from breakerdeck.engine.replay import replay_audit, replay_trace
 from breakerdeck.fixtures import scenario as scenarios

@@ -4,7 +4,8 @@ The end-to-end story, over real feeds and a real Redis, is in test_shared_watch.
 
 from __future__ import annotations
 
-from breakerdeck.console.model import Board, Thresholds
+from breakerdeck.console.board import Board
+from breakerdeck.console.card import Thresholds
 from tests.console.test_model import view
 
 LABELS = ("replica-a", "replica-b", "replica-c")

@@ -21,7 +21,8 @@ from websockets.exceptions import InvalidStatus
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.feed import protocol as p
 from breakerdeck.engine.feed.client import FeedError, FeedUnreachable, fetch_snapshot, read_token
-from breakerdeck.engine.feed.server import FeedLimits, serve_feed
+from breakerdeck.engine.feed.limits import FeedLimits
+from breakerdeck.engine.feed.server import serve_feed
 from tests.feed.feedkit import OPERATOR, VIEWER, call, client, receive, request, trip
 
 SERVER_LOG = "breakerdeck.engine.feed.server"

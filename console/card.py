@@ -1,0 +1,215 @@
+"""A card: one breaker as the console shows it, built from an engine view plus its recent
+history, as plain frozen data the UI reads and never changes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from breakerdeck.console.timeline import Mark, Point
+from breakerdeck.console.words import cause_word, clock_text
+from breakerdeck.engine.events import BreakerView
+from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
+
+WORDS = {"closed": "CLOSED", "open": "OPEN", "half_open": "HALF-OPEN"}
+
+#: Trouble first: paged, open, half-open, paused, then closed.
+RANK_PAGED, RANK_OPEN, RANK_HALF_OPEN, RANK_PAUSED, RANK_CLOSED = range(5)
+
+_REASONS = {"circuit_breaker_open": "breaker open", "probe_in_flight": "probe in flight"}
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """The policy's thresholds, enough to write a counter the way the design does."""
+
+    kind: str  # "agent" | "tool"
+    auth: int = 3
+    upstream: int = 5
+    failure: int = 3
+
+    def counter(self, count: int) -> str:
+        if self.kind == "agent":
+            return f"{count} · auth {self.auth} / upstream {self.upstream}"
+        return f"{count} · opens at {self.failure}"
+
+    @classmethod
+    def of(cls, policy: AgentPolicy | ToolPolicy) -> Thresholds:
+        if isinstance(policy, AgentPolicy):
+            return cls("agent", auth=policy.auth_threshold, upstream=policy.upstream_threshold)
+        return cls("tool", failure=policy.failure_threshold)
+
+
+@dataclass(frozen=True, slots=True)
+class Denied:
+    wall: float
+    platform: str
+    reason: str
+    agent: str | None
+
+    @property
+    def text(self) -> str:
+        return f"{clock_text(self.wall)} {self.platform} {_REASONS.get(self.reason, self.reason)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    seq: int
+    wall: float
+    platform: str
+    outcome: str
+    fault: str
+    agent_status: object
+    agent: str | None
+    counted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Trip:
+    """One open episode: when, why, how many failures, and how it ended (None: still open)."""
+
+    seq: int
+    wall: float
+    cause: str
+    count: int
+    reopened: int = 0
+    paged: bool = False
+    ended: str | None = None  # "recovered" | "reset"
+    ended_wall: float | None = None
+    actor: str | None = None
+    reason: str | None = None
+
+    @property
+    def short(self) -> str:
+        ending = (
+            "open"
+            if self.ended is None
+            else ("recovered" if self.ended == "recovered" else f"reset by {self.actor}")
+        )
+        probes = ""
+        if self.reopened:
+            probes = f", {self.reopened} failed probe{'s' if self.reopened > 1 else ''}"
+        when = "" if self.ended_wall is None else f" {clock_text(self.ended_wall)}"
+        return (
+            f"{clock_text(self.wall)} {cause_word(self.cause)}×{self.count}{probes} → "
+            f"{ending}{when}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Card:
+    """One breaker as shown under one agent (under `tool`, a shared breaker has several).
+
+    `view.key` is the source's id for the breaker (`id`); it is the breaker's key, except when
+    several remote engines are watched: then `name` is the key and `source` the engine's label.
+    `aggregate` ("ava: open on 3 of 5") is set on the first card of a key several sources report.
+    A card that stands for replicas sharing the breaker says how many more in `source`
+    ("replica-1 +2"; see `group_by_key`).
+    """
+
+    agent: str
+    view: BreakerView
+    denied: tuple[Denied, ...] = ()
+    failures: tuple[Failure, ...] = ()
+    trips: tuple[Trip, ...] = ()
+    platform: str | None = None
+    name: str | None = None
+    source: str | None = None
+    aggregate: str | None = None
+    #: Trips this console knows of for the key (`trips` keeps only the newest few).
+    trip_total: int = 0
+    #: When the breaker last changed state; since when it is half-open (None unless it is);
+    #: the last probe's result and when: ("ok" | "failed", wall).
+    changed_wall: float | None = None
+    half_open_since: float | None = None
+    last_probe: tuple[str, float] | None = None
+    #: Half-open, no view saying its probe is out, but a call was refused `probe_in_flight`
+    #: since it went half-open: a probe was out by then (a remote engine's admission of its
+    #: probe writes no event, so its view says so only when a line follows).
+    probe_seen: float | None = None
+    #: The breaker's state over time as its views said it, and its probes, resets and pages
+    #: (`console.timeline`); oldest first.
+    timeline: tuple[Point, ...] = ()
+    marks: tuple[Mark, ...] = ()
+    #: This card's own thresholds when sources run different policies (None: the board's).
+    limits: Thresholds | None = None
+    #: Trouble first (`RANK_*`): computed once, as sorting, layout and drawing all read it.
+    rank: int = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rank", _rank(self.view))
+
+    @property
+    def ident(self) -> tuple[str, str]:
+        return (self.agent, self.view.key)
+
+    @property
+    def id(self) -> str:
+        """What the source knows this breaker by (reset, audit, views)."""
+        return self.view.key
+
+    @property
+    def key(self) -> str:
+        """The breaker's key, as its engine writes it."""
+        return self.name or self.view.key
+
+    @property
+    def state(self) -> str:
+        return self.view.state
+
+    @property
+    def shared(self) -> bool:
+        return len(self.view.agents) > 1
+
+    @property
+    def word(self) -> str:
+        if self.view.paused:
+            return "PAUSED"
+        return WORDS.get(self.view.state, self.view.state.upper())
+
+    @property
+    def probe_out_since(self) -> float | None:
+        """Half-open with its probe out: since when (the view's word), else None."""
+        return self.view.probe_since if self.view.state == "half_open" else None
+
+    def seconds_left(self, now: float) -> float | None:
+        if self.view.state != "open" or self.view.reopens_at is None:
+            return None
+        return max(0.0, self.view.reopens_at - now)
+
+    @property
+    def auth_trip(self) -> bool:
+        return self.view.state != "closed" and self.view.trip_cause == "auth_failure"
+
+    def matches(self, text: str) -> bool:
+        """`/` filter: every word must be in the agent, key, state, cause or platform (case
+        ignored; a state word matches that state exactly, so `open` is not `half-open`)."""
+        words = text.lower().split()
+        haystack = (
+            f"{self.agent} {self.key} {self.view.trip_cause or ''} {self.platform or ''} "
+            f"{self.source or ''}"
+        )
+        haystack = haystack.lower()
+        state = self.word.lower()
+        for word in words:
+            if word in (state, state.replace("-", ""), state.replace("-", "_")):
+                continue
+            if word == "paged" and self.view.paged and self.view.state != "closed":
+                continue
+            if word == "shared" and self.shared:
+                continue
+            if word in haystack:
+                continue
+            return False
+        return True
+
+
+def _rank(view: BreakerView) -> int:
+    if view.paged and view.state != "closed":
+        return RANK_PAGED
+    if view.state == "open":
+        return RANK_OPEN
+    if view.state == "half_open":
+        return RANK_HALF_OPEN
+    if view.paused:
+        return RANK_PAUSED
+    return RANK_CLOSED

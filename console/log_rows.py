@@ -1,0 +1,169 @@
+"""The event log's rows: which events it shows, in what words, and what its filter reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from breakerdeck.console.card import Failure
+from breakerdeck.console.words import cause_word
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.events import BreakerView, Event
+
+#: Rows the event log keeps, newest first (transitions, probes, resets, pages).
+LOG_ROWS = 1000
+
+#: An event's word in the log (distinct words: it reads without colour) and the state after.
+LOG_KINDS = {
+    ev.TRIPPED: ("TRIP", "open"),
+    ev.HALF_OPEN: ("HALF", "half_open"),
+    ev.REOPENED: ("REOPEN", "open"),
+    ev.RECOVERED: ("RECOVER", "closed"),
+    ev.RESET: ("RESET", "closed"),
+    ev.PAGE: ("PAGE", "open"),
+    ev.RESTORED: ("RESTORE", None),
+    ev.CREDENTIAL_REVOKED: ("REVOKED", "paused"),
+    ev.CREDENTIAL_RESTORED: ("FIXED", None),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LogRow:
+    """One line of the event log: a transition, a probe going out or coming back, a reset
+    (with who), a page, a credential revoked or marked fixed."""
+
+    seq: int
+    wall: float
+    ident: str  # the source's id for the breaker
+    name: str  # as its card names it: the agent, or under `tool` the key
+    kind: str  # TRIP, HALF, PROBE, REOPEN, RECOVER, RESET, PAGE, RESTORE, REVOKED, FIXED
+    text: str
+    state: str | None  # the state it led to (what a state word in the filter matches)
+    haystack: str = ""  # what the filter's other words are looked for in
+
+    def matches(self, text: str) -> bool:
+        """The cards' filter: every word in the name, key, platform, cause, actor or kind, or
+        the state it led to (`open` is not `half-open`)."""
+        state = _STATE_WORDS.get(self.state or "", "")
+        for word in text.lower().split():
+            if word in (state, state.replace("-", ""), state.replace("-", "_")):
+                continue
+            if word in self.haystack:
+                continue
+            return False
+        return True
+
+
+CALL_KINDS = frozenset({ev.CALL_COMPLETED, ev.CALL_FAILED})
+
+_STATE_WORDS = {"open": "open", "half_open": "half-open", "closed": "closed", "paused": "paused"}
+
+
+def log_row(
+    event: Event, name: str, source: str | None, cause: Failure | None = None
+) -> LogRow | None:
+    """The event log's line for an event, or None for one it does not show. `cause`: the
+    counted failure a trip or a reopen came right after (its platform and fault)."""
+    f = event.fields
+    kind = event.type
+    if kind in (ev.CALL_COMPLETED, ev.CALL_FAILED):
+        if not f.get("probe") or f.get("counted") or f.get("outcome") in (None, "success"):
+            return None  # a failed probe's REOPEN line says it, a good one's RECOVER
+        text = f"probe back uncounted ({f.get('fault')}): the next call is the probe"
+        word, state = "PROBE", None
+    elif kind in LOG_KINDS:
+        word, state = LOG_KINDS[kind]
+        text = _log_text(event, cause)
+    else:
+        return None
+    where = f" on {source}" if source else ""
+    haystack = " ".join(
+        str(part)
+        for part in (
+            name,
+            event.key,
+            event.agent,
+            f.get("platform"),
+            f.get("failure_class"),
+            f.get("actor"),
+            word,
+            source,
+        )
+        if part
+    ).lower()
+    return LogRow(event.seq, event.wall, event.key, name, word, text + where, state, haystack)
+
+
+def probe_row(view: BreakerView, name: str, source: str | None) -> LogRow:
+    """The log's line for a probe the engine's view says went out (no event says it)."""
+    since = view.probe_since or 0.0
+    where = f" on {source}" if source else ""
+    haystack = f"{name} {view.key} probe {source or ''}".lower()
+    return LogRow(
+        view.seq, since, view.key, name, "PROBE", f"a probe went out{where}", None, haystack
+    )
+
+
+def _log_text(event: Event, cause: Failure | None) -> str:
+    """The audit table's words, and for a trip or a failed probe what the failure was."""
+    f = event.fields
+    where = f" ({cause.platform} {cause.fault})" if cause is not None else ""
+    if event.type == ev.TRIPPED:
+        cooldown = f.get("cooldown_seconds") or 0
+        counted = f"{cause_word(f.get('failure_class'))}×{f.get('count')}"
+        return f"{counted}{where}, open {cooldown:g}s"
+    if event.type == ev.REOPENED:
+        return f"probe failed{where}, open {f.get('cooldown_seconds') or 0:g}s"
+    if event.type == ev.CREDENTIAL_REVOKED:
+        return "credential revoked: calls on it are refused"
+    return describe(event)
+
+
+_SHOWN_FIELDS = (
+    "platform",
+    "outcome",
+    "fault",
+    "agent_status",
+    "refresh",
+    "reason",
+    "failure_class",
+    "count",
+    "cooldown_seconds",
+    "retry_after_seconds",
+    "actor",
+    "state",
+)
+
+
+def describe(event: Event) -> str:
+    """An event's own fields in a few words: the audit table's details, the event log's."""
+    f = event.fields
+    if event.type in (ev.CALL_FAILED, ev.CALL_COMPLETED):
+        parts = [f.get("platform"), f.get("outcome"), f"fault {f.get('fault')}"]
+        if f.get("agent_status") not in (None, f.get("outcome")):
+            parts.append(f"→ {f['agent_status']}")
+        if f.get("refresh"):
+            parts.append(f"refresh {f['refresh']}")
+        if f.get("probe"):
+            parts.append("probe")
+        if not f.get("counted"):
+            parts.append("not counted")
+        return " ".join(str(p) for p in parts if p)
+    if event.type == ev.CALL_DENIED:
+        retry = round(f.get("retry_after_seconds") or 0)
+        return f"{f.get('platform')} {f.get('reason')} retry in {retry}s"
+    if event.type == ev.TRIPPED:
+        return f"{f.get('failure_class')} ×{f.get('count')}, open {f.get('cooldown_seconds'):g}s"
+    if event.type == ev.REOPENED:
+        return f"probe failed, open {f.get('cooldown_seconds'):g}s"
+    if event.type == ev.PAGE:
+        return "open through two cooldowns: on-call paged"
+    if event.type == ev.HALF_OPEN:
+        return "cooldown over: the next call is the probe"
+    if event.type == ev.RECOVERED:
+        return "a call succeeded: closed"
+    if event.type == ev.RESET:
+        return f"by {f.get('actor')}: {f.get('reason')}"
+    if event.type == ev.CREDENTIAL_RESTORED:
+        return f"marked fixed by {f.get('actor')}"
+    shown = [f"{k}={f[k]}" for k in _SHOWN_FIELDS if k in f and f[k] is not None]
+    return " ".join(shown)
