@@ -14,6 +14,7 @@ from breakerdeck.console.log_rows import CALL_KINDS, LOG_KINDS, LOG_ROWS, LogRow
 from breakerdeck.console.ordering import BY_KEY, SortKey, group_by_key, order_key
 from breakerdeck.console.timeline import state_of
 from breakerdeck.engine.events import BreakerView, Event
+from breakerdeck.engine.state import State
 
 _SUMMARY_WORDS = ("OPEN", "HALF-OPEN", "PAUSED", "CLOSED")
 
@@ -146,11 +147,11 @@ class Board:
 
     def _count(self, view: BreakerView, delta: int) -> None:
         self._counts["PAUSED" if view.paused else WORDS.get(view.state, "CLOSED")] += delta
-        if delta > 0 and view.paged and view.state != "closed":
+        if delta > 0 and view.paged and view.state != State.CLOSED:
             self._paged.add(view.key)
         elif delta < 0:
             self._paged.discard(view.key)
-        if delta > 0 and view.state == "half_open":
+        if delta > 0 and view.state == State.HALF_OPEN:
             self._half_open.add(view.key)
         elif delta < 0:
             self._half_open.discard(view.key)
@@ -304,12 +305,13 @@ class Board:
         key, source = self.describe(view.key)
         agents = view.agents if self.thresholds.kind == "tool" and view.agents else (key,)
         platform = h.platform or _platform_of(key, self.thresholds.kind)
-        if view.state != "closed":  # the platform behind the trip, not the last call's
+        if view.state != State.CLOSED:  # the platform behind the trip, not the last call's
             counted = [f.platform for f in h.failures if f.counted]
             platform = counted[0] if counted else platform
         denied, failures, trips = tuple(h.denied), tuple(h.failures), tuple(h.trips)
         name = key if key != view.key else None
         limits = self.limits_of(view.key)
+        half_open = view.state == State.HALF_OPEN
         return [
             Card(
                 agent,
@@ -322,9 +324,9 @@ class Board:
                 source,
                 trip_total=h.trip_total,
                 changed_wall=h.changed,
-                half_open_since=_half_open_since(view, h) if view.state == "half_open" else None,
+                half_open_since=_half_open_since(view, h) if half_open else None,
                 last_probe=h.last_probe,
-                probe_seen=h.probe_seen if view.state == "half_open" else None,
+                probe_seen=h.probe_seen if half_open else None,
                 timeline=h.timeline,
                 marks=h.marks,
                 limits=limits,
@@ -378,7 +380,7 @@ class Board:
                     continue
                 seen.add(one)
             counts[word] += 1
-            if view.paged and view.state != "closed":
+            if view.paged and view.state != State.CLOSED:
                 paged.add(ident)
         return counts, paged
 

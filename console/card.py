@@ -9,6 +9,7 @@ from breakerdeck.console.timeline import Mark, Point
 from breakerdeck.console.words import cause_word, clock_text
 from breakerdeck.engine.events import BreakerView
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
+from breakerdeck.engine.state import State
 
 WORDS = {"closed": "CLOSED", "open": "OPEN", "half_open": "HALF-OPEN"}
 
@@ -153,7 +154,7 @@ class Card:
         return self.name or self.view.key
 
     @property
-    def state(self) -> str:
+    def state(self) -> State:
         return self.view.state
 
     @property
@@ -169,16 +170,16 @@ class Card:
     @property
     def probe_out_since(self) -> float | None:
         """Half-open with its probe out: since when (the view's word), else None."""
-        return self.view.probe_since if self.view.state == "half_open" else None
+        return self.view.probe_since if self.view.state == State.HALF_OPEN else None
 
     def seconds_left(self, now: float) -> float | None:
-        if self.view.state != "open" or self.view.reopens_at is None:
+        if self.view.state != State.OPEN or self.view.reopens_at is None:
             return None
         return max(0.0, self.view.reopens_at - now)
 
     @property
     def auth_trip(self) -> bool:
-        return self.view.state != "closed" and self.view.trip_cause == "auth_failure"
+        return self.view.state != State.CLOSED and self.view.trip_cause == "auth_failure"
 
     def matches(self, text: str) -> bool:
         """`/` filter: every word must be in the agent, key, state, cause or platform (case
@@ -193,7 +194,7 @@ class Card:
         for word in words:
             if word in (state, state.replace("-", ""), state.replace("-", "_")):
                 continue
-            if word == "paged" and self.view.paged and self.view.state != "closed":
+            if word == "paged" and self.view.paged and self.view.state != State.CLOSED:
                 continue
             if word == "shared" and self.shared:
                 continue
@@ -204,11 +205,11 @@ class Card:
 
 
 def _rank(view: BreakerView) -> int:
-    if view.paged and view.state != "closed":
+    if view.paged and view.state != State.CLOSED:
         return RANK_PAGED
-    if view.state == "open":
+    if view.state == State.OPEN:
         return RANK_OPEN
-    if view.state == "half_open":
+    if view.state == State.HALF_OPEN:
         return RANK_HALF_OPEN
     if view.paused:
         return RANK_PAUSED

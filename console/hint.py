@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from breakerdeck.console.card import Card, Failure
 from breakerdeck.console.words import cause_word
+from breakerdeck.engine.state import State
 
 #: What a counted upstream failure's fault says, in the hint's words.
 _FAULT_WORDS = {
@@ -44,7 +45,7 @@ def hint(card: Card, *, keys: bool = False, fixable: bool = False, fixed: bool =
     if view.paused:
         where = _on(card.platform)
         return f"credential revoked{where}: reconnect it, then mark it fixed{f_key}"
-    if view.state == "closed":
+    if view.state == State.CLOSED:
         if view.count:
             last = next((f for f in card.failures if f.counted), None)
             if last is None:

@@ -16,6 +16,7 @@ from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.source import REVOKED, FaultControls, Source
 from breakerdeck.console.words import clock_text, mmss
+from breakerdeck.engine.state import State
 
 if TYPE_CHECKING:
     from breakerdeck.console.replay import ReplaySource
@@ -55,7 +56,7 @@ class OperatorActions(App[None]):
         return self.controls is not None and not self.read_only
 
     def can_reset(self, card: Card) -> bool:
-        return card.state != "closed" and self.may_write(card.id)
+        return card.state != State.CLOSED and self.may_write(card.id)
 
     # `check_action` answers for `r` and `f`, on whichever screen shows the card: False keeps
     # the key out of the footer (it never applies here), None greys it out (not on this card).
@@ -82,7 +83,7 @@ class OperatorActions(App[None]):
         targets = []
         pooled = False
         for c in self.board.cards_of(ids):
-            if c.agent != card.agent or c.state == "closed" or not self.may_write(c.id):
+            if c.agent != card.agent or c.state == State.CLOSED or not self.may_write(c.id):
                 continue
             if self.source.pooled(c.id):
                 if pooled:
@@ -201,7 +202,7 @@ class OperatorActions(App[None]):
                 f"  {self.source.source_name(target.id)}{shared}: {target.word} on {cause}"
             )
         siblings = self.board.cards_of(self.source.siblings(card.id))
-        if any(c.agent == card.agent and c.state == "closed" for c in siblings):
+        if any(c.agent == card.agent and c.state == State.CLOSED for c in siblings):
             lines.append("Sources where it is closed are left alone.")
         lines.append(f"Each audit log records it as circuit_breaker_reset by {self.operator}.")
         reason = f"reset from the console on every source reporting {card.key}"

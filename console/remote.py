@@ -43,6 +43,7 @@ from breakerdeck.engine.feed.client import (
     read_token,
     send_request,
 )
+from breakerdeck.engine.state import State
 from breakerdeck.engine.text import counted, printable
 
 __all__ = [
@@ -248,7 +249,7 @@ def run_serve(args: argparse.Namespace) -> int:
 def status_exit(snapshot: p.SnapshotMessage) -> int:
     if any(b.paged for b in snapshot.breakers):
         return EXIT_PAGED
-    if any(b.state != "closed" or b.paused for b in snapshot.breakers):
+    if any(b.state != State.CLOSED or b.paused for b in snapshot.breakers):
         return EXIT_OPEN
     return EXIT_OK
 
@@ -357,7 +358,7 @@ def run_reset(args: argparse.Namespace) -> int:
         )
         return EXIT_ERROR
     what = f"{breaker.display_state}, count {breaker.count}"
-    if breaker.trip_cause and breaker.state != "closed":
+    if breaker.trip_cause and breaker.state != State.CLOSED:
         what += f", cause {breaker.trip_cause}"
     if not args.yes and not _confirm(f"Reset {args.key} on {current.source} ({what})? [y/N] "):
         say("not reset")

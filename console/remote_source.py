@@ -56,6 +56,7 @@ from breakerdeck.engine.feed.client import (
     FeedUnreachable,
     fetch_snapshot,
 )
+from breakerdeck.engine.state import State
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +201,7 @@ class RemoteSource(Source):
         for feed in self.feeds:
             for key, view in feed.views.items():
                 opened = feed.opened.get(key)
-                if view.state == "closed" or opened is None or view.opened_at is None:
+                if view.state == State.CLOSED or opened is None or view.opened_at is None:
                     continue
                 if abs(feed.trip_marks.get(key, float("-inf")) - opened) < 0.01:
                     continue
@@ -430,7 +431,7 @@ class RemoteSource(Source):
         feed.opened = {
             info.key: parse_iso(info.opened_at)
             for info in snap.breakers
-            if info.opened_at is not None and info.state != "closed"
+            if info.opened_at is not None and info.state != State.CLOSED
         }
         feed.connected_at = feed.connected_at or received
         feed.stale_since = None

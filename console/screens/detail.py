@@ -25,6 +25,7 @@ from breakerdeck.console.timeline import (
 from breakerdeck.console.words import cause_word, clock_text, mmss
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import Event
+from breakerdeck.engine.state import State
 from breakerdeck.engine.text import printable
 
 AUDIT_ROWS = 200
@@ -232,9 +233,9 @@ class DetailScreen(Screen[None]):
             table.move_cursor(row=min(cursor, len(rows) - 1))
 
     def tick(self) -> None:
-        if self.card.state == "open":
+        if self.card.state == State.OPEN:
             self._show_card()
-        if self.card.state != "closed":
+        if self.card.state != State.CLOSED:
             self._show_timeline()  # an episode under way grows with the clock
 
     # -- keys --------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from breakerdeck.console.history import HISTORY
 from breakerdeck.console.messages import Deck, DetailsRequested, ResetRequested
 from breakerdeck.console.widgets.bars import SummaryBar
 from breakerdeck.console.words import cause_word, clock_text, mmss
+from breakerdeck.engine.state import State
 from breakerdeck.engine.text import printable
 
 _SEP = "\x1f"
@@ -51,7 +52,7 @@ COLUMNS: list[Column] = [
     ("key", lambda c, now: c.key, lambda c, now: c.key),
     ("source", lambda c, now: c.source or "", lambda c, now: c.source or ""),
     ("count", lambda c, now: str(c.view.count), lambda c, now: -c.view.count),
-    ("cause", lambda c, now: cause_word(c.view.trip_cause) if c.state != "closed" else "",
+    ("cause", lambda c, now: cause_word(c.view.trip_cause) if c.state != State.CLOSED else "",
      lambda c, now: c.view.trip_cause or ""),
     ("probe in", _left, lambda c, now: c.seconds_left(now) or float("inf")),
     ("since", lambda c, now: _since(c), lambda c, now: -(c.changed_wall or 0.0)),
@@ -164,7 +165,7 @@ class TableScreen(Screen[None]):
         table = self.query_one(DataTable)
         column = "probe in"
         for card in self.cards:
-            if card.state == "open":
+            if card.state == State.OPEN:
                 table.update_cell(_row_key(card), column, Text(_left(card, self.now(card))))
         self._show_summary()
 

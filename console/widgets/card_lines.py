@@ -15,6 +15,7 @@ from breakerdeck.console.card import RANK_CLOSED, RANK_PAGED, Card, Thresholds
 from breakerdeck.console.hint import hint
 from breakerdeck.console.timeline import CARD_STEP, busy, span_text, strip
 from breakerdeck.console.words import cause_word, clock_text
+from breakerdeck.engine.state import State
 from breakerdeck.engine.text import printable
 
 TROUBLE_LINES = 5
@@ -130,7 +131,7 @@ class CardLines(ScrollView):
             segments.append(Segment(" PAGED ", self.get_component_rich_style("cards--paged")))
         if slot is not None:
             segments += self._timeline(card, slot, segments, width)
-        if card.state != "closed":  # the cooldown this open episode runs, right-aligned
+        if card.state != State.CLOSED:  # the cooldown this open episode runs, right-aligned
             used = sum(segment.cell_length for segment in segments)
             for right in (f"cooldown {card.view.cooldown:g}s", f"{card.view.cooldown:g}s"):
                 if used + len(right) + 2 <= width:  # the short form where the long one is cut
@@ -183,7 +184,7 @@ class CardLines(ScrollView):
             limits = card.limits or self.thresholds
             # ≈: replayed from an audit log, which keeps no successes (they reset it)
             parts = [f"count {'≈' if self.approximate else ''}{limits.counter(view.count)}"]
-            if view.state != "closed":
+            if view.state != State.CLOSED:
                 parts.append(f"cause {cause_word(view.trip_cause)}")
                 forms = probe_words(card)
                 used = len(" · ".join(parts)) + 3
@@ -229,7 +230,7 @@ def probe_words(card: Card) -> list[str]:
     when, as the engine's view says) or the next call will be the probe; otherwise the last
     probe's result (and how many failed in a row), else when it opened."""
     view = card.view
-    if view.state == "half_open":
+    if view.state == State.HALF_OPEN:
         out = card.probe_out_since
         if out is not None:
             return [f"probe out since {clock_text(out)}"]

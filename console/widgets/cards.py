@@ -34,6 +34,7 @@ from breakerdeck.console.widgets.card_lines import (
     card_height,
 )
 from breakerdeck.console.words import clock_text, mmss
+from breakerdeck.engine.state import State
 from breakerdeck.engine.text import printable
 
 MIN_CARD_WIDTH = 76
@@ -334,7 +335,7 @@ class CardList(CardLines, can_focus=True):
                 strip_moved = slid and busy(card.timeline, card.marks, since)
                 if self.stale_since(card) is not None or strip_moved:
                     self.refresh(Region(column * card_width, y, card_width, 1))
-                elif card.state == "open":
+                elif card.state == State.OPEN:
                     self.refresh(Region(column * card_width + 2, y, STATE_WIDTH, 1))
                 else:
                     continue
@@ -383,7 +384,7 @@ class CardList(CardLines, can_focus=True):
             now = self.now_for(card)
             if card.timeline:
                 slot = int(now // CARD_STEP)
-            if card.state == "open":
+            if card.state == State.OPEN:
                 left = card.seconds_left(now)
                 countdown = mmss(left) if left is not None else None
             since = self.stale_since(card)

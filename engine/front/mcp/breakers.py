@@ -20,6 +20,7 @@ from breakerdeck.engine.errors import UnknownKey
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.front.metrics import Counts
 from breakerdeck.engine.outcomes import Outcome
+from breakerdeck.engine.state import State
 
 #: Transitions that change what `tools/list` says about a server's tools.
 ANNOUNCED = frozenset(
@@ -57,14 +58,14 @@ class ManualFrontClock(ManualClock):
 class ServerState:
     """What the proxy tells the model about a server's breaker in `tools/list`."""
 
-    state: str
+    state: State
     paused: bool
     until_wall: float | None
     reason: str
 
     @property
     def available(self) -> bool:
-        return self.state == "closed" and not self.paused
+        return self.state == State.CLOSED and not self.paused
 
 
 class Breakers:
@@ -97,11 +98,11 @@ class Breakers:
         try:
             view = self.engine.view(key)
         except UnknownKey:  # no call has reached this server yet
-            return ServerState("closed", False, None, "")
+            return ServerState(State.CLOSED, False, None, "")
         if view.paused:
             return ServerState(view.state, True, None, "its credential was revoked")
         reason = ""
-        if view.state != "closed":
+        if view.state != State.CLOSED:
             reason = self.open_reason(key)
         return ServerState(view.state, False, view.reopens_at, reason)
 

@@ -36,6 +36,7 @@ from breakerdeck.engine.front.mcp.call import Answer, ToolCalls, own_result
 from breakerdeck.engine.front.mcp.config import SEPARATOR, START_DEADLINE_SECONDS, ProxyConfig
 from breakerdeck.engine.front.mcp.upstream import Upstream
 from breakerdeck.engine.results import ToolResult
+from breakerdeck.engine.state import State
 from breakerdeck.engine.text import printable
 
 #: After these, file and command credentials are read again (DESIGN): the upstream restarts.
@@ -273,7 +274,7 @@ def unavailable_line(state: ServerState) -> str:
             "Unavailable: its credential was revoked; calls are refused until an operator "
             "marks it fixed."
         )
-    if state.state == "half_open":
+    if state.state == State.HALF_OPEN:
         return (
             "Unavailable: its server was failing; the next call is let through as a probe and "
             "others are refused until it answers."
