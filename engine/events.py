@@ -138,44 +138,62 @@ class Relayed(Event):
     relayed = True
 
 
+#: A call's numbers as its line keeps them: (number, platform, tool, admitted wall, admitted
+#: as, attempts, deadline seconds, admitted seq, the engine's epoch).
+CallDetails = tuple[int, str, str, float | None, str | None, int, float, int | None, float]
+#: How it ended: (probe, fault, agent status, refresh, platform status).
+CallEnding = tuple[bool, str, int | str | None, str | None, int | None]
+
+
 class CallCompleted(Event):
     """`call.completed`: a finished call, as the engine saw it. The call's numbers are copied
     into one tuple when the line is written (a probe's line may be written while its call goes
-    on); the outcome is kept whole; each is read out only when asked."""
+    on), how it ended into another (a healthy call's is one shared constant, `QUIET_ENDING`);
+    the outcome is kept whole; each is read out only when asked. A line is written for every
+    call a listener sees, so it is built with as few stores as it takes."""
 
-    __slots__ = ("agent_status", "call", "fault", "platform_status", "probe", "refresh", "result")
+    __slots__ = ("call", "ending", "result")
+
+    type = CALL_COMPLETED  # every one's: its slot on `Event` goes unused
 
     def __init__(
         self,
-        seq: int,
         key: str,
         agent: str | None,
-        wall: float,
-        call: tuple[int, str, str, float | None, str | None, int, float, int | None, float],
+        call: CallDetails,
         result: Outcome,
-        probe: bool,
-        fault: str,
-        agent_status: int | str | None,
-        refresh: str | None,
-        platform_status: int | None,
+        ending: CallEnding,
     ) -> None:
-        self.seq = seq
-        self.type = CALL_COMPLETED
+        self.seq = 0
         self.key = key
         self.agent = agent
-        self.wall = wall
+        self.wall = 0.0
         self._fields = None
         self._record = None
         self.view = None
-        #: (number, platform, tool, admitted wall, admitted as, attempts, deadline seconds,
-        #: admitted seq, the engine's epoch)
         self.call = call
         self.result = result
-        self.probe = probe
-        self.fault = fault
-        self.agent_status = agent_status
-        self.refresh = refresh
-        self.platform_status = platform_status
+        self.ending = ending
+
+    @property
+    def probe(self) -> bool:
+        return self.ending[0]
+
+    @property
+    def fault(self) -> str:
+        return self.ending[1]
+
+    @property
+    def agent_status(self) -> int | str | None:
+        return self.ending[2]
+
+    @property
+    def refresh(self) -> str | None:
+        return self.ending[3]
+
+    @property
+    def platform_status(self) -> int | None:
+        return self.ending[4]
 
     @property
     def call_number(self) -> int:
@@ -224,6 +242,7 @@ class CallCompleted(Event):
 
     def _build_fields(self) -> dict[str, Any]:
         number, platform, tool, _, admitted_as, attempts, deadline, admitted_seq, _ = self.call
+        probe, fault, agent_status, refresh, platform_status = self.ending
         result = self.result
         return {
             "call_id": f"call-{number:06d}",
@@ -231,18 +250,23 @@ class CallCompleted(Event):
             "tool": tool,
             "admitted_t": self.admitted_t,
             "admitted_as": admitted_as,
-            "probe": self.probe,
+            "probe": probe,
             "attempts": attempts,
             "deadline_seconds": deadline,
-            "fault": self.fault,
-            "refresh": self.refresh,
-            "platform_status": self.platform_status,
-            "agent_status": self.agent_status,
+            "fault": fault,
+            "refresh": refresh,
+            "platform_status": platform_status,
+            "agent_status": agent_status,
             "outcome": result.cls.value,
             "counted": result.counted,
             "retry_after_seconds": result.retry_after,
             "admitted_seq": admitted_seq,
         }
+
+
+#: How a healthy call ends, shared by every line that says so: not a probe, fault and agent
+#: status "ok", no refresh, no platform status.
+QUIET_ENDING: Final[CallEnding] = (False, "ok", "ok", None, None)
 
 
 class CallDenied(Event):

@@ -16,7 +16,9 @@ tasks at once: each entry's call is kept in a context variable, not on the guard
 A call takes a ticket (a number, a line) only when someone reads its line: a listener or the
 audit log, or a breaker not closed (its admission is a decision). Otherwise a closed breaker
 lets the body run with nothing written, and a success that changes nothing costs nothing more;
-a failure takes its ticket on the way out.
+a failure takes its ticket on the way out. A watched entry a closed breaker lets in keeps its
+ticket as the very numbers its line will carry (`CallDetails`), made into a `Call` only if it
+leaves with something to record; a success that changes nothing writes that line directly.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from breakerdeck.engine import results
 from breakerdeck.engine.breaker import Admission
 from breakerdeck.engine.call import Call
 from breakerdeck.engine.classify import Classifier, default_classifier, network_fault
+from breakerdeck.engine.events import QUIET_ENDING, CallDetails
 from breakerdeck.engine.outcomes import SUCCESS, Outcome
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.results import ToolResult
@@ -71,6 +74,8 @@ class Guard:
         self.classifier = classifier
         self._slot = parts.keys.slot(key, agent)
         self._ledger = parts.ledger
+        self._lines = parts.lines
+        self._epoch = parts.lines.epoch
         self._outbox = parts.outbox
         self._durability = parts.durability
         #: Under `agent` a key has no credential of its own to learn of.
@@ -79,9 +84,9 @@ class Guard:
         self._monotonic = parts.clock.monotonic
         self._platform = key.partition("@")[0]
         #: This context's entries that took a ticket, innermost last: an outermost entry
-        #: that took none is not on it.
-        self._calls: contextvars.ContextVar[tuple[Call, ...]] = contextvars.ContextVar(
-            f"guard:{key}", default=()
+        #: that took none is not on it; one a closed breaker let in is its line's numbers.
+        self._calls: contextvars.ContextVar[tuple[Call | CallDetails, ...]] = (
+            contextvars.ContextVar(f"guard:{key}", default=())
         )
 
     def __repr__(self) -> str:
@@ -110,8 +115,10 @@ class Guard:
         slot = self._slot
         b = slot.breaker
         known = self._credential_known or slot.credential_worked_at is not None
-        if error is None and b.state is _CLOSED and known and not (b.count or self._calls.get()):
-            return
+        if error is None and b.state is _CLOSED and known and not b.count:
+            entries = self._calls.get()
+            if not entries or self._quietly_left(entries):
+                return
         self.engine.complete(self._leaving(error), *self._outcome(error))
 
     # -- async -----------------------------------------------------------------------------
@@ -132,8 +139,10 @@ class Guard:
         slot = self._slot
         b = slot.breaker
         known = self._credential_known or slot.credential_worked_at is not None
-        if error is None and b.state is _CLOSED and known and not (b.count or self._calls.get()):
-            return
+        if error is None and b.state is _CLOSED and known and not b.count:
+            entries = self._calls.get()
+            if not entries or self._quietly_left(entries):
+                return
         await self.engine.complete_async(self._leaving(error), *self._outcome(error))
 
     # -- the one body of both --------------------------------------------------------------
@@ -147,31 +156,63 @@ class Guard:
             refusal = slot.cooling(self._monotonic())
             if refusal is not None:  # nobody reads its line: no ticket
                 raise BreakerOpen(self._refusal(refusal))
-        call = self._ticket()
         if slot.breaker.state is not _CLOSED or self._calls.get():
-            return call
-        call.admitted_as = "normal"
-        call.admitted_wall = self._wall()
-        call.admitted_seq = self._ledger.numbered
-        call.attempts = 1
-        self._calls.set((call,))
+            return self._ticket()
+        ledger = self._ledger
+        number = ledger.next_call()
+        details = (
+            number,
+            self._platform,
+            self.tool,
+            self._wall(),
+            "normal",
+            1,
+            self.deadline_seconds,
+            ledger.numbered,
+            self._epoch,
+        )
+        self._calls.set((details,))
         return None
 
+    def _quietly_left(self, entries: tuple[Call | CallDetails, ...]) -> bool:
+        """A success that changes nothing, leaving an entry a closed breaker let in: its line
+        written here, as `Engine.complete` would (none when no listener reads it: the audit
+        log keeps no successes). False: the entry has something to record after all."""
+        entry = entries[-1]
+        if isinstance(entry, Call):
+            return False
+        self._calls.set(entries[:-1])
+        if not self._outbox.listeners:
+            return True
+        if self._lines.quiet_line(self._slot, self.agent, entry, SUCCESS, QUIET_ENDING) is None:
+            self._calls.set(entries)  # it changed meanwhile: `_leaving` makes it a ticket
+            return False
+        self._ledger.deliver()
+        return True
+
     def _leaving(self, error: BaseException | None) -> Call:
-        """The ticket to complete the entry now leaving with: its own, or (an entry that went
-        without, with something to record) one taken now."""
+        """The ticket to complete the entry now leaving with: its own (made from its line's
+        numbers if it kept only those), or (an entry that went without, with something to
+        record) one taken now."""
         entries = self._calls.get()
         if entries:
             self._calls.set(entries[:-1])
-            return entries[-1]
+            entry = entries[-1]
+            if isinstance(entry, Call):
+                return entry
+            number, _, _, wall, admitted_as, attempts, _, seq, _ = entry
+            call = self._ticket(number)
+            call.admitted_wall, call.admitted_as, call.admitted_seq = wall, admitted_as, seq
+            call.attempts = attempts
+            return call
         call = self._ticket()
         call.admitted_as = "normal"
         call.attempts = 1
         return call
 
-    def _ticket(self) -> Call:
+    def _ticket(self, number: int | None = None) -> Call:
         return Call(
-            self._ledger.next_call(),
+            self._ledger.next_call() if number is None else number,
             self.key,
             self.agent,
             self._platform,

@@ -16,8 +16,10 @@ from breakerdeck.engine.breaker import Admission, Breaker, DenyReason
 from breakerdeck.engine.call import Call
 from breakerdeck.engine.errors import UnknownKey
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
+from breakerdeck.engine.state import State
 
 _MAKING = threading.Lock()
+_CLOSED = State.CLOSED
 
 
 @dataclass(slots=True)
@@ -53,6 +55,16 @@ class Slot:
                 if lock is None:
                     lock = self.made_lock = threading.RLock()
         return lock
+
+    def quiet(self, agent_policy: bool) -> bool:
+        """Whether a success here changes nothing: closed, nothing counted, and the credential
+        known to work (under `agent` a key has none to learn of)."""
+        breaker = self.breaker
+        return (
+            breaker.state is _CLOSED
+            and breaker.count == 0
+            and (agent_policy or self.credential_worked_at is not None)
+        )
 
     def cooling(self, now: float) -> Admission | None:
         """The refusal a breaker in its cooldown makes alone (no lock, no line), counted; None

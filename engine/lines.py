@@ -15,7 +15,14 @@ from breakerdeck.engine import events as ev
 from breakerdeck.engine.breaker import Transition
 from breakerdeck.engine.call import Call
 from breakerdeck.engine.durability import Durability
-from breakerdeck.engine.events import BreakerView, CallCompleted, Event, Relayed
+from breakerdeck.engine.events import (
+    BreakerView,
+    CallCompleted,
+    CallDetails,
+    CallEnding,
+    Event,
+    Relayed,
+)
 from breakerdeck.engine.keys import Slot
 from breakerdeck.engine.ledger import Ledger
 from breakerdeck.engine.outbox import Outbox
@@ -98,7 +105,20 @@ class Lines:
     ) -> Event:
         """The call's line, which carries the key's view when `viewed` and the view changed
         (`moved`, a new agent, the key's first line)."""
-        details = (
+        details = self.details(call)
+        view = None
+        if viewed and (moved or len(slot.agents) != slot.shown_agents):
+            view = self.views.of(slot)
+        ending = (is_probe, fault, agent_status, refresh, platform_status)
+        event = CallCompleted(
+            call.key, call.key if self.agent_policy else call.agent, details, outcome, ending
+        )
+        self.publish(slot, event, view, "expired" if fault == "expired" else None)
+        return event
+
+    def details(self, call: Call) -> CallDetails:
+        """The call's numbers as its line keeps them (`CallCompleted.call`)."""
+        return (
             call.number,
             call.platform,
             call.tool,
@@ -109,23 +129,29 @@ class Lines:
             call.admitted_seq,
             self.epoch,
         )
-        view = None
-        if viewed and (moved or len(slot.agents) != slot.shown_agents):
-            view = self.views.of(slot)
-        event = CallCompleted(
-            0,
-            call.key,
-            call.key if self.agent_policy else call.agent,
-            0.0,
-            details,
-            outcome,
-            is_probe,
-            fault,
-            agent_status,
-            refresh,
-            platform_status,
-        )
-        self.publish(slot, event, view, "expired" if fault == "expired" else None)
+
+    def quiet_line(
+        self,
+        slot: Slot,
+        agent: str,
+        details: CallDetails,
+        outcome: Outcome,
+        ending: CallEnding,
+    ) -> CallCompleted | None:
+        """The line of a success that changes nothing (`Slot.quiet`), written under the key's
+        lock if it still changes nothing there (None: it does not; the caller records it).
+        `details` are `call_line`'s, taken by the caller (a guard keeps them from admission)."""
+        with slot.lock:
+            if not slot.quiet(self.agent_policy):
+                return None
+            key = slot.breaker.key
+            event = CallCompleted(
+                key, key if self.agent_policy else agent, details, outcome, ending
+            )
+            if len(slot.agents) == slot.shown_agents:
+                self._ledger.post(event)  # `publish`'s whole work when there is no view
+            else:
+                self.publish(slot, event, self.views.of(slot))
         return event
 
     def expired(

@@ -30,7 +30,6 @@ from breakerdeck.engine.verdict import Verdict
 LEASE_GRACE_SECONDS = 1.0
 
 _SUCCESS = OutcomeClass.SUCCESS
-_CLOSED = State.CLOSED
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +66,7 @@ class Operations:
     def unchanging(self, slot: Slot, outcome: Outcome) -> bool:
         """A success on a closed breaker with no failures counted and a known credential: it
         changes nothing, so it needs only its line (no expiry check, no record, no verdict)."""
-        breaker = slot.breaker
-        return (
-            outcome.cls is _SUCCESS
-            and breaker.state is _CLOSED
-            and breaker.count == 0
-            and (self._agent_policy or slot.credential_worked_at is not None)
-        )
+        return outcome.cls is _SUCCESS and slot.quiet(self._agent_policy)
 
     # -- the call path ------------------------------------------------------------------------
 
@@ -137,15 +130,11 @@ class Operations:
         slot = self._keys.slots[call.key]
         lines = self._lines
         if self.unchanging(slot, outcome):
-            with slot.lock:
-                quiet = self.unchanging(slot, outcome)  # again, now that no one can change it
-                if quiet:
-                    line = lines.call_line(
-                        call, slot, outcome, False, fault, agent_status, refresh, platform_status
-                    )
-            if quiet:
+            ending = (False, fault, agent_status, refresh, platform_status)
+            quiet = lines.quiet_line(slot, call.agent, lines.details(call), outcome, ending)
+            if quiet is not None:
                 self._ledger.deliver()
-                return line, None
+                return quiet, None
         with slot.lock:
             now = self._clock.monotonic()
             count_before = slot.breaker.count
