@@ -1,5 +1,6 @@
-"""What both doors' command lines share: the exit status of a refused start and the argument
-types for `--speed` and `HOST:PORT` flags, so `gateway` and `mcp` read a flag alike."""
+"""What both doors' command lines share: the exit status of a refused start, the argument
+types for `--speed` and `HOST:PORT` flags and the flags every door takes, so `gateway` and
+`mcp` read a flag alike."""
 
 from __future__ import annotations
 
@@ -28,3 +29,18 @@ def address(text: str) -> str:
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
     return text
+
+
+def add_door_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags every front door takes, with the same names, help and meaning."""
+    parser.add_argument(
+        "--events",
+        metavar="FILE",
+        help="write the headless trace's lines (every call and transition) to FILE",
+    )
+    parser.add_argument("--check-config", action="store_true", help="validate and exit")
+    parser.add_argument(
+        "--insecure-bind", action="store_true", help="allow a non-loopback address without TLS"
+    )
+    parser.add_argument("--viewer-token-file", metavar="FILE")
+    parser.add_argument("--operator-token-file", metavar="FILE")

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from breakerdeck.engine.front.arguments import EXIT_START, address, speed
+from breakerdeck.engine.front.arguments import EXIT_START, add_door_flags, address, speed
 from breakerdeck.engine.text import counted
 
 if TYPE_CHECKING:
@@ -54,17 +54,7 @@ def add_gateway_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
         help="the wall time (Unix seconds) a sped-up clock runs from, the same for every "
         "replica; default: the one in the shared store, else the start",
     )
-    gateway.add_argument(
-        "--events",
-        metavar="FILE",
-        help="write the headless trace's lines (every call and transition) to FILE",
-    )
-    gateway.add_argument("--check-config", action="store_true", help="validate and exit")
-    gateway.add_argument(
-        "--insecure-bind", action="store_true", help="allow a non-loopback address without TLS"
-    )
-    gateway.add_argument("--viewer-token-file", metavar="FILE")
-    gateway.add_argument("--operator-token-file", metavar="FILE")
+    add_door_flags(gateway)
     gateway.add_argument("--scenario", help="with --demo: the scenario to play (default live-demo)")
     gateway.add_argument(
         "--demo",

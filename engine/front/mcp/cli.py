@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from breakerdeck.engine.front import logs
-from breakerdeck.engine.front.arguments import EXIT_START, address, speed
+from breakerdeck.engine.front.arguments import EXIT_START, add_door_flags, address, speed
 from breakerdeck.engine.front.paths import resolve
 from breakerdeck.engine.text import counted
 
@@ -33,17 +33,7 @@ def add_mcp_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         "--http", type=address, metavar="HOST:PORT", help="serve streamable HTTP, not stdio"
     )
     mcp.add_argument("--token-file", metavar="FILE", help="the bearer token hosts send (--http)")
-    mcp.add_argument(
-        "--events",
-        metavar="FILE",
-        help="write the headless trace's lines (every call and transition) to FILE",
-    )
-    mcp.add_argument("--check-config", action="store_true", help="validate and exit")
-    mcp.add_argument(
-        "--insecure-bind", action="store_true", help="allow a non-loopback address without TLS"
-    )
-    mcp.add_argument("--viewer-token-file", metavar="FILE")
-    mcp.add_argument("--operator-token-file", metavar="FILE")
+    add_door_flags(mcp)
     mcp.add_argument(
         "--demo",
         action="store_true",
