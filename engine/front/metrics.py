@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import TypeVar
 
 from prometheus_client.core import (
@@ -43,6 +44,48 @@ class Counts:
         self.duration_sums[key] += seconds
 
 
+@dataclass(frozen=True, slots=True)
+class Readings:
+    """The families' values at one moment, by label values in the families' label order: read
+    once per scrape (Prometheus) or per collection (OpenTelemetry), so both say the same."""
+
+    states: dict[tuple[str, str], int]
+    calls: dict[tuple[str, str, str], int]
+    denied: dict[tuple[str, str], int]
+    transitions: dict[tuple[str, str], int]
+    pages: dict[tuple[str], int]
+
+
+def read(engine: Engine, counts: Counts) -> Readings:
+    """The engine's tallies and the door's counts as the families' values. A transition is a
+    move the breaker made while running (a reset counts as one to closed); a verdict restored
+    at start is none (`views.tally_name`)."""
+    states = {}
+    for view in engine.views():
+        current = "paused" if view.paused else view.state
+        for state in STATES:
+            states[(view.key, state)] = 1 if state == current else 0
+    tallies = engine.tallies()
+    calls = Counter(counts.calls)
+    for key, _, tally in tallies:
+        if tally.get("expired"):
+            calls[(key, EXPIRED.cls.value, True)] += tally["expired"]
+    moves: Counter[tuple[str, str]] = Counter()
+    for key, _, tally in tallies:
+        for name, n in tally.items():
+            if name[:3] == "to:":
+                moves[(key, name[3:])] += n
+        if tally.get("reset"):
+            moves[(key, "closed")] += tally["reset"]
+    return Readings(
+        states=states,
+        calls={(k, o, "true" if c else "false"): n for (k, o, c), n in calls.items()},
+        denied={(k, str(r)): n for k, by_reason, _ in tallies for r, n in by_reason.items()},
+        transitions=dict(moves),
+        pages={(k,): t["page"] for k, _, t in tallies if t.get("page")},
+    )
+
+
 class BreakerCollector(Collector):
     """`breakerdeck_*` families from an engine's breakers and a `Counts`."""
 
@@ -51,44 +94,26 @@ class BreakerCollector(Collector):
         self.counts = counts
 
     def collect(self) -> Iterator[Metric]:
-        yield self._states()
-        tallies = self.engine.tallies()
-        calls = Counter(self.counts.calls)
-        for key, _, tally in tallies:
-            if tally.get("expired"):
-                calls[(key, EXPIRED.cls.value, True)] += tally["expired"]
-        yield _family(
-            "breakerdeck_calls",
-            "Calls completed",
-            ["key", "outcome", "counted"],
-            {(k, o, "true" if c else "false"): n for (k, o, c), n in calls.items()},
-        )
-        denied = {(k, str(r)): n for k, by_reason, _ in tallies for r, n in by_reason.items()}
-        yield _family(
-            "breakerdeck_denied_calls", "Calls the breaker refused", ["key", "reason"], denied
-        )
-        moves = {
-            (k, name[3:]): n
-            for k, _, tally in tallies
-            for name, n in tally.items()
-            if name[:3] == "to:"
-        }
-        yield _family("breakerdeck_transitions", "Breaker state changes", ["key", "to"], moves)
-        yield self._durations()
-        pages = {(k,): t["page"] for k, _, t in tallies if t.get("page")}
-        yield _family("breakerdeck_pages", "Pages raised", ["key"], pages)
-
-    def _states(self) -> GaugeMetricFamily:
+        now = read(self.engine, self.counts)
         family = GaugeMetricFamily(
             "breakerdeck_breaker_state",
             "1 for the breaker's current state",
             labels=["key", "state"],
         )
-        for view in self.engine.views():
-            current = "paused" if view.paused else view.state
-            for state in STATES:
-                family.add_metric([view.key, state], 1.0 if state == current else 0.0)
-        return family
+        for (key, state), value in now.states.items():
+            family.add_metric([key, state], float(value))
+        yield family
+        yield _family(
+            "breakerdeck_calls", "Calls completed", ["key", "outcome", "counted"], now.calls
+        )
+        yield _family(
+            "breakerdeck_denied_calls", "Calls the breaker refused", ["key", "reason"], now.denied
+        )
+        yield _family(
+            "breakerdeck_transitions", "Breaker state changes", ["key", "to"], now.transitions
+        )
+        yield self._durations()
+        yield _family("breakerdeck_pages", "Pages raised", ["key"], now.pages)
 
     def _durations(self) -> HistogramMetricFamily:
         family = HistogramMetricFamily(

@@ -24,6 +24,7 @@ import uvicorn
 
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.feed.server import serve_feed
+from breakerdeck.engine.front import logs
 from breakerdeck.engine.front.gateway.app import GatewayApp
 from breakerdeck.engine.front.gateway.config import GatewayConfig, GatewayTable, Shared
 from breakerdeck.engine.front.gateway.protocol import ClientLimits, Clients, bounded_protocol
@@ -199,6 +200,7 @@ def open_engine(
     )
     if trace is not None:
         engine.subscribe(trace.listener(engine.epoch))
+    engine.subscribe(logs.say_transitions)
     engine.restore()
     return engine
 

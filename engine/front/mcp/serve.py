@@ -25,6 +25,7 @@ from breakerdeck.engine import ToolPolicy, statedir
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.feed.server import serve_feed
+from breakerdeck.engine.front import logs
 from breakerdeck.engine.front.mcp.breakers import Breakers
 from breakerdeck.engine.front.mcp.config import ProxyConfig
 from breakerdeck.engine.front.mcp.proxy import Proxy
@@ -174,6 +175,7 @@ async def serve(options: McpOptions) -> None:
     try:
         if trace is not None:
             engine.subscribe(trace.listener(engine.epoch))
+        engine.subscribe(logs.say_transitions)
         engine.restore()
         problems = list(engine.problems)
         if instance is not None:
