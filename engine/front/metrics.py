@@ -1,19 +1,14 @@
 """Prometheus metrics for `gateway`, `mcp` and `serve` (DESIGN, "Metrics").
 
-Nothing on the call path touches a metric object and no listener counts anything: the engine
-keeps each key's refusals, transitions, pages and expired probes as plain integers
-(`Engine.tallies`), the front door adds the calls it completes and one duration per call into
-fixed buckets (`Counts`), and `BreakerCollector` turns both into families only when Prometheus
-scrapes. Labels are bounded by configured keys: an engine key is an agent or a backend the
-operator configured.
+Nothing on the call path touches a metric object and no listener counts anything: the engine's
+tallies and the door's `Counts` are read (`telemetry.readings.read`, the same reading the
+OpenTelemetry instruments take) and turned into families by `BreakerCollector` only when
+Prometheus scrapes.
 """
 
 from __future__ import annotations
 
-import bisect
-from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import TypeVar
 
 from prometheus_client.core import (
@@ -24,66 +19,10 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from breakerdeck.engine.engine import EXPIRED, Engine
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.telemetry.readings import BUCKETS, Counts, read
 
-STATES = ("closed", "open", "half_open", "paused")
-#: Fixed bucket bounds, in seconds of the engine's clock.
-BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-
-
-class Counts:
-    """Per-key integers, added to on the call path and read at scrape time."""
-
-    def __init__(self) -> None:
-        self.calls: Counter[tuple[str, str, bool]] = Counter()
-        self.buckets: defaultdict[str, list[int]] = defaultdict(lambda: [0] * (len(BUCKETS) + 1))
-        self.duration_sums: defaultdict[str, float] = defaultdict(float)
-
-    def observe(self, key: str, seconds: float) -> None:
-        self.buckets[key][bisect.bisect_left(BUCKETS, seconds)] += 1
-        self.duration_sums[key] += seconds
-
-
-@dataclass(frozen=True, slots=True)
-class Readings:
-    """The families' values at one moment, by label values in the families' label order: read
-    once per scrape (Prometheus) or per collection (OpenTelemetry), so both say the same."""
-
-    states: dict[tuple[str, str], int]
-    calls: dict[tuple[str, str, str], int]
-    denied: dict[tuple[str, str], int]
-    transitions: dict[tuple[str, str], int]
-    pages: dict[tuple[str], int]
-
-
-def read(engine: Engine, counts: Counts) -> Readings:
-    """The engine's tallies and the door's counts as the families' values. A transition is a
-    move the breaker made while running (a reset counts as one to closed); a verdict restored
-    at start is none (`views.tally_name`)."""
-    states = {}
-    for view in engine.views():
-        current = "paused" if view.paused else view.state
-        for state in STATES:
-            states[(view.key, state)] = 1 if state == current else 0
-    tallies = engine.tallies()
-    calls = Counter(counts.calls)
-    for key, _, tally in tallies:
-        if tally.get("expired"):
-            calls[(key, EXPIRED.cls.value, True)] += tally["expired"]
-    moves: Counter[tuple[str, str]] = Counter()
-    for key, _, tally in tallies:
-        for name, n in tally.items():
-            if name[:3] == "to:":
-                moves[(key, name[3:])] += n
-        if tally.get("reset"):
-            moves[(key, "closed")] += tally["reset"]
-    return Readings(
-        states=states,
-        calls={(k, o, "true" if c else "false"): n for (k, o, c), n in calls.items()},
-        denied={(k, str(r)): n for k, by_reason, _ in tallies for r, n in by_reason.items()},
-        transitions=dict(moves),
-        pages={(k,): t["page"] for k, _, t in tallies if t.get("page")},
-    )
+__all__ = ["BreakerCollector", "Counts", "registry_for"]
 
 
 class BreakerCollector(Collector):

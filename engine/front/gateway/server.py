@@ -40,6 +40,7 @@ from breakerdeck.engine.front.serving import (
 from breakerdeck.engine.front.speed import SpeedClock
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.shared import SharedStore
+from breakerdeck.engine.telemetry import setup as telemetry_setup
 from breakerdeck.engine.tracefile import TraceFile
 
 log = logging.getLogger(__name__)
@@ -249,6 +250,7 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
         )
         for problem in engine.problems:
             say(problem)
+        stop_telemetry = telemetry_setup.start("gateway", engine, app.counts, logs.breakers)
         stop_metrics = _serve_metrics(app, options)
         server = _Server(uvicorn_config(app, options))
         async with _maybe_feed(engine, app, options):
@@ -264,6 +266,7 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
                 await server.serve(sockets=[sock])
             finally:
                 stop_metrics()
+                stop_telemetry()
     finally:
         engine.close()
         if trace is not None:
