@@ -3,8 +3,8 @@ path, the metric families as instruments, the SDK set up from `OTEL_*` for the c
 doors.
 
 Off is the usual case, and costs nothing: this module imports no OpenTelemetry, and the call
-path's one question, `spans()`, is a module global and a dict lookup until the application (or
-a door's `setup`) has imported OpenTelemetry and set a provider. The library doors (harness,
+path's one question, `spans()`, is a module global and a dict lookup or two until the
+application (or a door's `setup`) has set a provider. The library doors (harness,
 adapters) use the application's global provider; `use` names providers explicitly.
 """
 
@@ -16,8 +16,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from breakerdeck.engine.telemetry.tracing import Spans
 
-#: Imported by whoever set up a provider (the application, or `setup`): until then, off.
+#: Imported by whoever set up a provider (the application, or `setup`): until then, off. The
+#: API keeps the provider set globally in `_TRACER_PROVIDER` (None until one is); were it ever
+#: renamed, `tracing.from_global` asks the public way instead.
 _API = "opentelemetry.trace"
+_UNREAD = object()
 
 
 class _Chosen:
@@ -27,11 +30,14 @@ class _Chosen:
 
 
 def spans() -> Spans | None:
-    """The call path's spans, or None when telemetry is off (asked once per call)."""
+    """The call path's spans, or None when telemetry is off (asked once per call). A library
+    may import OpenTelemetry without anyone setting a provider (redis-py does): off too, read
+    from the API's own global before anything is called."""
     chosen = _Chosen.spans
     if chosen is not None:
         return chosen
-    if _API not in sys.modules:
+    api = sys.modules.get(_API)
+    if api is None or getattr(api, "_TRACER_PROVIDER", _UNREAD) is None:
         return None
     from breakerdeck.engine.telemetry.tracing import from_global
 

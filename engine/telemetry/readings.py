@@ -14,6 +14,7 @@ import bisect
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
+from breakerdeck.engine.breaker import DenyReason
 from breakerdeck.engine.engine import EXPIRED, Engine
 
 STATES = ("closed", "open", "half_open", "paused")
@@ -49,28 +50,38 @@ class Readings:
 def read(engine: Engine, counts: Counts) -> Readings:
     """The engine's tallies and the door's counts as the families' values. A transition is a
     move the breaker made while running (a reset counts as one to closed); a verdict restored
-    at start is none (`views.tally_name`)."""
+    at start is none (`views.tally_name`). Each known key's transitions, refusals and pages are
+    there from its first call, at 0: a counter that appears at its first increment is missed by
+    `increase()` and `rate()`, so the first trip after a start would never alert."""
     states = {}
+    moves: Counter[tuple[str, str]] = Counter()
+    denied: Counter[tuple[str, str]] = Counter()
+    pages: Counter[tuple[str]] = Counter()
     for view in engine.views():
+        key = view.key
         current = "paused" if view.paused else view.state
         for state in STATES:
-            states[(view.key, state)] = 1 if state == current else 0
+            states[(key, state)] = 1 if state == current else 0
+            moves[(key, state)] += 0
+        for known in DenyReason:
+            denied[(key, known.value)] += 0
+        pages[(key,)] += 0
     tallies = engine.tallies()
     calls = Counter(counts.calls)
-    for key, _, tally in tallies:
+    for key, by_reason, tally in tallies:
         if tally.get("expired"):
             calls[(key, EXPIRED.cls.value, True)] += tally["expired"]
-    moves: Counter[tuple[str, str]] = Counter()
-    for key, _, tally in tallies:
         for name, n in tally.items():
             if name[:3] == "to:":
                 moves[(key, name[3:])] += n
-        if tally.get("reset"):
-            moves[(key, "closed")] += tally["reset"]
+        moves[(key, "closed")] += tally.get("reset", 0)
+        pages[(key,)] += tally.get("page", 0)
+        for reason, n in by_reason.items():
+            denied[(key, str(reason))] += n
     return Readings(
         states=states,
         calls={(k, o, "true" if c else "false"): n for (k, o, c), n in calls.items()},
-        denied={(k, str(r)): n for k, by_reason, _ in tallies for r, n in by_reason.items()},
+        denied=dict(denied),
         transitions=dict(moves),
-        pages={(k,): t["page"] for k, _, t in tallies if t.get("page")},
+        pages=dict(pages),
     )

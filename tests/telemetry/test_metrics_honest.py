@@ -43,7 +43,22 @@ def test_a_verdict_restored_at_start_is_no_transition(tmp_path: Path) -> None:
         after.restore()
         text = scraped(after)
     assert 'breakerdeck_breaker_state{key="billing",state="open"} 1.0' in text
-    assert "breakerdeck_transitions_total{" not in text
+    assert 'breakerdeck_transitions_total{key="billing",to="open"} 0.0' in text
+    assert 'breakerdeck_transitions_total{key="billing",to="closed"} 0.0' in text
+
+
+def test_a_known_keys_counters_start_at_zero_so_its_first_trip_is_an_increase() -> None:
+    with Engine(AgentPolicy(), clock=ManualClock()) as engine:
+        call = engine.new_call("billing", "billing", "payments", "payments", 10.0)
+        engine.admit(call, 10.0)
+        text = scraped(engine)
+    for line in (
+        'breakerdeck_transitions_total{key="billing",to="open"} 0.0',
+        'breakerdeck_denied_calls_total{key="billing",reason="circuit_breaker_open"} 0.0',
+        'breakerdeck_denied_calls_total{key="billing",reason="probe_in_flight"} 0.0',
+        'breakerdeck_pages_total{key="billing"} 0.0',
+    ):
+        assert line in text
 
 
 def test_a_reset_is_a_transition_to_closed(tmp_path: Path) -> None:
