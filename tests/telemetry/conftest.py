@@ -1,9 +1,10 @@
 """Telemetry tests: the SDK's in-memory exporter and metric reader behind every door, named with
 `telemetry.use` (never the process's global provider, which other tests share), and the front
-doors' rigs (a real gateway on a loopback port)."""
+doors' rigs (a real gateway on a loopback port), and one real Prometheus for the session."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from breakerdeck.engine import telemetry
-from tests.front.conftest import start_gateway
+from tests.front.conftest import free_socket, start_gateway
+from tests.telemetry.prometheus_server import PrometheusMissing, PrometheusServer
 
 __all__ = ["start_gateway"]
 
@@ -62,3 +64,26 @@ def exported() -> Iterator[Exported]:
     telemetry.use(None)
     provider.shutdown()
     meters.shutdown()
+
+
+@dataclass
+class Scraped:
+    """The session's Prometheus, and the bound socket whose address it scrapes."""
+
+    prometheus: PrometheusServer
+    sock: socket.socket
+
+
+@pytest.fixture(scope="session")
+def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
+    """One Prometheus for the session (its tests share an xdist group, so one worker)."""
+    sock = free_socket()
+    host, port = sock.getsockname()
+    try:
+        server = PrometheusServer(tmp_path_factory.mktemp("prometheus"), f"{host}:{port}")
+    except PrometheusMissing as error:
+        sock.close()
+        pytest.fail(str(error), pytrace=False)
+    yield Scraped(server, sock)
+    server.stop()
+    sock.close()

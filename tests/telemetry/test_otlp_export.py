@@ -139,11 +139,11 @@ async def test_a_trip_arrives_as_a_span_event_metrics_and_a_log_record(
             for _ in range(5):
                 await client.get(gateway.url + "/p/payments/garbage", headers=auth("billing"))
         spans = await until(lambda: [s for s in receiver.spans() if s.events])
-        opens = await until(
+        await until(
             lambda: [
                 p
                 for p in receiver.metric_points("breakerdeck.transitions")
-                if attributes(p) == {"key": "billing", "to": "open"}
+                if attributes(p) == {"key": "billing", "to": "open"} and p.as_int == 1
             ]
         )
         records = await until(receiver.log_records)
@@ -156,7 +156,6 @@ async def test_a_trip_arrives_as_a_span_event_metrics_and_a_log_record(
     assert tripping.name == "execute_tool payments"
     assert [event.name for event in tripping.events] == ["circuit_breaker.tripped"]
     assert attributes(tripping)["error.type"] == "upstream_failure"
-    assert opens[-1].as_int == 1
     assert receiver.metric_points("gen_ai.execute_tool.duration")
     [record] = records
     assert record.body.string_value == "tripped billing: upstream ×5, open 300 s"
