@@ -58,7 +58,7 @@ def start(
             "pip install 'breakerdeck[otel]'"
         )
         return lambda: None
-    from breakerdeck.engine.telemetry import meters
+    from breakerdeck.engine.telemetry.meters import observe
 
     resource = Resource.create()
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
@@ -81,7 +81,7 @@ def start(
         reader = PeriodicExportingMetricReader(OTLPMetricExporter())
         meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
         metrics.set_meter_provider(meter_provider)
-        meters.observe(meter_provider, engine, counts)
+        observe(meter_provider, engine, counts)
         stops.append(meter_provider.shutdown)
     if "logs" in signals:
         from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter

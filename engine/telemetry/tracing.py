@@ -27,12 +27,13 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+import breakerdeck.engine.telemetry.names as names
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.breaker import DenyReason
 from breakerdeck.engine.call import Call
 from breakerdeck.engine.events import CallCompleted, CallDenied, Event
 from breakerdeck.engine.outcomes import Outcome
-from breakerdeck.engine.telemetry import meters, names
+from breakerdeck.engine.telemetry.meters import Durations
 
 if TYPE_CHECKING:
     from breakerdeck.engine.engine import Engine
@@ -161,7 +162,7 @@ class Spans:
     def __init__(self, tracer_provider: Any, meter_provider: Any = None) -> None:
         self.tracer = tracer_provider.get_tracer(names.SCOPE)
         self._watches: weakref.WeakKeyDictionary[Engine, Watch] = weakref.WeakKeyDictionary()
-        self._durations = None if meter_provider is None else meters.Durations(meter_provider)
+        self._durations = None if meter_provider is None else Durations(meter_provider)
 
     def watch(self, engine: Engine) -> Watch:
         watch = self._watches.get(engine)
