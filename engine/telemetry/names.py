@@ -10,6 +10,7 @@ an older version, so it emits the latest with or without it (docs/telemetry.md).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from breakerdeck.engine.call import Call
@@ -33,6 +34,7 @@ OUTCOME = "breakerdeck.outcome"
 COUNTED = "breakerdeck.counted"
 DENIED = "breakerdeck.denied_reason"
 RETRY_AFTER = "breakerdeck.retry_after"
+CALL_ID = "breakerdeck.call.id"
 
 #: A transition's fields a span event carries: numbers and the design's own words, never an
 #: operator's free text (a reset's reason stays in the audit log and the log line).
@@ -49,6 +51,15 @@ def call_attributes(call: Call) -> dict[str, Any]:
         KEY: call.key,
         AGENT: call.agent,
     }
+
+
+def adopted_attributes(call: Call, present: Mapping[str, Any]) -> dict[str, Any]:
+    """What breakerdeck adds to a framework's own `execute_tool` span: the framework's
+    `gen_ai.*` attributes stay as it set them (its `gen_ai.tool.call.id` is the model's id for
+    the call), breakerdeck's call id goes in `breakerdeck.call.id`."""
+    attributes = {k: v for k, v in call_attributes(call).items() if k not in present}
+    attributes[CALL_ID] = call.call_id
+    return attributes
 
 
 def transition_attributes(event: Event) -> dict[str, Any]:

@@ -178,7 +178,7 @@ class Spans:
         watch = self.watch(engine)
         current = trace.get_current_span()
         if carrier is None and _is_execute_tool(current):
-            current.set_attributes(names.call_attributes(call))
+            current.set_attributes(names.adopted_attributes(call, _attributes_of(current)))
             traced = Traced(current, False, call, watch)
         else:
             parent = None if carrier is None else _PROPAGATOR.extract(carrier)
@@ -287,11 +287,16 @@ def _attempt_span(tracer: Any, attributes: dict[str, int]) -> Iterator[None]:
         span.end()
 
 
+def _attributes_of(span: Span) -> Mapping[str, Any]:
+    """A recording span's attributes (the SDK's spans show theirs; the API promises none)."""
+    return getattr(span, "attributes", None) or {}
+
+
 def _is_execute_tool(span: Span) -> bool:
     """A framework's own `execute_tool` span for this call (PydanticAI, ADK open one)."""
     if not span.is_recording():
         return False
-    attributes = getattr(span, "attributes", None) or {}
+    attributes = _attributes_of(span)
     name = getattr(span, "name", "")
     return bool(
         attributes.get(names.OPERATION) == names.EXECUTE_TOOL

@@ -131,12 +131,13 @@ async def test_a_framework_execute_tool_span_is_added_to_never_doubled(
     exported: Exported, harness: Harness
 ) -> None:
     tracer = exported.provider.get_tracer("a-framework")
-    with tracer.start_as_current_span(
-        "execute_tool charge", attributes={"gen_ai.operation.name": "execute_tool"}
-    ):
+    framework = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.id": "toolu_01"}
+    with tracer.start_as_current_span("execute_tool charge", attributes=framework):
         await harness.call_tool("ava", "charge")
     [span] = exported.calls()
     assert span.instrumentation_scope.name == "a-framework"
+    assert span.attributes["gen_ai.tool.call.id"] == "toolu_01"  # the framework's, kept
+    assert span.attributes["breakerdeck.call.id"] == "call-000001"
     assert span.attributes["breakerdeck.key"] == "payments@default"
     assert span.attributes["breakerdeck.outcome"] == "success"
     assert [child.name for child in exported.children(span)] == ["breakerdeck.attempt"]
