@@ -177,10 +177,12 @@ class Engine:
 
     # -- setup -------------------------------------------------------------------------------
 
-    def subscribe(self, listener: Listener) -> Callable[[], None]:
+    def subscribe(self, listener: Listener, *, calls: bool = True) -> Callable[[], None]:
         """Called with every event, in seq order, after the key's lock is released, on the
-        thread of whichever caller delivers it: keep it quick."""
-        return self._outbox.subscribe(listener)
+        thread of whichever caller delivers it: keep it quick. With `calls=False` it is handed
+        everything but the calls' lines (`call.completed`, `call.denied`): transitions, pages,
+        credential events; such a listener alone makes no healthy call write a line."""
+        return self._outbox.subscribe(listener, calls=calls)
 
     def restore(self) -> list[Event]:
         """Seed breakers from the verdict store, then (with a shared store) join the fleet:

@@ -70,3 +70,17 @@ def test_a_verdict_restored_at_start_is_not_said(tmp_path: Path, said: list[str]
         engine.subscribe(logs.say_transitions)
         engine.restore()
     assert said == []
+
+
+def test_the_doors_log_listens_without_making_a_healthy_call_write_a_line(
+    said: list[str],
+) -> None:
+    with Engine(AgentPolicy(), clock=ManualClock()) as engine:
+        engine.subscribe(logs.say_transitions, calls=False)
+        guard = engine.guard("research-bot", agent="research-bot", lease=30.0)
+        for _ in range(10):
+            with guard:
+                pass
+        assert engine.seq == 0
+        trip(engine, "research-bot")
+    assert said == ["tripped research-bot: upstream ×5, open 300 s"]

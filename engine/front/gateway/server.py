@@ -201,10 +201,7 @@ def open_engine(
     )
     if trace is not None:
         engine.subscribe(trace.listener(engine.epoch))
-    if options.state_dir is not None or options.feed_listen is not None:
-        # The audit log or the feed has every line written anyway; a listener alone would make
-        # each call write one, which a gateway without either spares (docs/telemetry.md).
-        engine.subscribe(logs.say_transitions)
+    engine.subscribe(logs.say_transitions, calls=False)
     engine.restore()
     return engine
 

@@ -177,7 +177,7 @@ async def serve(options: McpOptions) -> None:
     try:
         if trace is not None:
             engine.subscribe(trace.listener(engine.epoch))
-        engine.subscribe(logs.say_transitions)
+        engine.subscribe(logs.say_transitions, calls=False)
         engine.restore()
         problems = list(engine.problems)
         if instance is not None:
