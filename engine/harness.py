@@ -120,6 +120,10 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
     one httpx client per HTTP tools' backend, and `authorize` may refuse a call before it is
     sent."""
 
+    #: Exceptions a function tool raises for wrong arguments, beyond pydantic's (a framework
+    #: adapter names its framework's own): caller errors, never counted.
+    argument_errors: tuple[type[BaseException], ...] = ()
+
     def __init__(
         self,
         engine: Engine,
@@ -231,11 +235,11 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
             return deadline_attempt(tool.deadline_seconds)
         except Exception as error:
             deadlines.stop(number)
-            return self._classified(tool, budget.call, None, error)
+            return self._classified(tool, budget.call.key, None, error)
         deadlines.stop(number)
-        return self._classified(tool, budget.call, value, None)
+        return self._classified(tool, budget.call.key, value, None)
 
-    def _classified(self, tool: Tool, call: Call, value: Any, error: Exception | None) -> Attempt:
+    def _classified(self, tool: Tool, key: str, value: Any, error: Exception | None) -> Attempt:
         """A function tool's result: by its own classifier, or by the policy's rules for
         function tools (`function_attempt`), the same for every door that runs one."""
         classifier = tool.classifier
@@ -249,8 +253,9 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
             error,
             schema=tool.response_schema,
             deadline=tool.deadline_seconds,
-            credential_worked=functools.partial(engine.credential_worked, call.key),
+            credential_worked=functools.partial(engine.credential_worked, key),
             now_wall=engine.clock.wall,
+            arguments=self.argument_errors,
         )
 
     async def _http_attempt(self, budget: RetryBudget, deadlines: Deadlines) -> Attempt:
@@ -323,8 +328,8 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
                 try:
                     value = function(*args, **kwargs)
                 except Exception as error:
-                    return self._classified(settings, call, None, error)
-                return self._classified(settings, call, value, None)
+                    return self._classified(settings, call.key, None, error)
+                return self._classified(settings, call.key, value, None)
 
             return self._run_sync(budget, settings.lease, attempt, sleep)
 
