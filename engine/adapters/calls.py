@@ -28,11 +28,18 @@ import json
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
-from breakerdeck.engine.classify import Attempt, Classifier, default_classifier
+from breakerdeck.engine.classify import (
+    Attempt,
+    Classifier,
+    default_classifier,
+    own_error,
+    text_verdict,
+)
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.harness import Harness, RetryBudget, Tool
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
@@ -50,9 +57,21 @@ class AdapterError(ValueError):
     """A setting the adapter cannot use (`backends` or `credential` raised, a wrong engine)."""
 
 
+class ReportedFailure(Exception):
+    """A failure the framework hands over as text only (Claude's `PostToolUseFailure`, a
+    LangChain error `ToolMessage`): read by `classify.text_verdict`; text it finds nothing in
+    is the caller's to fix, uncounted. `value`: what the framework returned with it."""
+
+    def __init__(self, text: str, value: Any = None) -> None:
+        super().__init__(text)
+        self.text = text
+        self.value = value
+
+
 class AdapterCalls:
     """One adapter's settings and its calls. `arguments`: the framework's own exceptions for
-    wrong arguments (caller errors, never counted)."""
+    wrong arguments (caller errors, never counted). `reruns`: whether the hook can run the tool
+    again (a wrapping hook); a pair of hooks cannot, so every call there is one attempt."""
 
     def __init__(
         self,
@@ -71,6 +90,7 @@ class AdapterCalls:
         backoff_seconds: float = 1.0,
         probe_wait_seconds: float = 0.0,
         arguments: tuple[type[BaseException], ...] = (),
+        reruns: bool = True,
     ) -> None:
         if not isinstance(engine.policy, ToolPolicy):
             raise AdapterError(
@@ -84,6 +104,7 @@ class AdapterCalls:
         self._credential = credential
         self._credential_takes_call = callable(credential) and _takes_call(credential)
         self.idempotent = frozenset(idempotent)
+        self._reruns = reruns
         self._alternatives = {name: tuple(names) for name, names in (alternatives or {}).items()}
         self._schemas = dict(schemas or {})
         self._settings = Tool(
@@ -99,7 +120,7 @@ class AdapterCalls:
         #: Tools seen that have no backend: not guarded (warned about once each).
         self.unguarded: list[str] = []
         self._harness = _AdapterHarness(engine, arguments)
-        self._pending: dict[str, tuple[_Reported, asyncio.Task[ToolResult]]] = {}
+        self._pending: dict[str, _Pending] = {}
 
     # -- which tools, under which settings ------------------------------------------------
 
@@ -140,7 +161,7 @@ class AdapterCalls:
 
     def _register(self, name: str, backend: str, hinted: bool, deadline: float | None) -> Tool:
         settings = self._settings
-        retried = hinted or name in self.idempotent
+        retried = self._reruns and (hinted or name in self.idempotent)
         seconds = settings.deadline_seconds
         if deadline is not None and 0 < deadline < seconds:
             seconds = deadline
@@ -222,39 +243,43 @@ class AdapterCalls:
         await asyncio.wait((task, reported.admitted), return_when=asyncio.FIRST_COMPLETED)
         if task.done():
             return task.result()
-        self._pending[call_id] = (reported, task)
-        task.add_done_callback(functools.partial(self._forget, call_id, task))
+        key = self.engine.key_for(agent, tool.backend, credential)
+        pending = _Pending(tool, key, reported, task)
+        self._pending[call_id] = pending
+        task.add_done_callback(functools.partial(self._forget, call_id, pending))
         return None
 
     def owes(self, call_id: str) -> bool:
         return call_id in self._pending
 
-    async def end(self, call_id: str, attempt: Attempt) -> ToolResult | None:
-        """The framework ran the call `begin` let go: record `attempt` (made with `outcome_of`
-        or `classify`'s functions) and answer. None for a call id not begun here (warned)."""
-        entry = self._pending.pop(call_id, None)
-        if entry is None:
+    async def end(
+        self,
+        call_id: str,
+        *,
+        value: Any = None,
+        error: Exception | None = None,
+        attempt: Attempt | None = None,
+    ) -> ToolResult | None:
+        """The framework ran the call `begin` let go: record what it returned (`value`) or
+        raised (`error`), classified, or an `attempt` made by the adapter (`neutral`), and
+        answer. A tool's own error is raised again. None for a call id not begun here, already
+        reported or past its lease (warned: nothing recorded)."""
+        pending = self._pending.pop(call_id, None)
+        if pending is None:
             warnings.warn(
                 f"{self.framework}: no call {call_id!r} is waiting for its outcome "
                 "(never begun here, already reported, or past its lease): nothing recorded",
                 stacklevel=3,
             )
             return None
-        reported, task = entry
-        reported.report(attempt)
-        return await task
+        if attempt is None:
+            attempt = self._harness.classify_for(pending.tool, pending.key, value, error)
+        pending.reported.report(attempt)
+        return await pending.task
 
-    def _forget(self, call_id: str, task: asyncio.Task[ToolResult], _: object) -> None:
-        entry = self._pending.get(call_id)
-        if entry is not None and entry[1] is task:
+    def _forget(self, call_id: str, pending: _Pending, _: object) -> None:
+        if self._pending.get(call_id) is pending:
             del self._pending[call_id]
-
-    def classified(self, tool: Tool, value: Any, error: Exception | None, key: str) -> Attempt:
-        """What the framework's run returned or raised, by the tool's classifier."""
-        return self._harness.classify_for(tool, key, value, error)
-
-    def key(self, tool: Tool, credential: str) -> str:
-        return self.engine.key_for("", tool.backend, credential)
 
 
 def neutral(detail: str) -> Attempt:
@@ -281,6 +306,16 @@ def _takes_call(credential: Callable[..., str]) -> bool:
         return False
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return len(positional) >= 3 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A call `begin` let go, owed its outcome: its tool and key, its attempt, its run."""
+
+    tool: Tool
+    key: str
+    reported: _Reported
+    task: asyncio.Task[ToolResult]
 
 
 class _Reported:
@@ -322,6 +357,18 @@ class _AdapterHarness(Harness):
 
     def classify_for(self, tool: Tool, key: str, value: Any, error: Exception | None) -> Attempt:
         return self._classified(tool, key, value, error)
+
+    def _classified(self, tool: Tool, key: str, value: Any, error: Exception | None) -> Attempt:
+        if isinstance(error, ReportedFailure) and tool.classifier is default_classifier:
+            verdict = text_verdict(
+                error.text,
+                deadline=tool.deadline_seconds,
+                credential_worked=functools.partial(self.engine.credential_worked, key),
+            )
+            if verdict is None:  # nothing of the policy's: the tool's own failure
+                return Attempt(own_error(error), "error", raised=error)
+            return Attempt(verdict.outcome, "error", None, None, verdict.retry, verdict.wait)
+        return super()._classified(tool, key, value, error)
 
 
 def hinted(annotations: Any) -> bool:

@@ -61,6 +61,8 @@ def crm(platform: FakePlatform) -> Crm:
 DRIVERS = {
     "pydantic_ai": "PydanticAiDriver",
     "openai_agents": "OpenAiAgentsDriver",
+    "langchain": "LangchainDriver",
+    "claude_agent": "ClaudeAgentDriver",
 }
 
 

@@ -62,7 +62,10 @@ def fresh_engine(clock: ManualClock, state_dir: Path) -> Engine:
 class Driver:
     """One framework's agent loop with its scripted model, and the adapter on it: each `run`
     is one agent run in which the model asks for `calls` (tool name, arguments) at once, then
-    answers once it has their results, which `seen` keeps as the model was given them."""
+    answers once it has their results, which `seen` keeps as the model was given them.
+    `reruns`: whether the framework's hook can run a tool again (a pair of hooks cannot)."""
+
+    reruns = True
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = [("lookup_customer", {"customer": "c-1"})]
