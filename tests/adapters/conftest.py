@@ -63,6 +63,7 @@ DRIVERS = {
     "openai_agents": "OpenAiAgentsDriver",
     "langchain": "LangchainDriver",
     "claude_agent": "ClaudeAgentDriver",
+    "google_adk": "GoogleAdkDriver",
 }
 
 

@@ -63,9 +63,11 @@ class Driver:
     """One framework's agent loop with its scripted model, and the adapter on it: each `run`
     is one agent run in which the model asks for `calls` (tool name, arguments) at once, then
     answers once it has their results, which `seen` keeps as the model was given them.
-    `reruns`: whether the framework's hook can run a tool again (a pair of hooks cannot)."""
+    `reruns`: whether the framework's hook can run a tool again (a pair of hooks cannot);
+    `agent_name`: the agent's name, as the framework lets it be spelled."""
 
     reruns = True
+    agent_name = "support-bot"
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = [("lookup_customer", {"customer": "c-1"})]

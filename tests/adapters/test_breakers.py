@@ -113,4 +113,4 @@ async def test_the_breaker_shows_under_backend_at_credential(
     await driver.run()
     assert [view.key for view in engine.views()] == ["crm@tenant-c-1"]
     assert keys_on(events) == {"crm@tenant-c-1"}
-    assert {event.agent for event in events} == {"support-bot"}
+    assert {event.agent for event in events} == {driver.agent_name}
