@@ -18,15 +18,13 @@ from typing import Any
 
 from breakerdeck.adapters.calls import AdapterCalls, ReportedFailure, neutral, result_json
 from breakerdeck.adapters.requires import missing
-from breakerdeck.engine.results import ToolResult
 
 REQUIREMENT = "claude-agent-sdk>=0.2.184"
 try:
     from claude_agent_sdk import HookContext, HookMatcher
+    from claude_agent_sdk.types import SyncHookJSONOutput
 except ImportError as error:
     raise missing(REQUIREMENT, "the PreToolUse/PostToolUse/PostToolUseFailure hooks") from error
-
-Output = dict[str, Any]
 
 
 class BreakerHooks(dict[str, list[HookMatcher]]):
@@ -46,8 +44,8 @@ class BreakerHooks(dict[str, list[HookMatcher]]):
         return self.calls.unguarded
 
     async def pre_tool_use(
-        self, input: dict[str, Any], tool_use_id: str | None, context: HookContext
-    ) -> Output:
+        self, input: Any, tool_use_id: str | None, context: HookContext
+    ) -> SyncHookJSONOutput:
         calls = self.calls
         tool = calls.tool(input["tool_name"])
         if tool is None:
@@ -68,18 +66,25 @@ class BreakerHooks(dict[str, list[HookMatcher]]):
         }
 
     async def post_tool_use(
-        self, input: dict[str, Any], tool_use_id: str | None, context: HookContext
-    ) -> Output:
+        self, input: Any, tool_use_id: str | None, context: HookContext
+    ) -> SyncHookJSONOutput:
         if self.calls.tool(input["tool_name"]) is None:
             return {}
         result = await self.calls.end(
             _call_id(input, tool_use_id), value=input.get("tool_response")
         )
-        return _context("PostToolUse", result)
+        if result is None or result["status"] == "ok":
+            return {}
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": "PostToolUse",
+                "additionalContext": result_json(result),
+            }
+        }
 
     async def post_tool_use_failure(
-        self, input: dict[str, Any], tool_use_id: str | None, context: HookContext
-    ) -> Output:
+        self, input: Any, tool_use_id: str | None, context: HookContext
+    ) -> SyncHookJSONOutput:
         if self.calls.tool(input["tool_name"]) is None:
             return {}
         call_id = _call_id(input, tool_use_id)
@@ -90,7 +95,14 @@ class BreakerHooks(dict[str, list[HookMatcher]]):
             result = await self.calls.end(call_id, error=ReportedFailure(str(input.get("error"))))
         except ReportedFailure:  # nothing of the policy's: the tool's own failure, as it was
             return {}
-        return _context("PostToolUseFailure", result)
+        if result is None or result["status"] == "ok":
+            return {}
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": "PostToolUseFailure",
+                "additionalContext": result_json(result),
+            }
+        }
 
 
 def breaker_hooks(engine: Any, backends: Any, **settings: Any) -> BreakerHooks:
@@ -104,11 +116,3 @@ def breaker_hooks(engine: Any, backends: Any, **settings: Any) -> BreakerHooks:
 
 def _call_id(input: dict[str, Any], tool_use_id: str | None) -> str:
     return str(input.get("tool_use_id") or tool_use_id)
-
-
-def _context(event: str, result: ToolResult | None) -> Output:
-    if result is None or result["status"] == "ok":
-        return {}
-    return {
-        "hookSpecificOutput": {"hookEventName": event, "additionalContext": result_json(result)}
-    }

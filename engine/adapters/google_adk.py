@@ -22,6 +22,9 @@ from breakerdeck.engine.results import ToolResult
 
 REQUIREMENT = "google-adk>=2.13"
 try:
+    from google.adk.agents.callback_context import CallbackContext
+    from google.adk.models.llm_request import LlmRequest
+    from google.adk.models.llm_response import LlmResponse
     from google.adk.plugins.base_plugin import BasePlugin
     from google.adk.tools.base_tool import BaseTool
     from google.adk.tools.tool_context import ToolContext
@@ -40,10 +43,19 @@ class BreakerPlugin(BasePlugin):
         self.calls = AdapterCalls(
             engine, backends, framework="google_adk", reruns=False, **settings
         )
+        self._listed = False
 
     @property
     def unguarded(self) -> list[str]:
         return self.calls.unguarded
+
+    async def before_model_callback(
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest
+    ) -> LlmResponse | None:
+        if not self._listed:  # the first request names the agent's tools
+            self._listed = True
+            self.calls.check_names(llm_request.tools_dict)
+        return None
 
     async def before_tool_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext

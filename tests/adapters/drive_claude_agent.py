@@ -38,7 +38,7 @@ class ClaudeAgentDriver(Driver):
 
     def build(self, engine: Engine, crm: Crm, **settings: Any) -> None:
         self.crm = crm
-        self.hooks = breaker_hooks(engine, BACKENDS, **settings)
+        self.hooks = breaker_hooks(engine, settings.pop("backends", BACKENDS), **settings)
 
     async def run(self) -> None:
         await asyncio.gather(*(self.use(name, args) for name, args in self.calls))

@@ -52,7 +52,7 @@ class GoogleAdkDriver(Driver):
         self.ids = itertools.count()
 
     def build(self, engine: Engine, crm: Crm, **settings: Any) -> None:
-        self.plugin = BreakerPlugin(engine, BACKENDS, **settings)
+        self.plugin = BreakerPlugin(engine, settings.pop("backends", BACKENDS), **settings)
         agent = LlmAgent(
             name=self.agent_name,
             model=ScriptedLlm(model="scripted", driver=self),

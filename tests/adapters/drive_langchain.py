@@ -55,7 +55,7 @@ class LangchainDriver(Driver):
             StructuredTool.from_function(coroutine=crm.lookup_customer),
             StructuredTool.from_function(coroutine=crm.send_email),
         ]
-        self.middleware = BreakerMiddleware(engine, BACKENDS, **settings)
+        self.middleware = BreakerMiddleware(engine, settings.pop("backends", BACKENDS), **settings)
         self.agent = create_agent(
             ScriptedChatModel(driver=self), tools, middleware=[self.middleware], name="support-bot"
         )

@@ -58,7 +58,7 @@ class ScriptedModel(Model):
 class OpenAiAgentsDriver(Driver):
     def build(self, engine: Engine, crm: Crm, **settings: Any) -> None:
         tools = [function_tool(crm.lookup_customer), function_tool(crm.send_email)]
-        self.tools = protect(tools, engine, BACKENDS, **settings)
+        self.tools = protect(tools, engine, settings.pop("backends", BACKENDS), **settings)
         self.agent = Agent(name="support-bot", model=ScriptedModel(self), tools=self.tools)
 
     async def run(self) -> None:

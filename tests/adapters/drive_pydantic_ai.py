@@ -31,7 +31,7 @@ class PydanticAiDriver(Driver):
                 ]
             )
 
-        self.capability = BreakerCapability(engine, BACKENDS, **settings)
+        self.capability = BreakerCapability(engine, settings.pop("backends", BACKENDS), **settings)
         self.agent = Agent(FunctionModel(model), name="support-bot", capabilities=[self.capability])
         self.agent.tool_plain(crm.lookup_customer)
         self.agent.tool_plain(crm.send_email)

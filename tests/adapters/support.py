@@ -26,11 +26,15 @@ class Crm:
     def __init__(self, platform: FakePlatform) -> None:
         self.platform = platform
         self.client = httpx.AsyncClient(transport=platform, base_url="https://crm.test")
+        #: What `lookup_customer` answers instead of the customer, when set.
+        self.answer: Any = None
 
-    async def lookup_customer(self, customer: str) -> dict[str, Any]:
+    async def lookup_customer(self, customer: str) -> Any:
         """Look a customer up by id."""
         response = await self.client.get(f"/customers/{customer}")
         response.raise_for_status()
+        if self.answer is not None:
+            return self.answer
         return {"customer": customer, "found": response.json()}
 
     async def send_email(self, to: str) -> str:
@@ -74,6 +78,8 @@ class Driver:
         self.seen: list[Any] = []
 
     def build(self, engine: Engine, crm: Crm, **settings: Any) -> None:
+        """The agent with the adapter on it, given `settings` (and `backends=`, by default
+        `BACKENDS`)."""
         raise NotImplementedError
 
     async def run(self) -> None:
