@@ -59,8 +59,9 @@ class AdapterError(ValueError):
 
 class ReportedFailure(Exception):
     """A failure the framework hands over as text only (Claude's `PostToolUseFailure`, a
-    LangChain error `ToolMessage`): read by `classify.text_verdict`; text it finds nothing in
-    is the caller's to fix, uncounted. `value`: what the framework returned with it."""
+    LangChain error `ToolMessage`): read by `classify.text_verdict`; text in which it finds
+    nothing of the policy's is the tool's own failure, recorded uncounted and raised again.
+    `value`: what the framework returned with it."""
 
     def __init__(self, text: str, value: Any = None) -> None:
         super().__init__(text)
@@ -116,7 +117,7 @@ class AdapterCalls:
             probe_wait_seconds=probe_wait_seconds,
             classifier=classifier or default_classifier,
         )  # checked here, at construction, not at the first call
-        self._tools: dict[tuple[str, bool, float | None], Tool | None] = {}
+        self._tools: dict[str, Tool | None] = {}
         #: Tools seen that have no backend: not guarded (warned about once each).
         self.unguarded: list[str] = []
         self._harness = _AdapterHarness(engine, arguments)
@@ -137,27 +138,34 @@ class AdapterCalls:
                     stacklevel=3,
                 )
         for name in sorted(known):
-            self.tool(name)
+            if name not in self._tools and self._backend(name) is None:
+                self._unguarded(name)
 
     def tool(
         self, name: str, *, hinted: bool = False, deadline: float | None = None
     ) -> Tool | None:
-        """The harness tool for a framework's tool `name`, or None when it has no backend (not
-        guarded). `hinted`: its MCP annotations say a resend is safe (`idempotentHint`,
-        `readOnlyHint`); `deadline`: the framework's own timeout for it, when shorter."""
-        cache = (name, hinted, deadline)
-        if cache in self._tools:
-            return self._tools[cache]
+        """The harness tool for a framework's tool `name` (made at its first call), or None
+        when it has no backend (not guarded). `hinted`: its MCP annotations say a resend is
+        safe (`idempotentHint`, `readOnlyHint`); `deadline`: the framework's own timeout for
+        it, when shorter than `deadline_seconds`."""
+        if name in self._tools:
+            return self._tools[name]
         backend = self._backend(name)
-        tool = None if backend is None else self._register(name, backend, hinted, deadline)
-        if tool is None and name not in self.unguarded:
+        if backend is None:
+            self._unguarded(name)
+            tool = None
+        else:
+            tool = self._register(name, backend, hinted, deadline)
+        self._tools[name] = tool
+        return tool
+
+    def _unguarded(self, name: str) -> None:
+        if name not in self.unguarded:
             self.unguarded.append(name)
             warnings.warn(
                 f"{self.framework}: tool {name!r} has no backend in `backends`: not guarded",
-                stacklevel=3,
+                stacklevel=4,
             )
-        self._tools[cache] = tool
-        return tool
 
     def _register(self, name: str, backend: str, hinted: bool, deadline: float | None) -> Tool:
         settings = self._settings
