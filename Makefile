@@ -23,11 +23,11 @@ $(STAMP): pyproject.toml $(PACKAGE_DIRS)
 demo: $(STAMP)
 	$(BIN)/breakerdeck demo
 
-# The replica tests run against Debian's redis-server, and the `web` tests drive Debian's
-# chromium (through Playwright, never its own download): installed here when missing (as root),
-# else the run stops naming the packages; the tests are never skipped for want of them.
-# Each package installs the command of its name.
-TEST_PACKAGES := redis-server chromium
+# The replica tests run against Debian's redis-server, the `web` tests drive Debian's chromium
+# (through Playwright, never its own download), and the dashboard's tests query Debian's
+# prometheus: installed here when missing (as root), else the run stops naming the packages;
+# the tests are never skipped for want of them. Each package installs the command of its name.
+TEST_PACKAGES := redis-server chromium prometheus
 test: $(STAMP)
 	@missing=$$(for p in $(TEST_PACKAGES); do command -v $$p >/dev/null || echo $$p; done); \
 	[ -z "$$missing" ] || [ "$$(id -u)" != 0 ] || \

@@ -3,7 +3,7 @@
 Run from the repository root: `.venv/bin/python bench/run.py` (or `make bench`); then the
 live feed's table (bench/feed.py) and the console's (bench/console.py, in a child process so
 its peak memory is its own), the gateway (bench/gateway.py) and its replicas on one Redis
-(bench/shared.py). `--only NAME` runs one.
+(bench/shared.py), and telemetry's cost (bench/telemetry.py). `--only NAME` runs one.
 Progress goes to standard error; the tables to standard output.
 """
 
@@ -249,7 +249,17 @@ def render(metrics: list[Metric], baseline: dict[str, float], seconds: float) ->
 def main() -> None:
     warnings.simplefilter("ignore", DeprecationWarning)  # aiobreaker's datetime.utcnow()
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
-    sections = ("peers", "shell", "durability", "feed", "console", "gateway", "shared", "mcp")
+    sections = (
+        "peers",
+        "shell",
+        "telemetry",
+        "durability",
+        "feed",
+        "console",
+        "gateway",
+        "shared",
+        "mcp",
+    )
     if only is not None and only not in sections:
         sys.exit(f"usage: bench/run.py [--only {'|'.join(sections)}]")
     if only in (None, "shell"):
@@ -257,6 +267,13 @@ def main() -> None:
 
         _progress("the shell against its targets ...")
         print(shell.render(shell.run()), flush=True)
+        if only is None:
+            print()
+    if only in (None, "telemetry"):
+        from bench import telemetry  # issue 20: the closed call, telemetry off and spans on
+
+        _progress("telemetry off and on ...")
+        print(telemetry.render(telemetry.run()), flush=True)
         if only is None:
             print()
     if only == "durability":

@@ -212,7 +212,7 @@ class RemoteSource(Source):
                     "cooldown_seconds": view.cooldown,
                 }
                 agent = view.agents[0] if view.agents else None
-                seeded.append(Event(0, ev.TRIPPED, view.key, agent, view.opened_at, fields))
+                seeded.append(ev.decoded(0, ev.TRIPPED, view.key, agent, view.opened_at, fields))
         return seeded
 
     def describe(self, ident: str) -> tuple[str, str | None]:
@@ -474,7 +474,7 @@ class RemoteSource(Source):
         _measure_rate(feed, wall)
         seq = feed.seq_base + record.seq
         view = None if record.view is None else self._view(feed, record.view, seq)
-        event = Event(seq, record.type, ident, record.agent, wall, record.fields, view)
+        event = ev.decoded(seq, record.type, ident, record.agent, wall, record.fields, view)
         if record.type == ev.TRIPPED:
             feed.trip_marks[record.key] = feed.epoch + record.t
         kept = ev.audit_form(event)

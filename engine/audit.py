@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, Self
 
-from breakerdeck.engine.events import Event
+from breakerdeck.engine.events import Event, decoded
 from breakerdeck.engine.store import Problems, check_integrity, is_damage, open_sqlite
 
 logger = logging.getLogger(__name__)
@@ -173,7 +173,7 @@ class AuditLog:
         sql = f"SELECT {_COLUMNS} FROM events {where} ORDER BY seq DESC, rowid DESC LIMIT ?"
         rows = self._read(sql, (*params, limit))
         return [
-            Event(seq, type_, key_, agent_, wall, json.loads(fields))
+            decoded(seq, type_, key_, agent_, wall, json.loads(fields))
             for seq, type_, key_, agent_, wall, fields in rows
         ]
 

@@ -10,10 +10,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
-from breakerdeck.engine import events as ev
-from breakerdeck.engine.events import BreakerView
+from breakerdeck.engine.events import (
+    BreakerView,
+    HalfOpened,
+    Paged,
+    Recovered,
+    Reopened,
+    Reset,
+    Transition,
+    Tripped,
+)
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.state import State
@@ -49,14 +56,6 @@ _SUCCESS = OutcomeClass.SUCCESS
 _NONE: tuple[()] = ()
 _ADMITTED_CLOSED = (ADMIT_NORMAL, _NONE)
 _DENY_OPEN = DenyReason.OPEN
-
-
-@dataclass(frozen=True, slots=True)
-class Transition:
-    """A state change the core decided on; the engine stamps it with seq, key and time."""
-
-    type: str
-    fields: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +250,7 @@ class Breaker:
         if due is not None and now >= due:
             self.state = _HALF_OPEN
             self.probe_id = None
-            return [Transition(ev.HALF_OPEN, {})]
+            return [HalfOpened(self.key)]
         return []
 
     def expired_probe(self, now: float) -> CallId | None:
@@ -292,7 +291,7 @@ class Breaker:
 
     def _succeed(self) -> list[Transition]:
         self._close()
-        return [Transition(ev.RECOVERED, {})]
+        return [Recovered(self.key)]
 
     def _close(self) -> None:
         self.state = _CLOSED
@@ -332,12 +331,7 @@ class Breaker:
             self.cooldown = self._rate_limit_cooldown(outcome)
         else:
             self.cooldown = self.policy.trip_cooldown()
-        fields = {
-            "failure_class": outcome.cls.value,
-            "count": self.count,
-            "cooldown_seconds": self.cooldown,
-        }
-        return [Transition(ev.TRIPPED, fields)]
+        return [Tripped(self.key, outcome.cls, self.count, self.cooldown)]
 
     def _reopen(self, outcome: Outcome) -> list[Transition]:
         self.failed_probes += 1
@@ -348,10 +342,10 @@ class Breaker:
             self.cooldown = self._rate_limit_cooldown(outcome)
         else:
             self.cooldown = self.policy.probe_failure_cooldown(self.failed_probes)
-        transitions = [Transition(ev.REOPENED, {"cooldown_seconds": self.cooldown})]
+        transitions: list[Transition] = [Reopened(self.key, self.cooldown)]
         if self.failed_probes >= 2 and not self.paged:
             self.paged = True
-            transitions.append(Transition(ev.PAGE, {}))
+            transitions.append(Paged(self.key))
         return transitions
 
     def _rate_limit_cooldown(self, outcome: Outcome) -> float:
@@ -361,4 +355,4 @@ class Breaker:
         """An operator's reset: closed, counter and ladder zeroed, whatever the state was."""
         self._close()
         self.last_failure_at = None
-        return [Transition(ev.RESET, {"actor": actor, "reason": reason})]
+        return [Reset(self.key, actor, reason)]

@@ -18,11 +18,12 @@ Nothing here is made per call: the budget is the only object a call adds.
 from __future__ import annotations
 
 import asyncio
+import functools
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
-from breakerdeck.engine import results
+from breakerdeck.engine import results, telemetry
 from breakerdeck.engine.breaker import Admission
 from breakerdeck.engine.deadline import Deadlines
 from breakerdeck.engine.engine import Call, Engine
@@ -174,10 +175,29 @@ class CallPath(ABC, Generic[B, A, R]):
             deadlines = self._deadlines = Deadlines(loop)
         return deadlines
 
-    async def _run(self, budget: B, lease: float, wait_seconds: float = 0.0) -> R:
+    def _run(self, budget: B, lease: float, wait_seconds: float = 0.0) -> Coroutine[Any, Any, R]:
         """Admit (after waiting up to `wait_seconds` for an outstanding probe), attempt (again
         while the budget wants a retry), complete, answer. Cancelled while attempting, the call
-        is completed as the budget's `cancelled()` says, once, and the cancellation goes on."""
+        is completed as the budget's `cancelled()` says, once, and the cancellation goes on.
+        With telemetry on, inside the call's span, each attempt in its own (`telemetry`)."""
+        spans = telemetry.spans()
+        if spans is None:
+            return self._steps(budget, lease, wait_seconds, self._attempt)
+        steps = functools.partial(self._steps, budget, lease, wait_seconds)
+        return spans.run(self.engine, budget.call, self._carrier(budget), steps, self._attempt)
+
+    def _carrier(self, budget: B) -> Mapping[str, str] | None:
+        """The trace context the call's span continues: the gateway's agent's `traceparent`;
+        None (in-process doors): the current one."""
+        return None
+
+    async def _steps(
+        self,
+        budget: B,
+        lease: float,
+        wait_seconds: float,
+        attempt: Callable[[B], Awaitable[A]],
+    ) -> R:
         engine = self.engine
         call = budget.call
         if wait_seconds > 0:
@@ -187,12 +207,12 @@ class CallPath(ABC, Generic[B, A, R]):
         if not admission.allowed:
             return self._denied(budget, admission)
         try:
-            budget.report(await self._attempt(budget))
+            budget.report(await attempt(budget))
             while budget.more():
                 await asyncio.sleep(self._real(budget.wait()))
                 if not budget.recheck():
                     break
-                budget.report(await self._attempt(budget))
+                budget.report(await attempt(budget))
         except asyncio.CancelledError:
             cancelled = budget.cancelled()
             if cancelled is not None:
@@ -211,6 +231,15 @@ class CallPath(ABC, Generic[B, A, R]):
     ) -> R:
         """`_run` for a caller without an event loop: the same steps over the same budget,
         `attempt` making one attempt (and counting it). No probe wait: it needs a loop."""
+        spans = telemetry.spans()
+        if spans is None:
+            return self._steps_sync(budget, lease, attempt, sleep)
+        steps = functools.partial(self._steps_sync, budget, lease, sleep=sleep)
+        return spans.run_sync(self.engine, budget.call, steps, attempt)
+
+    def _steps_sync(
+        self, budget: B, lease: float, attempt: Callable[[], A], sleep: Callable[[float], None]
+    ) -> R:
         engine = self.engine
         call = budget.call
         admission = engine.admit(call, lease)
@@ -246,6 +275,9 @@ class CallPath(ABC, Generic[B, A, R]):
     def _refused(self, call: Call, outcome: Outcome, status: int | str, answer: R) -> R:
         """A refusal before the breaker: its line (attempts 0, never counted), its answer."""
         self.engine.refuse(call, outcome, status)
+        spans = telemetry.spans()
+        if spans is not None:
+            spans.refused(self.engine, call, outcome)
         return answer
 
     @abstractmethod

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from breakerdeck.engine.breaker import Admission, Breaker, Transition
-from breakerdeck.engine.events import Event
+from breakerdeck.engine.breaker import Admission, Breaker
+from breakerdeck.engine.events import Event, Transition
 from breakerdeck.engine.keys import Slot
 from breakerdeck.engine.lines import EXPIRED, Lines
 from breakerdeck.engine.outcomes import Outcome

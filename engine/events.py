@@ -7,9 +7,10 @@ headless trace and the live feed all agree on order.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.state import State
@@ -71,9 +72,6 @@ class Event:
 
     __slots__ = ("_fields", "_record", "agent", "key", "seq", "type", "view", "wall")
 
-    #: Made by another replica's script (`Relayed`): shown here, never audited or paged here.
-    relayed = False
-
     def __init__(
         self,
         seq: int,
@@ -100,13 +98,19 @@ class Event:
             built = self._fields = self._build_fields()
         return built
 
+    @property
+    def relayed(self) -> bool:
+        """Made by another replica's script (a `Transition` with an `origin`): shown here,
+        never audited or paged here."""
+        return False
+
     def _build_fields(self) -> dict[str, Any]:
         return {}
 
     def renumbered(self, seq: int) -> Event:
         """The same event under another seq (a console that keeps one engine's seqs growing
         across its restarts)."""
-        return Event(seq, self.type, self.key, self.agent, self.wall, self.fields, self.view)
+        return decoded(seq, self.type, self.key, self.agent, self.wall, self.fields, self.view)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Event):
@@ -127,15 +131,6 @@ class Event:
             f"{type(self).__name__}(seq={self.seq}, type={self.type!r}, key={self.key!r}, "
             f"agent={self.agent!r}, wall={self.wall!r}, fields={self.fields!r})"
         )
-
-
-class Relayed(Event):
-    """A transition another replica's script made on a shared breaker (docs/replicas.md): its
-    fields end with `origin`, that replica's instance, and carry no `cause_seq`."""
-
-    __slots__ = ()
-
-    relayed = True
 
 
 #: A call's numbers as its line keeps them: (number, platform, tool, admitted wall, admitted
@@ -302,6 +297,217 @@ class CallDenied(Event):
             "reason": self.reason,
             "retry_after_seconds": self.retry_after_seconds,
         }
+
+
+class Transition(Event):
+    """A breaker's change of state: one class per kind, the design's fields as typed
+    attributes, `fields` built from them on first read in the design's order.
+
+    The core makes them unnumbered, as a call's line is made; the engine stamps the agent, the
+    seq, the time, the view and `cause_seq` (the line that caused it, when a line did). Another
+    replica's script made it when it has an `origin` (docs/replicas.md): its fields then end
+    with `origin` and carry no `cause_seq`."""
+
+    __slots__ = ("cause_seq", "origin")
+
+    #: The design's fields of the kind, in order, before `cause_seq` and `origin`.
+    own: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, key: str, *, origin: str | None = None) -> None:
+        self.seq = 0
+        self.key = key
+        self.agent: str | None = None
+        self.wall = 0.0
+        self._fields: dict[str, Any] | None = None
+        self._record: tuple[float, dict[str, Any]] | None = None
+        self.view: BreakerView | None = None
+        self.cause_seq: int | None = None
+        self.origin = origin
+
+    @property
+    def relayed(self) -> bool:
+        return self.origin is not None
+
+    def _build_fields(self) -> dict[str, Any]:
+        fields = {name: getattr(self, name) for name in self.own}
+        if self.cause_seq is not None:
+            fields["cause_seq"] = self.cause_seq
+        if self.origin is not None:
+            fields["origin"] = self.origin
+        return fields
+
+
+class Tripped(Transition):
+    """`circuit_breaker.tripped`: closed to open, after `count` counted failures."""
+
+    __slots__ = ("cooldown_seconds", "count", "failure_class")
+    type = TRIPPED
+    own = ("failure_class", "count", "cooldown_seconds")
+
+    def __init__(
+        self,
+        key: str,
+        failure_class: OutcomeClass,
+        count: int,
+        cooldown_seconds: float,
+        *,
+        origin: str | None = None,
+    ) -> None:
+        Transition.__init__(self, key, origin=origin)
+        self.failure_class = failure_class
+        self.count = count
+        self.cooldown_seconds = cooldown_seconds
+
+
+class HalfOpened(Transition):
+    """`circuit_breaker.half_open`: the cooldown ran out; the next call is the probe."""
+
+    __slots__ = ()
+    type = HALF_OPEN
+
+
+class Reopened(Transition):
+    """`circuit_breaker.reopened`: the probe failed; open again, for longer."""
+
+    __slots__ = ("cooldown_seconds",)
+    type = REOPENED
+    own = ("cooldown_seconds",)
+
+    def __init__(self, key: str, cooldown_seconds: float, *, origin: str | None = None) -> None:
+        Transition.__init__(self, key, origin=origin)
+        self.cooldown_seconds = cooldown_seconds
+
+
+class Recovered(Transition):
+    """`circuit_breaker.recovered`: the probe succeeded; closed."""
+
+    __slots__ = ()
+    type = RECOVERED
+
+
+class Reset(Transition):
+    """`circuit_breaker_reset`: an operator closed it, whatever it was."""
+
+    __slots__ = ("actor", "reason")
+    type = RESET
+    own = ("actor", "reason")
+
+    def __init__(self, key: str, actor: str, reason: str, *, origin: str | None = None) -> None:
+        Transition.__init__(self, key, origin=origin)
+        self.actor = actor
+        self.reason = reason
+
+
+class Paged(Transition):
+    """`circuit_breaker.page`: the second failed probe of an open episode."""
+
+    __slots__ = ()
+    type = PAGE
+
+
+class Restored(Transition):
+    """`circuit_breaker.restored`: a breaker seeded from a stored verdict (or, relayed, one
+    adopted from the shared store); times in the run's `t`."""
+
+    __slots__ = (
+        "cooldown_seconds",
+        "count",
+        "failed_probes",
+        "last_failure_t",
+        "last_retry_after_seconds",
+        "opened_t",
+        "paged",
+        "rate_limited_streak",
+        "state",
+    )
+    type = RESTORED
+    own = (
+        "state",
+        "count",
+        "last_failure_t",
+        "opened_t",
+        "cooldown_seconds",
+        "failed_probes",
+        "paged",
+        "rate_limited_streak",
+        "last_retry_after_seconds",
+    )
+
+    def __init__(
+        self,
+        key: str,
+        *,
+        state: State,
+        count: int,
+        last_failure_t: float | None,
+        opened_t: float | None,
+        cooldown_seconds: float,
+        failed_probes: int,
+        paged: bool,
+        rate_limited_streak: int,
+        last_retry_after_seconds: float | None,
+        origin: str | None = None,
+    ) -> None:
+        Transition.__init__(self, key, origin=origin)
+        self.state = state
+        self.count = count
+        self.last_failure_t = last_failure_t
+        self.opened_t = opened_t
+        self.cooldown_seconds = cooldown_seconds
+        self.failed_probes = failed_probes
+        self.paged = paged
+        self.rate_limited_streak = rate_limited_streak
+        self.last_retry_after_seconds = last_retry_after_seconds
+
+
+_KINDS: Final[dict[str, type[Transition]]] = {
+    TRIPPED: Tripped,
+    HALF_OPEN: HalfOpened,
+    REOPENED: Reopened,
+    RECOVERED: Recovered,
+    RESET: Reset,
+    PAGE: Paged,
+    RESTORED: Restored,
+}
+#: What a stored or sent record's typed value is read back as.
+_DECODE: Final[dict[str, Callable[[Any], Any]]] = {
+    "failure_class": OutcomeClass,
+    "state": State,
+}
+
+
+def decoded(
+    seq: int,
+    type: str,
+    key: str,
+    agent: str | None,
+    wall: float,
+    fields: dict[str, Any],
+    view: BreakerView | None = None,
+) -> Event:
+    """An event read back (an audit log, a trace, the feed): a transition as its kind's class
+    when its fields are exactly the design's, else as it was written. Its `fields` stay the
+    record's own, so nothing read is changed on the way out."""
+    kind = _KINDS.get(type)
+    if kind is None:
+        return Event(seq, type, key, agent, wall, fields, view)
+    names = list(fields)
+    tail = names[len(kind.own) :]
+    if names[: len(kind.own)] != list(kind.own) or tail not in ([], ["cause_seq"], ["origin"]):
+        return Event(seq, type, key, agent, wall, fields, view)
+    event = kind.__new__(kind)
+    try:
+        values = {n: _DECODE[n](fields[n]) if n in _DECODE else fields[n] for n in kind.own}
+    except ValueError:
+        return Event(seq, type, key, agent, wall, fields, view)
+    Transition.__init__(event, key, origin=fields.get("origin"))
+    for name, value in values.items():
+        setattr(event, name, value)
+    cause = fields.get("cause_seq")
+    event.cause_seq = cause if isinstance(cause, int) else None
+    event.seq, event.agent, event.wall, event.view = seq, agent, wall, view
+    event._fields = fields
+    return event
 
 
 def iso_utc(wall: float) -> str:

@@ -13,17 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from breakerdeck.engine import events as ev
 from breakerdeck.engine.breaker import (
     ADMIT_NORMAL,
     ADMIT_PROBE,
     Admission,
     Breaker,
     DenyReason,
-    Transition,
 )
 from breakerdeck.engine.decide import Local
-from breakerdeck.engine.events import Event
+from breakerdeck.engine.events import Event, Transition
 from breakerdeck.engine.keys import Slot
 from breakerdeck.engine.lines import EXPIRED
 from breakerdeck.engine.operations import Parts
@@ -261,19 +259,9 @@ class Fleet:
         _keep_probe(slot)
         if announce and slot.breaker.snapshot() != before:
             b = slot.breaker.snapshot(self._clock.wall() - self._clock.monotonic())
-            t = self._lines.t
-            fields = {
-                "state": b.state.value,
-                "count": b.count,
-                "last_failure_t": t(b.last_failure_at),
-                "opened_t": t(b.opened_at),
-                "cooldown_seconds": b.cooldown,
-                "failed_probes": b.failed_probes,
-                "paged": b.paged,
-                "rate_limited_streak": b.rate_limited_streak,
-                "last_retry_after_seconds": b.last_retry_after,
-            }
-            self._lines.relay(slot, [Transition(ev.RESTORED, fields)], origin or reply.writer)
+            self._lines.relay(
+                slot, [self._lines.restored(slot.breaker.key, b)], origin or reply.writer
+            )
         self._follow(slot)
 
     def _foreign(self, name: str, reply: Foreign) -> None:

@@ -9,10 +9,8 @@ and the cause's time (the trace's `t` is the same).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import Transition
 from breakerdeck.engine.call import Call
 from breakerdeck.engine.durability import Durability
 from breakerdeck.engine.events import (
@@ -21,7 +19,11 @@ from breakerdeck.engine.events import (
     CallDetails,
     CallEnding,
     Event,
-    Relayed,
+    HalfOpened,
+    Paged,
+    Reset,
+    Restored,
+    Transition,
 )
 from breakerdeck.engine.keys import Slot
 from breakerdeck.engine.ledger import Ledger
@@ -31,10 +33,34 @@ from breakerdeck.engine.state import State
 from breakerdeck.engine.timers import Timers
 from breakerdeck.engine.views import Views, tally_name
 
+
+class Kept(Protocol):
+    """A breaker's fields as a verdict or a snapshot keeps them (wall times)."""
+
+    @property
+    def state(self) -> State: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def last_failure_at(self) -> float | None: ...
+    @property
+    def opened_at(self) -> float | None: ...
+    @property
+    def cooldown(self) -> float: ...
+    @property
+    def failed_probes(self) -> int: ...
+    @property
+    def paged(self) -> bool: ...
+    @property
+    def rate_limited_streak(self) -> int: ...
+    @property
+    def last_retry_after(self) -> float | None: ...
+
+
 EXPIRED = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="probe never reported back")
 
 #: Transitions no call caused: under `tool` they name no agent.
-_TIME_OR_OPERATOR = frozenset({ev.HALF_OPEN, ev.RESET})
+_TIME_OR_OPERATOR = (HalfOpened, Reset)
 _CLOSED = State.CLOSED
 
 
@@ -180,21 +206,15 @@ class Lines:
         written: list[Event] = []
         last = len(transitions) - 1
         for n, transition in enumerate(transitions):
-            fields = dict(transition.fields)
-            by = written[-1] if transition.type == ev.PAGE and written else cause
+            by = written[-1] if isinstance(transition, Paged) and written else cause
             if by is not None:
-                fields["cause_seq"] = by.seq
-            caller = None if transition.type in _TIME_OR_OPERATOR else agent
+                transition.cause_seq = by.seq
+                transition.wall = by.wall
+            caller = None if isinstance(transition, _TIME_OR_OPERATOR) else agent
+            transition.agent = self.transition_agent(slot, caller)
             view = self.views.of(slot) if attach and n == last else None
-            event = self.emit(
-                slot,
-                transition.type,
-                self.transition_agent(slot, caller),
-                fields,
-                view,
-                wall=None if by is None else by.wall,
-            )
-            written.append(event)
+            self.publish(slot, transition, view, tally_name(transition))
+            written.append(transition)
         if transitions:
             breaker = slot.breaker
             self._timers.track(breaker.key, settled=breaker.state is _CLOSED)
@@ -209,9 +229,26 @@ class Lines:
         key = slot.breaker.key
         last = len(transitions) - 1
         for n, transition in enumerate(transitions):
-            fields = {**transition.fields, "origin": origin}
+            transition.agent, transition.origin = key, origin
             view = self.views.of(slot) if n == last else None
-            self.publish(slot, Relayed(0, transition.type, key, key, 0.0, fields), view)
+            self.publish(slot, transition, view)
+
+    def restored(self, key: str, kept: Kept) -> Restored:
+        """`circuit_breaker.restored` for a breaker seeded from `kept` (a stored verdict, or
+        the shared store's), its times in this run's `t`."""
+        t = self.t
+        return Restored(
+            key,
+            state=kept.state,
+            count=kept.count,
+            last_failure_t=t(kept.last_failure_at),
+            opened_t=t(kept.opened_at),
+            cooldown_seconds=kept.cooldown,
+            failed_probes=kept.failed_probes,
+            paged=kept.paged,
+            rate_limited_streak=kept.rate_limited_streak,
+            last_retry_after_seconds=kept.last_retry_after,
+        )
 
     def key_agent(self, slot: Slot) -> str | None:
         return slot.breaker.key if self.agent_policy else None

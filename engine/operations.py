@@ -24,6 +24,7 @@ from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.state import State
 from breakerdeck.engine.timers import Timers
 from breakerdeck.engine.verdict import Verdict
+from breakerdeck.engine.views import tally_name
 
 #: A probe that reports back this long after its lease still counts as on time: the harness's
 #: own bookkeeping must not turn a probe that used its whole budget into an expired one.
@@ -266,17 +267,7 @@ class Operations:
         slot.credential_worked_at = verdict.credential_ok_at
         slot.credential_revoked = verdict.credential_revoked
         self._decide.alone(slot)  # the fleet's verdict, if any, wins on joining
-        t = self._lines.t
-        fields = {
-            "state": verdict.state,
-            "count": verdict.count,
-            "last_failure_t": t(verdict.last_failure_at),
-            "opened_t": t(verdict.opened_at),
-            "cooldown_seconds": verdict.cooldown,
-            "failed_probes": verdict.failed_probes,
-            "paged": verdict.paged,
-            "rate_limited_streak": verdict.rate_limited_streak,
-            "last_retry_after_seconds": verdict.last_retry_after,
-        }
-        agent = self._lines.transition_agent(slot, None)
-        return self._lines.emit(slot, ev.RESTORED, agent, fields, self._views.of(slot))
+        event = self._lines.restored(verdict.key, verdict)
+        event.agent = self._lines.transition_agent(slot, None)
+        self._lines.publish(slot, event, self._views.of(slot), tally_name(event))
+        return event

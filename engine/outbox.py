@@ -9,15 +9,13 @@ from collections.abc import Callable
 from typing import Any
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.events import Event
+from breakerdeck.engine.events import Event, Paged
 from breakerdeck.engine.store import Problems
 
 log = logging.getLogger(__name__)
 
 Listener = Callable[[Event], None]
 PageHook = Callable[[dict[str, Any]], None]
-
-_PAGE = ev.PAGE
 
 
 class Outbox:
@@ -57,7 +55,7 @@ class Outbox:
                 listener(event)
             except Exception as error:
                 self._drop(listener, error)
-        if event.type == _PAGE and self.page_hook is not None and not event.relayed:
+        if type(event) is Paged and self.page_hook is not None and not event.relayed:
             self.page_hook(ev.record(event, self._epoch))
 
     def _drop(self, listener: Listener, error: Exception) -> None:

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import Breaker, BreakerState, Transition, picture
-from breakerdeck.engine.events import BreakerView, Event
+from breakerdeck.engine.breaker import Breaker, BreakerState, picture
+from breakerdeck.engine.events import BreakerView, Event, Transition, decoded
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.state import State
@@ -88,7 +88,7 @@ def read_trace(lines: Iterable[str], *, name: str = "trace") -> tuple[list[Event
             ) from None
         fields = {k: v for k, v in line.items() if k not in _LINE_KEYS}
         agent = line.get("agent")
-        events.append(Event(seq, kind, str(key), agent, epoch + t, fields))
+        events.append(decoded(seq, kind, str(key), agent, epoch + t, fields))
     if epoch is None:
         raise ReplayError(f"{name} holds no events")
     return events, epoch
@@ -127,7 +127,7 @@ def _read_rows(uri: str) -> list[Event]:
         ).fetchall()
     finally:
         conn.close()
-    return [Event(s, t, k, a, w, json.loads(f)) for s, t, k, a, w, f in rows]
+    return [decoded(s, t, k, a, w, json.loads(f)) for s, t, k, a, w, f in rows]
 
 
 def policy_for(events: Sequence[Event], asked: str | None = None) -> AgentPolicy | ToolPolicy:
@@ -191,8 +191,8 @@ def fold(
         elif k.shown is None or _differs(k.shown, view):
             k.shown = view
             changes.append((index, view))
-            event = Event(event.seq, event.type, event.key, event.agent, event.wall,
-                          event.fields, view)  # fmt: skip
+            event = decoded(event.seq, event.type, event.key, event.agent, event.wall,
+                            event.fields, view)  # fmt: skip
         # A probe admitted on another key writes no line: its view changed all the same.
         for other in admitted:
             view = _view(other, event.seq)

@@ -8,8 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from breakerdeck.engine.breaker import BreakerState, Transition
+from breakerdeck.engine.breaker import BreakerState
 from breakerdeck.engine.decide import Decider
+from breakerdeck.engine.events import Transition
 from breakerdeck.engine.policy import AgentPolicy
 
 if TYPE_CHECKING:

@@ -29,7 +29,16 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import BreakerState, Transition
+from breakerdeck.engine.breaker import BreakerState
+from breakerdeck.engine.events import (
+    HalfOpened,
+    Paged,
+    Recovered,
+    Reopened,
+    Reset,
+    Transition,
+    Tripped,
+)
 from breakerdeck.engine.fleet import Fleet
 from breakerdeck.engine.operations import Parts
 from breakerdeck.engine.outcomes import OutcomeClass
@@ -69,9 +78,12 @@ _MAX_TEXT = 500
 _MAX_COUNTER = 2**53
 _MAX_NAME = 256
 _SCHEMES = ("redis", "rediss")
-_TRANSITION_TYPES = frozenset(
-    {ev.TRIPPED, ev.REOPENED, ev.PAGE, ev.HALF_OPEN, ev.RECOVERED, ev.RESET}
-)
+#: The kinds a script makes that carry no fields.
+_BARE: dict[str, type[Transition]] = {
+    ev.PAGE: Paged,
+    ev.HALF_OPEN: HalfOpened,
+    ev.RECOVERED: Recovered,
+}
 _COUNTED = frozenset({OutcomeClass.AUTH_FAILURE.value, OutcomeClass.UPSTREAM_FAILURE.value})
 
 
@@ -390,7 +402,7 @@ class SharedStore:
             ),
             probe=f.probe if state is State.HALF_OPEN else "",
             probe_deadline=min(probe_deadline, now + 4 * policy.probe_lease(MAX_DEADLINE_SECONDS)),
-            transitions=_transitions(answer.tr),
+            transitions=_transitions(answer.name, answer.tr),
             expired=answer.expired,
             expired_count=answer.expired_tr,
             admit=answer.admit,
@@ -481,25 +493,31 @@ class SharedStore:
         self._client.close()
 
 
-def _transitions(raw: list[tuple[str, dict[str, Any]]] | dict[str, Any]) -> tuple[Transition, ...]:
+def _transitions(
+    key: str, raw: list[tuple[str, dict[str, Any]]] | dict[str, Any]
+) -> tuple[Transition, ...]:
     """The transitions a script made, with only the fields the design gives each kind."""
     if isinstance(raw, dict):
         return ()
-    made = []
+    made: list[Transition] = []
     for kind, fields in raw:
-        if kind not in _TRANSITION_TYPES:
-            continue
-        kept: dict[str, Any] = {}
         if kind == ev.TRIPPED:
             cls = fields.get("failure_class")
-            kept["failure_class"] = cls if cls in _COUNTED else OutcomeClass.UPSTREAM_FAILURE.value
-            kept["count"] = _number(fields.get("count"), int)
-        if kind in (ev.TRIPPED, ev.REOPENED):
-            kept["cooldown_seconds"] = _number(fields.get("cooldown_seconds"), float)
-        if kind == ev.RESET:
-            kept["actor"] = printable(str(fields.get("actor", "")))[:64]
-            kept["reason"] = printable(str(fields.get("reason", "")))[:_MAX_TEXT]
-        made.append(Transition(kind, kept))
+            made.append(
+                Tripped(
+                    key,
+                    OutcomeClass(cls) if cls in _COUNTED else OutcomeClass.UPSTREAM_FAILURE,
+                    int(_number(fields.get("count"), int)),
+                    float(_number(fields.get("cooldown_seconds"), float)),
+                )
+            )
+        elif kind == ev.REOPENED:
+            made.append(Reopened(key, float(_number(fields.get("cooldown_seconds"), float))))
+        elif kind == ev.RESET:
+            actor = printable(str(fields.get("actor", "")))[:64]
+            made.append(Reset(key, actor, printable(str(fields.get("reason", "")))[:_MAX_TEXT]))
+        elif kind in _BARE:
+            made.append(_BARE[kind](key))
     return tuple(made)
 
 

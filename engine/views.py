@@ -16,7 +16,6 @@ _TO = {
     ev.REOPENED: "open",
     ev.HALF_OPEN: "half_open",
     ev.RECOVERED: "closed",
-    ev.RESET: "closed",
     ev.CREDENTIAL_REVOKED: "paused",
     ev.CREDENTIAL_RESTORED: "closed",
 }
@@ -24,13 +23,13 @@ _PAGE = ev.PAGE
 
 
 def tally_name(event: Event) -> str | None:
-    """What a key's event adds one to in its tally (None: nothing): a transition or a restore
-    as `to:<state>`, a page, a reset, and the engine's own completion (an expired probe)."""
+    """What a key's event adds one to in its tally (None: nothing): a transition as
+    `to:<state>`, a page, a reset, and the engine's own completion (an expired probe). A verdict
+    restored at start is no transition: counted as one, every restart read as a move to its
+    state, and an alert on opens fired on each deploy."""
     if isinstance(event, CallCompleted):
         return "expired" if event.fault == "expired" else None
     kind = event.type
-    if kind == ev.RESTORED:
-        return f"to:{event.fields.get('state', 'closed')}"
     if kind == ev.RESET:
         return "reset"
     to = _TO.get(kind)

@@ -1,5 +1,5 @@
 """The front doors' log: warnings and errors on standard error, one line each, each kind at
-most once per 10 s.
+most once per 10 s; and one line per transition, reset and page of the process's breakers.
 
 A door's log is read by people during an incident, and an incident is when the same thing
 fails thousands of times: an upstream that speaks garbage logged a traceback per line it sent,
@@ -14,6 +14,8 @@ import copy
 import logging
 import sys
 
+from breakerdeck.engine import events as ev
+from breakerdeck.engine.events import Event
 from breakerdeck.engine.feed.repeats import RepeatFilter
 from breakerdeck.engine.text import printable
 
@@ -33,3 +35,42 @@ def setup(door: str, interval: float = 10.0) -> logging.Handler:
     handler.addFilter(RepeatFilter(interval=interval))
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
     return handler
+
+
+#: The breakers' own lines (`tripped research-bot: upstream ×5, open 300 s`): always said, at
+#: INFO, whatever the process's level for everything else.
+breakers = logging.getLogger("breakerdeck.breakers")
+breakers.setLevel(logging.INFO)
+
+#: What an on-call engineer reads in the log: each transition, reset and page. A verdict
+#: restored at start is not a transition; another replica's moves are its own log's.
+_SAID = (ev.TRANSITIONS | {ev.CREDENTIAL_REVOKED, ev.CREDENTIAL_RESTORED}) - {ev.RESTORED}
+
+
+def say_transitions(event: Event) -> None:
+    """An engine listener: one line per transition, reset and page of this process."""
+    if event.type in _SAID and not event.relayed:
+        breakers.info(transition_line(event))
+
+
+def transition_line(event: Event) -> str:
+    """The line's words: what happened to which key, and what it means for calls now."""
+    key, fields, kind = event.key, event.fields, event.type
+    cooldown = fields.get("cooldown_seconds")
+    if kind == ev.TRIPPED:
+        failure = str(fields.get("failure_class", "failure")).removesuffix("_failure")
+        return f"tripped {key}: {failure} ×{fields.get('count')}, open {cooldown:g} s"
+    if kind == ev.REOPENED:
+        return f"reopened {key}: the probe failed, open {cooldown:g} s"
+    if kind == ev.HALF_OPEN:
+        return f"half-open {key}: one probe may go"
+    if kind == ev.RECOVERED:
+        return f"recovered {key}: the probe succeeded, closed"
+    if kind == ev.RESET:
+        reason = fields.get("reason") or "no reason given"
+        return f"reset {key} by {fields.get('actor')}: {reason}"
+    if kind == ev.PAGE:
+        return f"paged {key}: open through two cooldowns"
+    if kind == ev.CREDENTIAL_REVOKED:
+        return f"paused {key}: its credential was revoked"
+    return f"resumed {key}: its credential restored by {fields.get('actor')}"

@@ -1,17 +1,13 @@
 """Prometheus metrics for `gateway`, `mcp` and `serve` (DESIGN, "Metrics").
 
-Nothing on the call path touches a metric object and no listener counts anything: the engine
-keeps each key's refusals, transitions, pages and expired probes as plain integers
-(`Engine.tallies`), the front door adds the calls it completes and one duration per call into
-fixed buckets (`Counts`), and `BreakerCollector` turns both into families only when Prometheus
-scrapes. Labels are bounded by configured keys: an engine key is an agent or a backend the
-operator configured.
+Nothing on the call path touches a metric object and no listener counts anything: the engine's
+tallies and the door's `Counts` are read (`telemetry.readings.read`, the same reading the
+OpenTelemetry instruments take) and turned into families by `BreakerCollector` only when
+Prometheus scrapes.
 """
 
 from __future__ import annotations
 
-import bisect
-from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from typing import TypeVar
 
@@ -23,24 +19,10 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from breakerdeck.engine.engine import EXPIRED, Engine
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.telemetry.readings import BUCKETS, Counts, read
 
-STATES = ("closed", "open", "half_open", "paused")
-#: Fixed bucket bounds, in seconds of the engine's clock.
-BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-
-
-class Counts:
-    """Per-key integers, added to on the call path and read at scrape time."""
-
-    def __init__(self) -> None:
-        self.calls: Counter[tuple[str, str, bool]] = Counter()
-        self.buckets: defaultdict[str, list[int]] = defaultdict(lambda: [0] * (len(BUCKETS) + 1))
-        self.duration_sums: defaultdict[str, float] = defaultdict(float)
-
-    def observe(self, key: str, seconds: float) -> None:
-        self.buckets[key][bisect.bisect_left(BUCKETS, seconds)] += 1
-        self.duration_sums[key] += seconds
+__all__ = ["BreakerCollector", "Counts", "registry_for"]
 
 
 class BreakerCollector(Collector):
@@ -51,44 +33,26 @@ class BreakerCollector(Collector):
         self.counts = counts
 
     def collect(self) -> Iterator[Metric]:
-        yield self._states()
-        tallies = self.engine.tallies()
-        calls = Counter(self.counts.calls)
-        for key, _, tally in tallies:
-            if tally.get("expired"):
-                calls[(key, EXPIRED.cls.value, True)] += tally["expired"]
-        yield _family(
-            "breakerdeck_calls",
-            "Calls completed",
-            ["key", "outcome", "counted"],
-            {(k, o, "true" if c else "false"): n for (k, o, c), n in calls.items()},
-        )
-        denied = {(k, str(r)): n for k, by_reason, _ in tallies for r, n in by_reason.items()}
-        yield _family(
-            "breakerdeck_denied_calls", "Calls the breaker refused", ["key", "reason"], denied
-        )
-        moves = {
-            (k, name[3:]): n
-            for k, _, tally in tallies
-            for name, n in tally.items()
-            if name[:3] == "to:"
-        }
-        yield _family("breakerdeck_transitions", "Breaker state changes", ["key", "to"], moves)
-        yield self._durations()
-        pages = {(k,): t["page"] for k, _, t in tallies if t.get("page")}
-        yield _family("breakerdeck_pages", "Pages raised", ["key"], pages)
-
-    def _states(self) -> GaugeMetricFamily:
+        now = read(self.engine, self.counts)
         family = GaugeMetricFamily(
             "breakerdeck_breaker_state",
             "1 for the breaker's current state",
             labels=["key", "state"],
         )
-        for view in self.engine.views():
-            current = "paused" if view.paused else view.state
-            for state in STATES:
-                family.add_metric([view.key, state], 1.0 if state == current else 0.0)
-        return family
+        for (key, state), value in now.states.items():
+            family.add_metric([key, state], float(value))
+        yield family
+        yield _family(
+            "breakerdeck_calls", "Calls completed", ["key", "outcome", "counted"], now.calls
+        )
+        yield _family(
+            "breakerdeck_denied_calls", "Calls the breaker refused", ["key", "reason"], now.denied
+        )
+        yield _family(
+            "breakerdeck_transitions", "Breaker state changes", ["key", "to"], now.transitions
+        )
+        yield self._durations()
+        yield _family("breakerdeck_pages", "Pages raised", ["key"], now.pages)
 
     def _durations(self) -> HistogramMetricFamily:
         family = HistogramMetricFamily(

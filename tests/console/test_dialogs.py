@@ -6,7 +6,7 @@ from textual.widgets import Footer
 
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.events import Event, Relayed
+from breakerdeck.engine.events import Event
 from tests.console.conftest import make_app, settle
 from tests.console.helpers import cards_text, header_text, static_text
 from tests.console.test_no_color import page
@@ -111,7 +111,7 @@ async def test_one_page_shown_by_every_replica_that_shares_it_rings_once(agent_w
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         app._announce_pages([Event(1, ev.PAGE, "ava", "ava", 0.0, {})])
-        app._announce_pages([Relayed(1, ev.PAGE, "ava", "ava", 0.0, {"origin": "replica-b"})])
+        app._announce_pages([ev.decoded(1, ev.PAGE, "ava", "ava", 0.0, {"origin": "replica-b"})])
         app._announce_pages([Event(2, ev.PAGE, "bob", "bob", 0.0, {})])
         assert bells == [1, 1]
 

@@ -114,8 +114,10 @@ async def start_gateway(tmp_path: Path) -> AsyncIterator[StartRig]:
         *,
         clock: ManualClock | None = None,
         shared: Store | None = None,
+        sock: socket.socket | None = None,
     ) -> Rig:
-        """A replica of a fleet when given the fleet's `clock` and a `shared` store."""
+        """A replica of a fleet when given the fleet's `clock` and a `shared` store; on `sock`
+        (bound) when given, else on a free port."""
         config, digests = load(config_path)
         clock = clock or ManualClock()
         engine = Engine(AgentPolicy(deadline_seconds=deadline), clock=clock, shared=shared)
@@ -123,7 +125,7 @@ async def start_gateway(tmp_path: Path) -> AsyncIterator[StartRig]:
         app = GatewayApp(
             config, digests, config_path=config_path, engine=engine, idle_seconds=deadline
         )
-        sock = free_socket()
+        sock = sock or free_socket()
         options = Options(config_path, config, digests, "127.0.0.1:0", None, None)
         server = _Server(uvicorn_config(app, options))
         server.config.timeout_graceful_shutdown = 1

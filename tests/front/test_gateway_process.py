@@ -27,7 +27,7 @@ from tests.front.upstream import Recorder
 class Gateway:
     """A gateway process and the addresses it printed."""
 
-    def __init__(self, config: Path, *extra: str) -> None:
+    def __init__(self, config: Path, *extra: str, env: dict[str, str] | None = None) -> None:
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -42,6 +42,7 @@ class Gateway:
             ],
             stderr=subprocess.PIPE,
             text=True,
+            env=None if env is None else {**os.environ, **env},
         )
         self.lines: list[str] = []
         self.url = self._printed(r"gateway on (http://\S+)")

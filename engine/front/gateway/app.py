@@ -70,6 +70,10 @@ _Encoded = tuple[tuple[tuple[bytes, bytes], ...], Message]
 _STOPPING = "the gateway is shutting down and its drain ran out before the platform answered"
 
 
+#: The request headers a call's span continues (lower-case, as ASGI gives them).
+_TRACE_CONTEXT = frozenset({b"traceparent", b"tracestate"})
+
+
 class _GatewayCall(Exchange):
     """One request's call past the checks before the breaker: what the attempt needs (the
     scope, the agent's body, the target), and what goes back (the platform's response to
@@ -279,6 +283,15 @@ class GatewayApp(CallPath[_GatewayCall, None, _GatewayCall | tuple[Message, Mess
 
     def _denied(self, this: _GatewayCall, admission: Admission) -> tuple[Message, Message]:
         return self._halted(admission, this.call)
+
+    def _carrier(self, this: _GatewayCall) -> dict[str, str]:
+        """The agent's trace context, which the call's span continues (asked only with
+        telemetry on): `traceparent` and `tracestate`, never its `baggage`."""
+        return {
+            name.decode("latin-1"): value.decode("latin-1")
+            for name, value in this.scope["headers"]
+            if name in _TRACE_CONTEXT
+        }
 
     def _halted(self, admission: Admission, call: Call) -> tuple[Message, Message]:
         """403 `agent_halted`: the fast-fail path, as its two messages (the caller sends them:

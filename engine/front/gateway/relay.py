@@ -36,8 +36,9 @@ HOP_BY_HOP = frozenset(
     }
 )
 #: Never forwarded from the agent: the platform's host is `base_url`'s, the credential is ours,
-#: the Idempotency-Key is scoped, and a 100-continue is the agent's business with us.
-_AGENT_ONLY = frozenset({b"host", b"authorization", b"idempotency-key", b"expect"})
+#: the Idempotency-Key is scoped, a 100-continue is the agent's business with us, and its
+#: `baggage` may carry what it tells its own services only (DESIGN, "Telemetry").
+_AGENT_ONLY = frozenset({b"host", b"authorization", b"idempotency-key", b"expect", b"baggage"})
 #: Proxy headers would let an agent tell the platform it is someone or somewhere else (a
 #: client address, a host, a path a front proxy rewrites to): the gateway is the hop the
 #: platform sees. Matched with `_` read as `-`, as some servers read them.

@@ -24,6 +24,7 @@ import uvicorn
 
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.feed.server import serve_feed
+from breakerdeck.engine.front import logs
 from breakerdeck.engine.front.gateway.app import GatewayApp
 from breakerdeck.engine.front.gateway.config import GatewayConfig, GatewayTable, Shared
 from breakerdeck.engine.front.gateway.protocol import ClientLimits, Clients, bounded_protocol
@@ -39,6 +40,7 @@ from breakerdeck.engine.front.serving import (
 from breakerdeck.engine.front.speed import SpeedClock
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.shared import SharedStore
+from breakerdeck.engine.telemetry import setup as telemetry_setup
 from breakerdeck.engine.tracefile import TraceFile
 
 log = logging.getLogger(__name__)
@@ -199,6 +201,10 @@ def open_engine(
     )
     if trace is not None:
         engine.subscribe(trace.listener(engine.epoch))
+    if options.state_dir is not None or options.feed_listen is not None:
+        # The audit log or the feed has every line written anyway; a listener alone would make
+        # each call write one, which a gateway without either spares (docs/telemetry.md).
+        engine.subscribe(logs.say_transitions)
     engine.restore()
     return engine
 
@@ -247,6 +253,7 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
         )
         for problem in engine.problems:
             say(problem)
+        stop_telemetry = telemetry_setup.start("gateway", engine, app.counts, logs.breakers)
         stop_metrics = _serve_metrics(app, options)
         server = _Server(uvicorn_config(app, options))
         async with _maybe_feed(engine, app, options):
@@ -262,6 +269,7 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
                 await server.serve(sockets=[sock])
             finally:
                 stop_metrics()
+                stop_telemetry()
     finally:
         engine.close()
         if trace is not None:

@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
+from breakerdeck.engine import telemetry
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.errors import VaultUnavailable
 from breakerdeck.engine.exchange import Unsent, busy
@@ -141,6 +142,9 @@ class PlatformCall:
         data = body.for_attempt(attempt)
         headers = forwarded_headers(self.headers, streamed=not isinstance(data, bytes | None))
         headers += [("Authorization", f"Bearer {credential}"), ("Idempotency-Key", self.key)]
+        spans = telemetry.spans()
+        if spans is not None:
+            spans.outbound(headers)
         loop = asyncio.get_running_loop()
         real_deadline = self.target.real_deadline
         try:

@@ -194,6 +194,11 @@ class ToolCalls(CallPath[McpBudget, Sent, Answer]):
         super()._completed(call, outcome)
         self.breakers.count(call, outcome)
 
+    def _refused(self, call: Call, outcome: Outcome, status: int | str, answer: Answer) -> Answer:
+        """Counted as every call with a line is, the gateway's caller errors too."""
+        self.breakers.count(call, outcome)
+        return super()._refused(call, outcome, status, answer)
+
     async def _attempt(self, budget: McpBudget) -> Sent:
         """One attempt; an expired session is started again and the call resent at once, as a
         second attempt of the same round (DESIGN: re-initialise once and resend)."""

@@ -13,7 +13,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from breakerdeck.engine import ToolPolicy, statedir
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.feed.server import serve_feed
+from breakerdeck.engine.front import logs
 from breakerdeck.engine.front.mcp.breakers import Breakers
 from breakerdeck.engine.front.mcp.config import ProxyConfig
 from breakerdeck.engine.front.mcp.proxy import Proxy
@@ -39,6 +40,7 @@ from breakerdeck.engine.front.serving import (
     split_address,
 )
 from breakerdeck.engine.front.speed import SpeedClock
+from breakerdeck.engine.telemetry import setup as telemetry_setup
 
 #: A held state dir gets at most this many instances under it (hosts start one proxy a window).
 MAX_INSTANCES = 64
@@ -171,9 +173,11 @@ async def serve(options: McpOptions) -> None:
     trace = open_trace(options.events)
     engine, instance = open_engine(options, clock, loop)
     metrics = None
+    stop_telemetry: Callable[[], None] = lambda: None  # noqa: E731
     try:
         if trace is not None:
             engine.subscribe(trace.listener(engine.epoch))
+        engine.subscribe(logs.say_transitions)
         engine.restore()
         problems = list(engine.problems)
         if instance is not None:
@@ -185,12 +189,14 @@ async def serve(options: McpOptions) -> None:
             say(problem)
         counts = Counts()
         metrics = start_metrics(engine, options.metrics_listen, counts)
+        stop_telemetry = telemetry_setup.start("mcp", engine, counts, logs.breakers)
         proxy = Proxy(options.config, Breakers(engine, clock, counts), clock)
         async with feed_for(engine, options, instance), proxy.running():
             await _serve_host(proxy, options)
     finally:
         if metrics is not None:
             metrics.shutdown()
+        stop_telemetry()
         engine.close()
         if trace is not None:
             trace.close()
