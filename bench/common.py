@@ -24,7 +24,7 @@ SLOW_SECONDS = 0.05
 CALLERS = 50
 
 
-class Boom(Exception):
+class Boom(ConnectionError):
     """The guarded function's failure: an upstream error every breaker counts."""
 
 

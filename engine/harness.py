@@ -27,14 +27,17 @@ from breakerdeck.engine.callpath import CallPath, Completion, Retries, open_reas
 from breakerdeck.engine.classify import (
     Attempt,
     Classifier,
+    deadline_attempt,
     default_classifier,
+    function_attempt,
     network_fault,
+    own_error,
     tool_error_attempt,
     tool_response_attempt,
 )
 from breakerdeck.engine.deadline import Deadlines
 from breakerdeck.engine.engine import Call, Engine
-from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.results import ToolResult
 
 
@@ -55,7 +58,20 @@ Body = bytes | Refusal | None
 
 @dataclass(frozen=True)
 class Tool:
-    """A tool as the harness registers it. Tools with the same backend share a breaker."""
+    """A tool as the harness registers it. Tools with the same backend share a breaker.
+
+    An HTTP tool (no `function`) sends `method` to `path` on its backend's client with the
+    call's arguments as the JSON body. A function tool is `function`, an async callable given
+    the call's arguments as its one positional argument (`await function(args)`); what it
+    returns is the result's data, and what it raises is classified (`classifier`, by default
+    the policy's rules for function tools, `classify.function_attempt`).
+
+    `idempotent`: whether a failed attempt may be sent again within `attempts`. An HTTP tool
+    is, unless set False (every attempt carries the call's Idempotency-Key, so the backend can
+    tell a resend); a function tool is only when set True, since nothing tells its backend
+    that a second run is the first one again (an email sent twice). `Harness.guard`, which a
+    caller asks for a retry budget by name, retries unless it is set False.
+    """
 
     name: str
     backend: str
@@ -71,6 +87,7 @@ class Tool:
     classifier: Classifier = field(default=default_classifier)
     #: Opt-in (DESIGN): a call that finds the probe out waits this long for its outcome.
     probe_wait_seconds: float = 0.0
+    idempotent: bool | None = None
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
@@ -86,12 +103,27 @@ class Tool:
             )
 
     @functools.cached_property
+    def call_attempts(self) -> int:
+        """The attempts `call_tool` makes at most: `attempts` where a resend is safe, else 1."""
+        retried = self.function is None if self.idempotent is None else self.idempotent
+        return self.attempts if retried else 1
+
+    @functools.cached_property
     def lease(self) -> float:
         """The whole retry budget: what a probe may use before it counts as lost."""
         return self.attempts * self.deadline_seconds + (self.attempts - 1) * self.backoff_seconds
 
 
 class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
+    """The `tool` policy for an agent's tools: `register` each `Tool`, then `call_tool` (or
+    wrap a function with `guard`). One harness per engine is the usual shape; `clients` holds
+    one httpx client per HTTP tools' backend, and `authorize` may refuse a call before it is
+    sent."""
+
+    #: Exceptions a function tool raises for wrong arguments, beyond pydantic's (a framework
+    #: adapter names its framework's own): caller errors, never counted.
+    argument_errors: tuple[type[BaseException], ...] = ()
+
     def __init__(
         self,
         engine: Engine,
@@ -117,6 +149,12 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
     async def call_tool(
         self, agent: str, name: str, args: Any = None, *, credential: str = "default"
     ) -> ToolResult:
+        """Call a registered tool for `agent` with `args` under `credential`, through its
+        breaker (key `<backend>@<credential>`) and retry budget, and answer with the structured
+        result the model acts on (`ok` with the data, `circuit_open`, `tool_error`, ...). It
+        never raises for what the backend did; a function tool's own error (one the policy
+        does not classify, `classify.function_attempt`) is raised again once the call is
+        recorded, uncounted."""
         tool = self._tools.get(name)
         if tool is None:
             known = ", ".join(sorted(self._tools)) or "none"
@@ -127,7 +165,9 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
             return entered
         assert not isinstance(body, Refusal)
         deadlines = self._loop_deadlines()
-        budget = RetryBudget(self, tool, entered, credential, args, body, deadlines)
+        budget = RetryBudget(
+            self, tool, entered, credential, args, body, deadlines, tool.call_attempts
+        )
         return await self._run(budget, tool.lease, tool.probe_wait_seconds)
 
     def _check(
@@ -192,12 +232,31 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         except asyncio.CancelledError:
             if not deadlines.stop(number):
                 raise
-            return _classified(tool, None, TimeoutError())
+            return deadline_attempt(tool.deadline_seconds)
         except Exception as error:
             deadlines.stop(number)
-            return _classified(tool, None, error)
+            return self._classified(tool, budget.call.key, None, error)
         deadlines.stop(number)
-        return _classified(tool, value, None)
+        return self._classified(tool, budget.call.key, value, None)
+
+    def _classified(self, tool: Tool, key: str, value: Any, error: Exception | None) -> Attempt:
+        """A function tool's result: by its own classifier, or by the policy's rules for
+        function tools (`function_attempt`), the same for every door that runs one."""
+        classifier = tool.classifier
+        if classifier is not default_classifier:
+            return _custom_classified(classifier, value, error)
+        if error is None and tool.response_schema is None:
+            return Attempt(SUCCESS, "ok", None, value)  # the hot path
+        engine = self.engine
+        return function_attempt(
+            value,
+            error,
+            schema=tool.response_schema,
+            deadline=tool.deadline_seconds,
+            credential_worked=functools.partial(engine.credential_worked, key),
+            now_wall=engine.clock.wall,
+            arguments=self.argument_errors,
+        )
 
     async def _http_attempt(self, budget: RetryBudget, deadlines: Deadlines) -> Attempt:
         tool, call, content = budget.tool, budget.call, budget.body
@@ -260,11 +319,17 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
             if not isinstance(entered, Call):
                 return entered
             call = entered
-            budget = RetryBudget(self, settings, call, credential, None, None, None)
+            budget = RetryBudget(
+                self, settings, call, credential, None, None, None, _guard_attempts(settings)
+            )
 
             def attempt() -> Attempt:
                 call.attempts += 1
-                return _sync_attempt(settings, function, args, kwargs)
+                try:
+                    value = function(*args, **kwargs)
+                except Exception as error:
+                    return self._classified(settings, call.key, None, error)
+                return self._classified(settings, call.key, value, None)
 
             return self._run_sync(budget, settings.lease, attempt, sleep)
 
@@ -287,7 +352,16 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
             if not isinstance(entered, Call):
                 return entered
             deadlines = self._loop_deadlines()
-            budget = RetryBudget(self, tool, entered, credential, (args, kwargs), None, deadlines)
+            budget = RetryBudget(
+                self,
+                tool,
+                entered,
+                credential,
+                (args, kwargs),
+                None,
+                deadlines,
+                _guard_attempts(settings),
+            )
             return await self._run(budget, tool.lease, tool.probe_wait_seconds)
 
         return guarded
@@ -313,12 +387,14 @@ class RetryBudget(Retries[Attempt]):
         args: Any,
         body: bytes | None,
         deadlines: Deadlines | None,
+        attempts: int,
     ) -> None:
         """`args`, `body` and `deadlines` are what an async attempt sends and runs under; the
-        sync `guard` makes its attempts itself and passes None. (The base is named, not
-        reached through `super()`: a budget is made for every call, and `super()` alone
-        measured a quarter of this constructor.)"""
-        Retries.__init__(self, harness.engine, call, tool.attempts, tool.backoff_seconds)
+        sync `guard` makes its attempts itself and passes None. `attempts`: at most, as the
+        door's retry rule allows (`Tool.call_attempts`). (The base is named, not reached
+        through `super()`: a budget is made for every call, and `super()` alone measured a
+        quarter of this constructor.)"""
+        Retries.__init__(self, harness.engine, call, attempts, tool.backoff_seconds)
         self.tool = tool
         self.credential = credential
         self.args = args
@@ -341,8 +417,13 @@ class RetryBudget(Retries[Attempt]):
         return attempt.outcome, attempt.fault, status, None, attempt.platform_status
 
     def answer(self) -> ToolResult:
+        """The structured result; or, for a function tool's own error, that error again (the
+        call is completed by now, uncounted)."""
         result = self.result
         if result is not None:
+            raised = self.tried.raised if self.tried is not None else None
+            if raised is not None:
+                raise raised
             return result
         return self.circuit_open(self.tool.name, self.tool.alternatives)
 
@@ -369,17 +450,18 @@ def json_headers(content: bytes | None) -> dict[str, str]:
     return {} if content is None else {"Content-Type": "application/json"}
 
 
-def _sync_attempt(tool: Tool, function: Callable[..., Any], args: Any, kwargs: Any) -> Attempt:
+def _guard_attempts(tool: Tool) -> int:
+    """`guard` keeps the retry budget it is asked for, unless the tool says a resend is unsafe."""
+    return 1 if tool.idempotent is False else tool.attempts
+
+
+def _custom_classified(classifier: Classifier, value: Any, error: Exception | None) -> Attempt:
+    """A function tool's result through its own classifier (the same contract as HTTP tools:
+    a counted outcome is retried). A classifier that raises calls the error the tool's own."""
     try:
-        value = function(*args, **kwargs)
-    except Exception as error:
-        return _classified(tool, None, error)
-    return _classified(tool, value, None)
-
-
-def _classified(tool: Tool, value: Any, error: BaseException | None) -> Attempt:
-    """A function tool's result through its own classifier: the same contract as HTTP tools."""
-    outcome = tool.classifier(value, error)
+        outcome = classifier(value, error)
+    except Exception as own:
+        return Attempt(own_error(own), "error", raised=own)
     if error is not None:
         fault = network_fault(error)
     else:

@@ -185,7 +185,8 @@ class FeedServer:
     @property
     def port(self) -> int:
         assert self._server is not None, "the feed is not started"
-        port: int = self._server.sockets[0].getsockname()[1]
+        # `sockets` is a tuple in websockets 17 and an iterable in 15 (which google-adk pins).
+        port: int = next(iter(self._server.sockets)).getsockname()[1]
         return port
 
     @property

@@ -1,7 +1,11 @@
 """Tools that are not plain HTTP bring their own classifier: an SDK's exceptions and results
 map to the design's classes, and the breaker treats them like any HTTP outcome."""
 
+import asyncio
 from typing import Any
+
+import httpx
+import pytest
 
 from breakerdeck.engine.harness import Harness, Tool
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
@@ -51,14 +55,34 @@ def sdk_harness(engine) -> tuple[Harness, FakeSdk]:
     return harness, sdk
 
 
-async def test_an_sdk_connection_error_counts_and_trips_after_three_budgets(tool_engine):
+async def test_an_sdk_connection_error_counts_and_trips_after_three_calls_of_one_attempt(
+    tool_engine,
+):
     harness, sdk = sdk_harness(tool_engine)
     sdk.raises = SdkConnectionError("crm unreachable")
     for _ in range(3):
         assert (await harness.call_tool("ava", "crm_lookup"))["status"] == "tool_error"
-    assert sdk.calls == 6
+    assert sdk.calls == 3  # a function tool not marked idempotent is never run twice
     result = await harness.call_tool("ava", "crm_lookup")
     assert result["status"] == "circuit_open" and "crm unreachable" in result["reason"]
+    assert sdk.calls == 3
+
+
+async def test_a_function_tool_marked_idempotent_keeps_its_retry_budget(tool_engine):
+    sdk = FakeSdk()
+    sdk.raises = SdkConnectionError("crm unreachable")
+    harness = Harness(tool_engine)
+    harness.register(
+        Tool(
+            "crm_lookup",
+            backend="crm-sdk",
+            function=sdk.lookup,
+            classifier=crm_classifier,
+            idempotent=True,
+        )
+    )
+    for _ in range(3):
+        assert (await harness.call_tool("ava", "crm_lookup"))["attempts"] == 2
     assert sdk.calls == 6
 
 
@@ -113,7 +137,7 @@ def test_the_guard_wraps_a_function_no_tool_was_registered_for(tool_engine):
 
     def lookup(name: str) -> dict:
         invocations.append(name)
-        raise SdkConnectionError("crm unreachable")
+        raise ConnectionRefusedError("crm unreachable")
 
     guarded = harness.guard("lookup", sleep=lambda seconds: None)(lookup)
     for _ in range(3):
@@ -138,3 +162,43 @@ def test_the_guard_takes_its_backend_budget_and_classifier_from_a_tool(tool_engi
         assert guarded()["attempts"] == 1
     assert tool_engine.view("crm-sdk@default").state == "open"
     assert "lookup" not in harness.tools
+
+
+async def test_a_function_tools_own_timeout_error_is_reported_as_what_it_said(tool_engine):
+    async def slow_report(args: Any) -> Any:
+        raise TimeoutError("the report service gave up after 90 s")
+
+    harness = Harness(tool_engine)
+    harness.register(Tool("report", backend="reports", function=slow_report))
+    result = await harness.call_tool("ava", "report")
+    assert result["reason"] == "TimeoutError: the report service gave up after 90 s"
+
+
+async def test_a_function_tools_own_bug_is_raised_again_and_never_counted(tool_engine):
+    async def buggy(args: Any) -> Any:
+        raise KeyError("customer_id")
+
+    harness = Harness(tool_engine)
+    harness.register(Tool("lookup", backend="crm", function=buggy))
+    for _ in range(5):
+        with pytest.raises(KeyError):
+            await harness.call_tool("ava", "lookup")
+    view = tool_engine.view("crm@default")
+    assert (view.state, view.count) == ("closed", 0)
+
+
+async def test_a_function_tools_http_429_waits_out_retry_after_ms_then_retries(tool_engine):
+    sent = []
+
+    async def rate_limited(args: Any) -> Any:
+        sent.append(asyncio.get_running_loop().time())
+        request = httpx.Request("POST", "https://api.test/v1")
+        response = httpx.Response(429, headers={"retry-after-ms": "2500"}, request=request)
+        raise httpx.HTTPStatusError("429", request=request, response=response)
+
+    harness = Harness(tool_engine)
+    harness.register(Tool("ask", backend="api", function=rate_limited, idempotent=True))
+    result = await harness.call_tool("ava", "ask")
+    assert result == {"status": "rate_limited", "tool": "ask", "retry_after_ms": 2500}
+    assert sent[1] - sent[0] == 2.5
+    assert tool_engine.view("api@default").count == 0
