@@ -36,7 +36,7 @@ test: $(STAMP)
 	[ -z "$$missing" ] || { echo "make test needs Debian's packages:" $$missing \
 	"(apt-get install" $$missing")" >&2; exit 1; }
 	$(BIN)/ruff check .
-	$(BIN)/mypy -p breakerdeck.engine -p breakerdeck.console -p breakerdeck.fixtures
+	$(BIN)/mypy -p breakerdeck.engine -p breakerdeck.console -p breakerdeck.fixtures -p breakerdeck.adapters
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 bench: $(STAMP)

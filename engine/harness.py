@@ -69,8 +69,8 @@ class Tool:
     `idempotent`: whether a failed attempt may be sent again within `attempts`. An HTTP tool
     is, unless set False (every attempt carries the call's Idempotency-Key, so the backend can
     tell a resend); a function tool is only when set True, since nothing tells its backend
-    that a second run is the first one again (an email sent twice). `Harness.guard`, which a
-    caller asks for a retry budget by name, retries unless it is set False.
+    that a second run is the first one again (an email sent twice). A function wrapped by
+    `Harness.guard` is a function tool: retried only when its tool is marked True.
     """
 
     name: str
@@ -451,8 +451,8 @@ def json_headers(content: bytes | None) -> dict[str, str]:
 
 
 def _guard_attempts(tool: Tool) -> int:
-    """`guard` keeps the retry budget it is asked for, unless the tool says a resend is unsafe."""
-    return 1 if tool.idempotent is False else tool.attempts
+    """`guard` runs a function, so it is a function tool's rule: retried only when marked."""
+    return tool.attempts if tool.idempotent else 1
 
 
 def _custom_classified(classifier: Classifier, value: Any, error: Exception | None) -> Attempt:

@@ -90,9 +90,9 @@ async def test_an_async_function_guarded_trips_and_then_is_never_called(harness:
 
     statuses = [(await search("q"))["status"] for _ in range(3)]
     assert statuses == ["tool_error"] * 3
-    assert calls == 6  # two attempts each: a function tool keeps its retry budget for now
+    assert calls == 3  # one attempt each: a function tool is retried only when marked
     assert (await search("q"))["status"] == "circuit_open"
-    assert calls == 6
+    assert calls == 3
 
 
 async def test_an_async_guarded_function_gets_its_arguments_and_its_result_back(

@@ -128,7 +128,7 @@ def test_the_sync_guard_uses_the_same_classifier(tool_engine):
     for _ in range(3):
         assert guarded("ada")["status"] == "tool_error"
     assert guarded("ada")["status"] == "circuit_open"
-    assert len(invocations) == 6
+    assert len(invocations) == 3  # a function tool not marked idempotent: one run a call
 
 
 def test_the_guard_wraps_a_function_no_tool_was_registered_for(tool_engine):
@@ -143,7 +143,7 @@ def test_the_guard_wraps_a_function_no_tool_was_registered_for(tool_engine):
     for _ in range(3):
         assert guarded("ada")["status"] == "tool_error"
     assert guarded("ada")["status"] == "circuit_open"
-    assert len(invocations) == 6
+    assert len(invocations) == 3
     assert tool_engine.view("lookup@default").state == "open"
 
 
@@ -202,3 +202,18 @@ async def test_a_function_tools_http_429_waits_out_retry_after_ms_then_retries(t
     assert result == {"status": "rate_limited", "tool": "ask", "retry_after_ms": 2500}
     assert sent[1] - sent[0] == 2.5
     assert tool_engine.view("api@default").count == 0
+
+
+def test_the_guard_retries_a_function_whose_tool_is_marked_idempotent(tool_engine):
+    harness = Harness(tool_engine)
+    invocations = []
+
+    def lookup(name: str) -> dict:
+        invocations.append(name)
+        raise ConnectionRefusedError("crm unreachable")
+
+    settings = Tool("lookup", backend="crm", attempts=2, idempotent=True)
+    guarded = harness.guard(settings, sleep=lambda seconds: None)(lookup)
+    for _ in range(3):
+        assert guarded("ada")["status"] == "tool_error"
+    assert len(invocations) == 6

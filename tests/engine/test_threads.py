@@ -112,7 +112,7 @@ def test_fifty_threads_through_the_sync_guard_reach_the_function_once(tmp_path):
     try:
         for _ in range(3):
             assert guarded()["status"] == "tool_error"
-        assert len(entered) == 6
+        assert len(entered) == 3  # a function tool not marked idempotent: one attempt each
         engine.clock.advance(30)
         failing = False
         entered.clear()
