@@ -39,9 +39,11 @@ def denied(
 
 
 def open_reason(key: str, count: int, last_failure: str | None) -> str:
-    """The plain words a `circuit_open` result carries: how many failures, the last one."""
+    """The plain words a `circuit_open` result carries: how many failures, the last one (its
+    own full stop kept, never doubled: an exception's message often ends in one)."""
+    last = (last_failure or "unknown").removesuffix(".")
     return (
-        f"{key} failed {count} times in a row; the last failure: {last_failure or 'unknown'}. "
+        f"{key} failed {count} times in a row; the last failure: {last}. "
         "Calls are paused until the cooldown ends."
     )
 

@@ -11,6 +11,7 @@ from breakerdeck.engine import events as ev
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.harness import Harness, Tool
 from breakerdeck.engine.policy import ToolPolicy
+from breakerdeck.engine.results import open_reason
 from breakerdeck.fixtures.faults import Fault, FaultKind
 from breakerdeck.fixtures.platform import FakePlatform
 
@@ -383,3 +384,9 @@ async def test_a_4xx_nested_too_deep_to_read_is_still_an_invalid_request(tool_en
     result = await answering(tool_engine, 422, DEEP_JSON).call_tool("ava", "charge")
     assert result["status"] == "invalid_request"
     assert tool_engine.view("payments@default").count == 0
+
+
+def test_a_refusals_reason_never_doubles_the_last_failures_full_stop():
+    reason = open_reason("crm@default", 3, "Server disconnected without sending a response.")
+    assert "a response. Calls are paused" in reason
+    assert ".." not in reason
