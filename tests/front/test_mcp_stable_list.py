@@ -14,6 +14,8 @@ import anyio
 import mcp_types as types
 import pytest
 
+from breakerdeck.console.card import Failure
+from breakerdeck.console.hint import fault_words
 from breakerdeck.engine.front.mcp.lists import StoredLists
 from breakerdeck.fixtures.mcp_server import TOOLS
 from tests.front.mcp_support import Bench, control, fixture_server, listening, proxied
@@ -187,3 +189,8 @@ async def test_a_server_listing_ten_thousand_tools_is_refused_with_its_name(
     async with proxied(servers) as bench:
         assert (await bench.host.list_tools()).tools == []
     assert "many: lists 10000 tools, over 1000: its list is refused" in bench.errlog.getvalue()
+
+
+def test_the_consoles_hint_for_a_server_that_exited_at_start_says_it_exited() -> None:
+    exited = Failure(1, 0.0, "search", "upstream_failure", "exited", "tool_error", None, True)
+    assert fault_words([exited]) == "server exits"
