@@ -150,20 +150,22 @@ class Upstream:
         """Owns one connection from start to end; never lets an error out into the group.
 
         The start deadline is the deadline of a scope around the connection's whole life,
-        lifted once the tools are listed: the client's own task groups must nest inside it."""
+        lifted once the tools are listed (and a 2026-era server's list changes subscribed to):
+        the client's own task groups must nest inside it."""
         connection = _Connection()
         started = False
         try:
             with anyio.CancelScope(deadline=anyio.current_time() + self.start_deadline) as life:
                 async with self._client() as client:
                     listing = await _list_all(client)
-                    life.deadline = math.inf
                     connection.client = client
                     self._absorb(listing)
                     async with anyio.create_task_group() as watchers:
                         if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                            # Listening before the first call: a change it causes is heard.
+                            # Listening before the first call (a change it causes is heard),
+                            # acknowledged within the start deadline.
                             await watchers.start(self._listen, client)
+                        life.deadline = math.inf
                         started = True
                         task_status.started(connection)
                         await connection.stop.wait()
