@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 
 from breakerdeck.engine.front.mcp import wire
+from breakerdeck.engine.front.mcp.lists import StoredLists
 from breakerdeck.fixtures.mcp_plain_server import HOSTILE_MESSAGE
-from tests.front.mcp_support import ANNOTATED, control, fixture_server, proxied
+from tests.front.mcp_support import ANNOTATED, proxied
 from tests.front.test_mcp_cli import COMMAND
 from tests.front.test_mcp_state import INITIALIZE
 from tests.front.test_mcp_stdio_files import INITIALIZED
@@ -24,6 +26,7 @@ from tests.front.test_mcp_stdio_files import INITIALIZED
 PLAIN = [sys.executable, "-m", "breakerdeck.fixtures.mcp_plain_server"]
 FAST = {"deadline_seconds": 2.0, "backoff_seconds": 0.01, "attempts": 1}
 LIMIT = 16 * 1024 * 1024
+ENVIRONMENT = types.Tool(name="environment", input_schema={"type": "object"})
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +35,9 @@ def raw_host(tmp_path_factory: pytest.TempPathFactory) -> dict[Any, Any]:
     (`None` holds the answers with a null id, `"batch"` the array answered to the batch)."""
     directory = tmp_path_factory.mktemp("hostile")
     config = directory / "mcp.toml"
-    config.write_text(f"[servers.plain]\ncommand = {json.dumps(PLAIN)}\n")
+    # Listed from its last run's tools; it exits at once: no server process to wait for.
+    config.write_text('[proxy]\nstate_dir = "state"\n[servers.plain]\ncommand = ["true"]\n')
+    assert StoredLists(directory / "state").save("plain", [ENVIRONMENT]) is None
     oversized = {"name": "plain__environment", "arguments": {"pad": "x" * (LIMIT + 10)}}
     lines = [
         json.dumps(INITIALIZE),
@@ -114,8 +119,8 @@ def test_a_request_that_is_not_json_rpc_is_answered_with_its_id() -> None:
 
 
 async def test_initialize_never_waits_for_an_upstream_that_never_answers(tmp_path: Path) -> None:
-    silent = fixture_server(control(tmp_path).dir, "--behaviour", "silent")
-    with anyio.fail_after(20):  # the silent server's start deadline is 60 s
+    silent = {"command": ["sh", "-c", "cat > /dev/null"]}  # reads, never answers
+    with anyio.fail_after(20):  # its start deadline is 60 s
         async with proxied({"silent": silent}, start_deadline=60.0) as bench:
             assert bench.host.server_capabilities is not None
 
@@ -136,9 +141,10 @@ async def test_an_upstreams_escape_codes_reach_neither_reason_nor_unavailable_ra
 
 
 async def test_a_stdio_upstreams_stderr_reaches_the_proxys_stderr_escaped(tmp_path: Path) -> None:
-    noisy = {"command": [*PLAIN, "--stderr", "hi \x1b]0;owned\x07 \u202eevil"], **FAST}
+    said_by_it = "hi \x1b]0;owned\x07 \u202eevil"  # sets the terminal's title; reverses text
+    noisy = {"command": ["sh", "-c", 'printf "%s\\n" "$0" >&2', said_by_it], **FAST}
     async with proxied({"plain": noisy}) as bench:
-        await bench.host.list_tools()
+        await bench.host.list_tools()  # waits for its first start, which fails
     said = bench.errlog.getvalue()
     assert "breakerdeck mcp: plain: hi \\x1b]0;owned\\x07 \\u202eevil" in said
     assert "\x1b" not in said and "\u202e" not in said

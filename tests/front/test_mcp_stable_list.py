@@ -4,6 +4,7 @@ eras, with no list change announced for it), and only a server's own change is a
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import sys
@@ -16,7 +17,9 @@ import pytest
 
 from breakerdeck.console.card import Failure
 from breakerdeck.console.hint import fault_words
+from breakerdeck.engine.front.mcp.config import ServerConfig
 from breakerdeck.engine.front.mcp.lists import StoredLists
+from breakerdeck.engine.front.mcp.upstream import Upstream
 from breakerdeck.fixtures.mcp_server import TOOLS
 from tests.front.mcp_support import Bench, control, fixture_server, listening, proxied
 
@@ -24,6 +27,8 @@ FAST = {"deadline_seconds": 0.5, "backoff_seconds": 0.01, "attempts": 1}
 MODERN = "2026-07-28"
 ERAS = [("legacy", "legacy"), (MODERN, MODERN)]
 PLAIN = [sys.executable, "-m", "breakerdeck.fixtures.mcp_plain_server"]
+#: Reads its input and never answers (it ends when its stdin closes, as the proxy stops it).
+NEVER_ANSWERS = ["sh", "-c", "cat > /dev/null"]
 
 
 def stored(state_dir: Path, server: str = "search") -> None:
@@ -83,7 +88,7 @@ async def test_other_servers_answer_while_one_hangs_at_its_start(tmp_path: Path)
     stored(tmp_path / "state", "slow")
     good = control(tmp_path)
     servers = {
-        "slow": fixture_server(control(tmp_path, "slow").dir, "--behaviour", "silent"),
+        "slow": {"command": NEVER_ANSWERS},
         "search": fixture_server(good.dir, **FAST),
     }
     async with proxied(servers, state_dir=tmp_path / "state", start_deadline=60.0) as bench:
@@ -92,18 +97,6 @@ async def test_other_servers_answer_while_one_hangs_at_its_start(tmp_path: Path)
             assert {"slow__lookup", "search__lookup"} <= names
             assert not (await bench.call("search__lookup", {"query": "q"})).is_error
         assert good.calls() == 1
-
-
-async def test_a_servers_list_is_stored_for_the_next_run(tmp_path: Path) -> None:
-    ctl = control(tmp_path)
-    async with proxied(
-        {"search": fixture_server(ctl.dir, **FAST)}, state_dir=tmp_path / "state"
-    ) as bench:
-        live = (await bench.host.list_tools()).tools
-    kept = StoredLists(tmp_path / "state").load("search")
-    assert kept is not None
-    assert [f"search__{tool.name}" for tool in kept] == [tool.name for tool in live]
-    assert (tmp_path / "state" / "tools" / "search.json").stat().st_mode & 0o077 == 0
 
 
 @pytest.mark.parametrize(("host_mode", "upstream_mode"), ERAS)
@@ -147,11 +140,10 @@ async def test_an_upstreams_own_list_change_is_announced_once(tmp_path: Path) ->
         assert "generation 1" in _description(await bench.host.list_tools(), "churn")
 
 
-@pytest.mark.parametrize("upstream_mode", ["legacy", MODERN])
 async def test_an_upstreams_list_changing_in_a_burst_is_announced_at_most_once_a_second(
-    tmp_path: Path, upstream_mode: str
+    tmp_path: Path,
 ) -> None:
-    async with proxied({"plain": {"command": PLAIN}}, upstream_mode=upstream_mode) as bench:
+    async with proxied({"plain": {"command": PLAIN}}) as bench:
         first = (await bench.host.list_tools()).tools
         await bench.call("plain__churn", {"times": 5})
         with anyio.fail_after(10):
@@ -169,7 +161,7 @@ def _description(listing: types.ListToolsResult, tool: str) -> str:
     return next(t.description or "" for t in listing.tools if t.name.endswith(f"__{tool}"))
 
 
-async def test_a_damaged_stored_list_is_moved_aside_and_the_server_listed_when_it_answers(
+async def test_a_damaged_stored_list_is_moved_aside_and_the_servers_answer_kept_instead(
     tmp_path: Path,
 ) -> None:
     state = tmp_path / "state"
@@ -181,7 +173,10 @@ async def test_a_damaged_stored_list_is_moved_aside_and_the_server_listed_when_i
     assert names == ["search__lookup", "search__charge"]
     assert "its stored tool list" in bench.errlog.getvalue()
     assert (state / "tools" / "search.json.corrupt-1").exists()
-    assert json.loads((state / "tools" / "search.json").read_text())["format"] == 1
+    kept = StoredLists(state).load("search")  # the list it answered with, for the next run
+    assert kept is not None
+    assert [f"search__{tool.name}" for tool in kept] == names
+    assert (state / "tools" / "search.json").stat().st_mode & 0o077 == 0
 
 
 def test_a_planted_link_in_place_of_a_stored_list_is_moved_aside_not_read(
@@ -195,13 +190,14 @@ def test_a_planted_link_in_place_of_a_stored_list_is_moved_aside_not_read(
     assert "unusable" in lists.problems[0]
 
 
-async def test_a_server_listing_ten_thousand_tools_is_refused_with_its_name(
-    tmp_path: Path,
-) -> None:
-    servers = {"many": {"command": [*PLAIN, "--tools", "10000"]}}
-    async with proxied(servers) as bench:
-        assert (await bench.host.list_tools()).tools == []
-    assert "many: lists 10000 tools, over 1000: its list is refused" in bench.errlog.getvalue()
+def test_a_server_listing_ten_thousand_tools_is_refused_with_its_name() -> None:
+    said = io.StringIO()
+    upstream = Upstream("many", ServerConfig(command=["true"]), on_tools_changed=print, errlog=said)
+    upstream._absorb(
+        [types.Tool(name=f"t{n}", input_schema={"type": "object"}) for n in range(10_000)]
+    )
+    assert upstream.tools == {}
+    assert "many: lists 10000 tools, over 1000: its list is refused" in said.getvalue()
 
 
 def test_the_consoles_hint_for_a_server_that_exited_at_start_says_it_exited() -> None:
