@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from breakerdeck.engine.front.mcp.config import ConfigError, check_commands, load
+from breakerdeck.engine.front.mcp.config import ConfigError, load
 from breakerdeck.engine.front.mcp.hostconfig import from_host_config
 from tests.front.mcp_support import proxied
+from tests.front.test_check_config_start import mcp
 from tests.front.test_mcp_state import INITIALIZE
 from tests.front.test_mcp_stdio_files import INITIALIZED, LIST_TOOLS, frame
 
@@ -138,9 +139,9 @@ def test_the_written_config_checks_out_and_the_printed_entry_starts_it(tmp_path:
     _, printed, _, out = converted(tmp_path)
     entry = json.loads(printed)["mcpServers"]["breakerdeck"]
     assert Path(entry["command"]).is_absolute()
-    config = load(out / "mcp.toml")  # what --check-config runs, in this process
-    check_commands(out / "mcp.toml", config)
-    assert sorted(config.servers) == ["plain-env", "remote"]
+    check = mcp("--config", str(out / "mcp.toml"), "--check-config")
+    assert check.returncode == 0, check.stderr
+    assert "ok (2 servers)" in check.stderr
     done = subprocess.run(  # the remote server refuses connections: the other is served
         [entry["command"], *entry["args"]],
         input=frame(INITIALIZE, INITIALIZED, LIST_TOOLS),
