@@ -15,7 +15,6 @@ model never sees a JSON-RPC error for a breaker decision.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import math
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -39,9 +38,9 @@ from breakerdeck.engine.front.mcp.breakers import ANNOUNCED, Breakers, FrontCloc
 from breakerdeck.engine.front.mcp.call import Answer, ToolCalls, own_result
 from breakerdeck.engine.front.mcp.config import SEPARATOR, START_DEADLINE_SECONDS, ProxyConfig
 from breakerdeck.engine.front.mcp.lists import StoredLists
+from breakerdeck.engine.front.mcp.unavailable import annotated
 from breakerdeck.engine.front.mcp.upstream import Upstream
 from breakerdeck.engine.results import ToolResult
-from breakerdeck.engine.state import State
 from breakerdeck.engine.text import printable
 
 #: After these, file and command credentials are read again (DESIGN): the upstream restarts.
@@ -172,7 +171,7 @@ class Proxy:
         """The upstream's tool under its proxied name, its own words unchanged unless the
         `Unavailable` line is asked for."""
         if self.config.proxy.annotate_unavailable:
-            return _annotated(server, tool, state)
+            return annotated(server, tool, state)
         return tool.model_copy(update={"name": f"{server}{SEPARATOR}{tool.name}"})
 
     def _state(self, server: str) -> ServerState:
@@ -353,37 +352,6 @@ async def _first_start(upstream: Upstream) -> None:
     One with a list, this run's or the last run's, is never waited for."""
     if not upstream.tools and not upstream.settled.is_set():
         await upstream.settled.wait()
-
-
-def _annotated(server: str, tool: types.Tool, state: ServerState) -> types.Tool:
-    """The upstream's tool under its proxied name; while its server is out, the description's
-    first line says so (the model keeps seeing the tool and learns why it fails fast)."""
-    description = tool.description or ""
-    if not state.available:
-        description = f"{unavailable_line(state)}\n{description}".rstrip()
-    return tool.model_copy(
-        update={"name": f"{server}{SEPARATOR}{tool.name}", "description": description}
-    )
-
-
-def unavailable_line(state: ServerState) -> str:
-    if state.paused:
-        return (
-            "Unavailable: its credential was revoked; calls are refused until an operator "
-            "marks it fixed."
-        )
-    if state.state == State.HALF_OPEN:
-        return (
-            "Unavailable: its server was failing; the next call is let through as a probe and "
-            "others are refused until it answers."
-        )
-    until = _utc(state.until_wall) if state.until_wall is not None else "the cooldown ends"
-    return f"Unavailable until {until}: {state.reason}"
-
-
-def _utc(wall: float) -> str:
-    stamp = datetime.datetime.fromtimestamp(wall, datetime.UTC)
-    return stamp.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _unknown_tool(called: str, upstreams: dict[str, Upstream]) -> ToolResult:

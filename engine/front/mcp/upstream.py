@@ -14,7 +14,6 @@ import logging
 import math
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,8 +26,6 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from breakerdeck.engine import statedir
-from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.front.mcp.classify import (
     AttemptTimedOut,
     ResultTooLarge,
@@ -41,11 +38,11 @@ from breakerdeck.engine.front.mcp.config import (
     START_DEADLINE_SECONDS,
     TOOL_NAME,
     ServerConfig,
-    Source,
     command_problem,
 )
 from breakerdeck.engine.front.mcp.http import ATTEMPT_META, upstream_transport
 from breakerdeck.engine.front.mcp.lists import StoredLists, same
+from breakerdeck.engine.front.mcp.sources import describe, read_env, read_source
 from breakerdeck.engine.front.mcp.stdio import bounded_stdio
 from breakerdeck.engine.text import printable
 
@@ -57,8 +54,6 @@ RESULT_LIMIT_BYTES = 16 * 1024 * 1024
 MAX_PROGRESS_EXTENSIONS = 10
 #: A server that lists more tools than this is refused (its list is not taken), named.
 MAX_TOOLS = 1000
-#: A credential command gets this long (real seconds) to print the credential.
-CREDENTIAL_COMMAND_SECONDS = 10.0
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -104,7 +99,7 @@ class Upstream:
         self._group: anyio.abc.TaskGroup | None = None
         self._connection: _Connection | None = None
         self._starting = anyio.Lock()
-        self._env_credential = _read_env(config)
+        self._env_credential = read_env(config)
         self.wire: dict[str, WireStatus] = {}
 
     def attach(self, group: anyio.abc.TaskGroup) -> None:
@@ -144,7 +139,7 @@ class Upstream:
         except StartFailed:
             raise
         except Exception as error:
-            raise StartFailed(_describe(error)) from None
+            raise StartFailed(describe(error)) from None
 
     async def _own(self, *, task_status: anyio.abc.TaskStatus[_Connection]) -> None:
         """Owns one connection from start to end; never lets an error out into the group.
@@ -176,9 +171,7 @@ class Upstream:
             raise
         except Exception as error:
             if not started:
-                raise StartFailed(
-                    _describe(error), exited=self.config.command is not None
-                ) from None
+                raise StartFailed(describe(error), exited=self.config.command is not None) from None
             log.debug("upstream %s: connection ended: %s", self.name, error)
         finally:
             connection.dead = True
@@ -212,7 +205,7 @@ class Upstream:
         then the credential's own variable, which wins."""
         env = dict(self.config.env)
         for var, source in self.config.secret_env.items():
-            env[var] = _read_source(source, f"secret_env {var}", os.environ.get(source.env or ""))
+            env[var] = read_source(source, f"secret_env {var}", os.environ.get(source.env or ""))
         credential = self.config.credential
         if credential is not None:
             name = credential.name or credential.env
@@ -225,7 +218,7 @@ class Upstream:
         credential = self.config.credential
         if credential is None:
             return None
-        return _read_source(credential, "the credential", self._env_credential)
+        return read_source(credential, "the credential", self._env_credential)
 
     async def _listen(
         self, client: Client, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -259,7 +252,7 @@ class Upstream:
             with anyio.fail_after(self.start_deadline):
                 listing = await _list_all(connection.client)
         except Exception as error:
-            self.problems.append(f"{self.name}: could not list tools again: {_describe(error)}")
+            self.problems.append(f"{self.name}: could not list tools again: {describe(error)}")
             return
         self._absorb(listing)
 
@@ -373,46 +366,3 @@ def _size(result: types.CallToolResult) -> int:
         text = getattr(block, "text", None) or getattr(block, "data", None) or ""
         total += len(text)
     return total
-
-
-def _describe(error: BaseException) -> str:
-    if isinstance(error, BaseExceptionGroup) and error.exceptions:
-        return _describe(error.exceptions[0])
-    text = str(error).splitlines()[0] if str(error) else ""
-    return printable(f"{type(error).__name__}: {text}" if text else type(error).__name__)[:300]
-
-
-def _read_source(source: Source, what: str, env_value: str | None) -> str:
-    """A secret's value: an env var as given, a private file or a command read now."""
-    if source.env is not None:
-        return env_value or ""
-    if source.file is not None:
-        try:
-            return statedir.read_private(source.file).strip()
-        except StateDirError as error:
-            raise StartFailed(f"{what} file: {error}") from None
-    assert source.command is not None
-    return _run_credential_command(source.command)
-
-
-def _read_env(config: ServerConfig) -> str | None:
-    credential = config.credential
-    if credential is None or credential.env is None:
-        return None
-    return os.environ.get(credential.env)
-
-
-def _run_credential_command(command: list[str]) -> str:
-    try:
-        done = subprocess.run(
-            command,
-            capture_output=True,
-            timeout=CREDENTIAL_COMMAND_SECONDS,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise StartFailed(f"the credential command failed: {_describe(error)}") from None
-    if done.returncode != 0:
-        raise StartFailed(f"the credential command exited {done.returncode}")
-    return done.stdout.decode("utf-8", "replace").strip()
