@@ -99,6 +99,8 @@ class Proxy:
         #: start: a server's first list is news only to a host that was given one without it.
         self._served = False
         self._waiting = 0
+        #: Requests of any kind waiting for a first start (the end of input lets them end).
+        self._held = 0
         #: Set on the first SIGTERM: new calls are refused, those in flight finish.
         self.draining = False
         self._in_flight = 0
@@ -151,7 +153,7 @@ class Proxy:
         self._waiting += 1
         try:
             for upstream in self.upstreams.values():
-                await _first_start(upstream)
+                await self._first_start(upstream)
         finally:
             self._waiting -= 1
         for name, upstream in self.upstreams.items():
@@ -192,7 +194,7 @@ class Proxy:
         server, _, tool_name = called.partition(SEPARATOR)
         upstream = self.upstreams.get(server)
         if upstream is not None:
-            await _first_start(upstream)
+            await self._first_start(upstream)
         tool = upstream.tools.get(tool_name) if upstream is not None else None
         if upstream is None or tool is None:
             return own_result(_unknown_tool(called, self.upstreams))
@@ -217,13 +219,26 @@ class Proxy:
         return status.result(lines)
 
     async def settled(self) -> None:
-        """Returns once every upstream's first start has ended and the requests that waited
-        for one have had time to be answered."""
-        waiting = [up for up in self.upstreams.values() if not up.settled.is_set()]
-        for upstream in waiting:
+        """Returns soon when no request waits for a first start; else once every first start
+        has ended and the requests that waited have had time to be answered."""
+        await anyio.sleep(ANSWER_FLUSH_SECONDS)  # the last lines read reach their handlers
+        if not self._held:
+            return
+        for upstream in self.upstreams.values():
             await upstream.settled.wait()
-        if waiting:
-            await anyio.sleep(ANSWER_FLUSH_SECONDS)
+        await anyio.sleep(ANSWER_FLUSH_SECONDS)
+
+    async def _first_start(self, upstream: Upstream) -> None:
+        """A server never listed (no stored list) is waited for while its first start lasts
+        (at most the start deadline): a host that never rereads the list would not see it at
+        all. One with a list, this run's or the last run's, is never waited for."""
+        if upstream.tools or upstream.settled.is_set():
+            return
+        self._held += 1
+        try:
+            await upstream.settled.wait()
+        finally:
+            self._held -= 1
 
     async def idle(self) -> None:
         """Returns once no call is in flight (after `draining` is set)."""
@@ -344,14 +359,6 @@ class Proxy:
     def problems(self) -> list[str]:
         problems = list(self.lists.problems)
         return problems + [line for up in self.upstreams.values() for line in up.problems]
-
-
-async def _first_start(upstream: Upstream) -> None:
-    """A server never listed (no stored list) is waited for while its first start lasts (at
-    most the start deadline): a host that never rereads the list would not see it at all.
-    One with a list, this run's or the last run's, is never waited for."""
-    if not upstream.tools and not upstream.settled.is_set():
-        await upstream.settled.wait()
 
 
 def _unknown_tool(called: str, upstreams: dict[str, Upstream]) -> ToolResult:

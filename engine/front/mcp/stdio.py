@@ -152,8 +152,9 @@ async def host_stdio(
     out of any cancellation's reach). A file the loop cannot wait on (a regular file,
     /dev/null) never blocks for long: it goes through anyio's file wrapper, in a worker thread.
     The end of input is the host going away: the read stream ends and so does the serving,
-    once `before_end` has returned (the proxy lets its upstreams' first starts end, so that a
-    file of requests read at once is answered as a host's would be).
+    once `before_end` has returned (the proxy lets the requests that wait for an upstream's
+    first start be answered, so that a file of requests read at once is answered as a host's
+    would be).
     """
     wire_out = os.dup(1)
     os.dup2(2, 1)
