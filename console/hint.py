@@ -18,6 +18,8 @@ _FAULT_WORDS = {
     "tls": "TLS",
     "dns": "DNS",
     "vault_down": "vault down",
+    #: An MCP stdio server whose process ended before its handshake: it did not refuse.
+    "exited": "server exits",
 }
 
 

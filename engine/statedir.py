@@ -65,6 +65,29 @@ def read_private(path: str | Path) -> str:
         raise StateDirError(f"{path} is not UTF-8 text") from error
 
 
+def read_own(path: str | Path, limit: int) -> str:
+    """A file this process keeps in its state dir, read back: never through a link (one planted
+    there is refused, as is a file of someone else's or one others could write), at most
+    `limit` bytes (a longer one is refused, never half read)."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    except OSError as error:
+        raise StateDirError(f"{path}: {error.strerror or error}") from error
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise StateDirError(f"{path} is not a regular file")
+        _check_owner(path, info, "file")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise StateDirError(f"{path} is over {limit} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise StateDirError(f"{path} is not UTF-8 text") from error
+
+
 def write_private(path: str | Path, text: str) -> None:
     """Replace `path` atomically with a 0600 file: a fresh name, never an existing link."""
     path = Path(path)

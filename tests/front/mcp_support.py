@@ -24,10 +24,13 @@ from breakerdeck.engine import Engine, ToolPolicy
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.front.mcp.breakers import Breakers, ManualFrontClock
 from breakerdeck.engine.front.mcp.config import ProxyConfig
+from breakerdeck.engine.front.mcp.lists import StoredLists
 from breakerdeck.engine.front.mcp.proxy import Proxy
 from breakerdeck.engine.front.mcp.stdio import parsed
 from breakerdeck.fixtures.mcp_server import FixtureControl
 
+#: The `[proxy]` table of a host that wants the opt-in `Unavailable` first line.
+ANNOTATED = {"annotate_unavailable": True}
 FIXTURE = [sys.executable, "-m", "breakerdeck.fixtures.mcp_server"]
 #: The bench's start deadline: DESIGN's 10 s is the product's, and a loaded machine (the suite
 #: on two workers beside other work) can take longer to start Python and the SDK, which would
@@ -51,6 +54,10 @@ class Bench:
     errlog: io.StringIO
     notices: list[Any] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    #: Every line the proxy wrote to the host, as bytes on the wire.
+    wire: list[bytes] = field(default_factory=list)
+    #: Each notice with the (loop) time it arrived.
+    arrivals: list[tuple[float, Any]] = field(default_factory=list)
 
     async def call(
         self, name: str, arguments: dict[str, Any] | None = None
@@ -70,7 +77,9 @@ class Bench:
 
 
 @asynccontextmanager
-async def pipe_transport(read_fd: int, write_fd: int) -> AsyncIterator[tuple[Any, Any]]:
+async def pipe_transport(
+    read_fd: int, write_fd: int, wire: list[bytes] | None = None
+) -> AsyncIterator[tuple[Any, Any]]:
     """The host's end of two OS pipes, as the SDK's client wants a transport: newline-framed
     JSON-RPC, read and written without threads so that leaving never waits on a blocked read.
     Leaving closes the write end, which the proxy reads as the host going away."""
@@ -86,6 +95,8 @@ async def pipe_transport(read_fd: int, write_fd: int) -> AsyncIterator[tuple[Any
     async def pump_in() -> None:
         async with incoming:
             while line := await reader.readline():
+                if wire is not None:
+                    wire.append(line)
                 await incoming.send(parsed(line))
 
     async def pump_out() -> None:
@@ -115,8 +126,12 @@ async def proxied(
     upstream_mode: str = "auto",
     agent: str | None = "test-agent",
     start_deadline: float = START_DEADLINE,
+    proxy_table: dict[str, Any] | None = None,
+    state_dir: Path | None = None,
 ) -> AsyncIterator[Bench]:
-    config = ProxyConfig.model_validate({"servers": servers})
+    """The proxy over `servers`; `proxy_table` is the config's `[proxy]`, `state_dir` the dir
+    its tool lists are kept in (none by default)."""
+    config = ProxyConfig.model_validate({"servers": servers, "proxy": proxy_table or {}})
     clock = ManualFrontClock()
     errlog = io.StringIO()
     with Engine(ToolPolicy(), clock=clock) as engine:
@@ -127,6 +142,7 @@ async def proxied(
             errlog=errlog,
             upstream_mode=upstream_mode,
             start_deadline=start_deadline,
+            lists=StoredLists(state_dir),
         )
         async with proxy.running():
             to_proxy = os.pipe()
@@ -134,9 +150,13 @@ async def proxied(
             proxy_in = anyio.wrap_file(open(to_proxy[0], encoding="utf-8"))  # noqa: SIM115
             proxy_out = anyio.wrap_file(open(to_host[1], "w", encoding="utf-8"))  # noqa: SIM115
             notices: list[Any] = []
+            wire: list[bytes] = []
+
+            arrivals: list[tuple[float, Any]] = []
 
             async def on_message(message: Any) -> None:
                 notices.append(message)
+                arrivals.append((anyio.current_time(), message))
 
             async with anyio.create_task_group() as group:
 
@@ -151,13 +171,22 @@ async def proxied(
                 info = types.Implementation(name=agent, version="1.0") if agent else None
                 try:
                     async with Client(
-                        pipe_transport(to_host[0], to_proxy[1]),
+                        pipe_transport(to_host[0], to_proxy[1], wire),
                         mode=host_mode,
                         client_info=info,
                         message_handler=on_message,
                         cache=None,
                     ) as host:
-                        bench = Bench(host, proxy, engine, clock, errlog, notices)
+                        bench = Bench(
+                            host,
+                            proxy,
+                            engine,
+                            clock,
+                            errlog,
+                            notices,
+                            wire=wire,
+                            arrivals=arrivals,
+                        )
                         engine.subscribe(bench.events.append)
                         yield bench
                 finally:
@@ -166,6 +195,28 @@ async def proxied(
                 await proxy_in.aclose()
             with suppress(OSError):
                 await proxy_out.aclose()
+
+
+@asynccontextmanager
+async def listening(bench: Bench, *, modern: bool = True) -> AsyncIterator[list[Any]]:
+    """The events a 2026-era host hears on `subscriptions/listen` while the block runs (none
+    for a handshake-era host, which has no such channel)."""
+    events: list[Any] = []
+    if not modern:
+        yield events
+        return
+    async with (
+        anyio.create_task_group() as group,
+        bench.host.listen(tools_list_changed=True) as subscription,
+    ):
+
+        async def collect() -> None:
+            async for event in subscription:
+                events.append(event)
+
+        group.start_soon(collect)
+        yield events
+        group.cancel_scope.cancel()
 
 
 def control(tmp_path: Path, name: str = "search") -> FixtureControl:

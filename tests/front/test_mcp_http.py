@@ -13,7 +13,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from breakerdeck.engine.front.mcp.http import host_app
-from tests.front.mcp_support import control, free_port, http_fixture, proxied
+from tests.front.mcp_support import ANNOTATED, control, free_port, http_fixture, proxied
 
 FAST = {"deadline_seconds": 1.0, "backoff_seconds": 0.01}
 
@@ -73,7 +73,10 @@ async def test_a_401_on_a_credential_that_has_worked_pauses_its_tools_until_mark
     tmp_path: Path,
 ) -> None:
     ctl = control(tmp_path)
-    async with http_fixture(ctl.dir) as url, proxied({"web": web(url)}) as bench:
+    async with (
+        http_fixture(ctl.dir) as url,
+        proxied({"web": web(url)}, proxy_table=ANNOTATED) as bench,
+    ):
         assert not (await bench.call("web__lookup", {"query": "q"})).is_error
         ctl.set_mode("http_401")
         revoked = await bench.call("web__lookup", {"query": "q"})

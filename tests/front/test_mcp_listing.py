@@ -10,7 +10,14 @@ import anyio
 import mcp_types as types
 import pytest
 
-from tests.front.mcp_support import Bench, control, fixture_server, proxied
+from tests.front.mcp_support import (
+    ANNOTATED,
+    Bench,
+    control,
+    fixture_server,
+    listening,
+    proxied,
+)
 
 FAST = {"deadline_seconds": 0.3, "backoff_seconds": 0.01, "attempts": 1}
 MODERN = "2026-07-28"
@@ -60,7 +67,7 @@ async def test_an_open_servers_tools_stay_listed_with_a_first_line_saying_unavai
         "search": fixture_server(search.dir, **FAST),
         "billing": fixture_server(billing.dir, **FAST),
     }
-    async with proxied(servers) as bench:
+    async with proxied(servers, proxy_table=ANNOTATED) as bench:
         search.set_mode("internal_error")
         await trip(bench)
         listed = {tool.name: tool for tool in (await bench.host.list_tools()).tools}
@@ -75,7 +82,7 @@ async def test_an_open_servers_tools_stay_listed_with_a_first_line_saying_unavai
 
 async def test_a_handshake_era_host_hears_of_every_transition(tmp_path: Path) -> None:
     ctl = control(tmp_path)
-    async with proxied({"search": fixture_server(ctl.dir, **FAST)}) as bench:
+    async with proxied({"search": fixture_server(ctl.dir, **FAST)}, proxy_table=ANNOTATED) as bench:
         await until(lambda: True)
         before = changes(bench)
         ctl.set_mode("internal_error")
@@ -97,19 +104,11 @@ async def test_a_2026_era_host_hears_of_every_transition_on_subscriptions_listen
 ) -> None:
     ctl = control(tmp_path)
     settings = fixture_server(ctl.dir, **FAST)
-    async with proxied({"search": settings}, host_mode=MODERN, upstream_mode=MODERN) as bench:
+    async with proxied(
+        {"search": settings}, host_mode=MODERN, upstream_mode=MODERN, proxy_table=ANNOTATED
+    ) as bench:
         assert bench.host.protocol_version == MODERN
-        events: list[Any] = []
-        async with (
-            anyio.create_task_group() as group,
-            bench.host.listen(tools_list_changed=True) as subscription,
-        ):
-
-            async def collect() -> None:
-                async for event in subscription:
-                    events.append(event)
-
-            group.start_soon(collect)
+        async with listening(bench) as events:
             ctl.set_mode("internal_error")
             await trip(bench)
             await until(lambda: len(events) >= 1)
@@ -118,7 +117,6 @@ async def test_a_2026_era_host_hears_of_every_transition_on_subscriptions_listen
             ctl.set_mode("ok")
             await bench.call("search__charge", {"amount": 1})
             await until(lambda: len(events) >= 3)
-            group.cancel_scope.cancel()
         assert bench.state("search") == "closed"
 
 

@@ -17,7 +17,7 @@ from breakerdeck.engine.callpath import open_reason
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.errors import UnknownKey
-from breakerdeck.engine.events import Event
+from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.front.metrics import Counts
 from breakerdeck.engine.outcomes import Outcome
 from breakerdeck.engine.state import State
@@ -94,10 +94,16 @@ class Breakers:
     def open_reason(self, key: str) -> str:
         return open_reason(self.engine, key)
 
-    def state(self, key: str) -> ServerState:
+    def view(self, key: str) -> BreakerView | None:
+        """The key's breaker, or None before any call has reached its server."""
         try:
-            view = self.engine.view(key)
-        except UnknownKey:  # no call has reached this server yet
+            return self.engine.view(key)
+        except UnknownKey:
+            return None
+
+    def state(self, key: str) -> ServerState:
+        view = self.view(key)
+        if view is None:  # no call has reached this server yet
             return ServerState(State.CLOSED, False, None, "")
         if view.paused:
             return ServerState(view.state, True, None, "its credential was revoked")

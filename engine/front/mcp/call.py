@@ -157,7 +157,13 @@ class ToolCalls(CallPath[McpBudget, Sent, Answer]):
         arguments: dict[str, Any] | None,
         key: str,
     ) -> tuple[Outcome, ToolResult] | None:
-        """Refusals before the breaker: arguments that fail the schema, a revoked credential."""
+        """Refusals before the breaker: arguments that are not an object or fail the schema, a
+        revoked credential."""
+        if arguments is not None and not isinstance(arguments, dict):
+            detail = f"arguments rejected: must be an object, not {type(arguments).__name__}"
+            return Outcome(OutcomeClass.CALLER_ERROR, detail=detail), results.invalid_request(
+                called, detail
+            )
         validator = self._validator(upstream.name, tool)
         if validator is not None:
             errors = sorted(validator.iter_errors(arguments or {}), key=lambda e: e.path)

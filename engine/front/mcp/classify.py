@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from breakerdeck.engine.classify import StatusWords, tool_status
 from breakerdeck.engine.front.mcp.stdio import RESULT_TOO_LARGE
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
+from breakerdeck.engine.text import printable
 
 #: JSON-RPC errors that say the caller must fix the request: never counted.
 CALLER_CODES = frozenset({types.INVALID_PARAMS, types.METHOD_NOT_FOUND, types.INVALID_REQUEST})
@@ -50,7 +51,12 @@ class WireStatus:
 
 
 class StartFailed(Exception):
-    """The upstream could not be reached at all: nothing was sent, so a retry is always safe."""
+    """The upstream could not be reached at all: nothing was sent, so a retry is always safe.
+    `exited`: a stdio server's process started and ended before its handshake was done."""
+
+    def __init__(self, message: str, *, exited: bool = False) -> None:
+        super().__init__(message)
+        self.exited = exited
 
 
 class AttemptTimedOut(Exception):
@@ -85,11 +91,11 @@ def of_result(
         return Verdict(SUCCESS, "ok", relay=True)
     text = result_text(result)
     if any(pattern.search(text) for pattern in count_is_error):
-        detail = f"the tool reported its own vendor failing: {text[:200]}"
+        detail = f"the tool reported its own vendor failing: {printable(text[:200])}"
         outcome = counted(OutcomeClass.UPSTREAM_FAILURE, detail)
         return Verdict(outcome, "is_error", relay=True, retry=repeatable)
     said_no = Outcome(
-        OutcomeClass.UPSTREAM_ERROR, detail=f"the tool answered isError: {text[:200]}"
+        OutcomeClass.UPSTREAM_ERROR, detail=f"the tool answered isError: {printable(text[:200])}"
     )
     return Verdict(said_no, "is_error", relay=True)
 
@@ -111,7 +117,10 @@ def of_error(
     if wire is not None and wire.status >= 400:
         return of_status(wire, repeatable, deadline, credential_worked, now_wall)
     if isinstance(error, StartFailed):
-        detail = f"the server could not be reached: {error}"
+        if error.exited:
+            detail = f"the server exited before it answered: {printable(str(error))}"
+            return Verdict(counted(OutcomeClass.UPSTREAM_FAILURE, detail), "exited", retry=True)
+        detail = f"the server could not be reached: {printable(str(error))}"
         return Verdict(counted(OutcomeClass.UPSTREAM_FAILURE, detail), "refused", retry=True)
     if isinstance(error, AttemptTimedOut):
         detail = f"no answer within {deadline:g} s"
@@ -186,5 +195,7 @@ def of_status(
 
 
 def _short(error: BaseException) -> str:
+    """An error's first line, escaped: an upstream's message reaches the model's `reason`,
+    the `Unavailable` line and log lines (DESIGN: text from outside is never shown raw)."""
     text = str(error).splitlines()[0] if str(error) else type(error).__name__
-    return text[:300]
+    return printable(text[:300])

@@ -35,6 +35,13 @@ def add_mcp_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
     mcp.add_argument("--token-file", metavar="FILE", help="the bearer token hosts send (--http)")
     add_door_flags(mcp)
     mcp.add_argument(
+        "--from-host-config",
+        metavar="FILE",
+        help="write the proxy's config for a host's mcpServers JSON into --out DIR, and print "
+        "the host's one entry for the proxy",
+    )
+    mcp.add_argument("--out", metavar="DIR", help="where --from-host-config writes (0700)")
+    mcp.add_argument(
         "--demo",
         action="store_true",
         help="the proxy over fixture MCP servers with a scripted MCP client driving it",
@@ -57,6 +64,8 @@ def run_mcp(args: argparse.Namespace) -> int:
     from breakerdeck.engine.front.serving import StartError
 
     logs.setup("mcp")
+    if args.from_host_config:
+        return _from_host_config(args)
     if not args.config:
         say("--config FILE is required (or --demo)")
         return EXIT_START
@@ -105,3 +114,17 @@ def run_mcp(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _from_host_config(args: argparse.Namespace) -> int:
+    import sys
+
+    from breakerdeck.engine.front.mcp.hostconfig import from_host_config
+    from breakerdeck.engine.front.mcp.serve import say
+
+    if not args.out:
+        say("--from-host-config FILE needs --out DIR: where the config and its secrets go")
+        return EXIT_START
+    return from_host_config(
+        Path(args.from_host_config), Path(args.out), stdout=sys.stdout, stderr=sys.stderr
+    )

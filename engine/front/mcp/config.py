@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import BreakerdeckError, StateDirError
+from breakerdeck.engine.front.paths import resolve
 from breakerdeck.engine.text import printable
 
 #: `<server>__<tool>` may be at most this long: hosts refuse longer tool names.
@@ -33,6 +34,8 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Starting a stdio upstream and its handshake: real seconds, never sped up (DESIGN).
 START_DEADLINE_SECONDS = 10.0
 MAX_ATTEMPTS = 10
+#: The proxy's own tools are `breakerdeck__…`: no upstream may take the name.
+RESERVED = "breakerdeck"
 
 
 class ConfigError(BreakerdeckError):
@@ -48,27 +51,20 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-class Credential(_Strict):
-    """Where a server's credential comes from, and the id its breaker key carries."""
+class Source(_Strict):
+    """Where a secret comes from: an env var of the proxy's, a private file, or a command."""
 
     env: str | None = None
     file: str | None = None
     command: list[str] | None = None
-    id: str = "default"
-    #: The env var a stdio server reads the credential from.
-    name: str | None = None
 
     @model_validator(mode="after")
-    def _one_source(self) -> Credential:
+    def _one_source(self) -> Source:
         given = [s for s in ("env", "file", "command") if getattr(self, s) is not None]
         if len(given) != 1:
             raise ValueError("env: give exactly one of env, file or command")
         if self.command is not None and not self.command:
             raise ValueError("command: must name a program")
-        if not CREDENTIAL_ID.fullmatch(self.id):
-            raise ValueError("id: letters, digits, '_', '.' and '-' only (at most 64)")
-        if self.name is not None and not ENV_NAME.fullmatch(self.name):
-            raise ValueError("name: must be an environment variable's name")
         return self
 
     @property
@@ -76,6 +72,22 @@ class Credential(_Strict):
         if self.env is not None:
             return "env"
         return "file" if self.file is not None else "command"
+
+
+class Credential(Source):
+    """A server's credential: its source, and the id its breaker key carries."""
+
+    id: str = "default"
+    #: The env var a stdio server reads the credential from.
+    name: str | None = None
+
+    @model_validator(mode="after")
+    def _id_and_name(self) -> Credential:
+        if not CREDENTIAL_ID.fullmatch(self.id):
+            raise ValueError("id: letters, digits, '_', '.' and '-' only (at most 64)")
+        if self.name is not None and not ENV_NAME.fullmatch(self.name):
+            raise ValueError("name: must be an environment variable's name")
+        return self
 
 
 class ServerConfig(_Strict):
@@ -87,6 +99,12 @@ class ServerConfig(_Strict):
     backoff_seconds: float = 1.0
     probe_wait_seconds: float = 0.0
     count_is_error: list[str] = Field(default_factory=list)
+    #: A stdio server's environment beyond the SDK's default one: plain values, then secrets
+    #: read at each start (`secret_env`), then its credential, which wins.
+    env: dict[str, str] = Field(default_factory=dict)
+    secret_env: dict[str, Source] = Field(default_factory=dict)
+    #: A stdio server's working directory (beside the config when relative).
+    cwd: str | None = None
 
     @field_validator("deadline_seconds", "backoff_seconds", "probe_wait_seconds", mode="before")
     @classmethod
@@ -110,6 +128,13 @@ class ServerConfig(_Strict):
             raise ValueError("backoff_seconds: must be 0 or more")
         if not 0 <= self.probe_wait_seconds <= self.deadline_seconds:
             raise ValueError("probe_wait_seconds: must be 0 to deadline_seconds")
+        if self.url is not None:
+            for key in ("env", "secret_env", "cwd"):
+                if getattr(self, key):
+                    raise ValueError(f"{key}: only a stdio server (command) takes it")
+        for name in [*self.env, *self.secret_env]:
+            if not ENV_NAME.fullmatch(name):
+                raise ValueError(f"env: {name!r} is not an environment variable's name")
         return self
 
     @property
@@ -128,6 +153,11 @@ class ProxySection(_Strict):
     metrics_listen: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
+    #: Opt in to a first description line beginning `Unavailable` while a server is out (each
+    #: transition then changes the list, and busts the host's prompt cache: docs/mcp.md).
+    annotate_unavailable: bool = False
+    #: Opt in to the read-only `breakerdeck__status` tool.
+    status_tool: bool = False
 
 
 class ProxyConfig(_Strict):
@@ -151,7 +181,28 @@ def load(path: str | Path) -> ProxyConfig:
     except ValidationError as error:
         raise _named(path, error) from None
     _check(path, config)
-    return config
+    return _placed(path, config)
+
+
+def _placed(path: Path, config: ProxyConfig) -> ProxyConfig:
+    """Paths in the file are beside the file: a relative program path (a first word with a
+    separator; a bare name is looked up on PATH), `cwd` and secret files."""
+    servers = {}
+    for name, server in config.servers.items():
+        update: dict[str, Any] = {}
+        if server.command is not None and os.sep in server.command[0]:
+            update["command"] = [str(resolve(path, server.command[0])), *server.command[1:]]
+        if server.cwd is not None:
+            update["cwd"] = str(resolve(path, server.cwd))
+        secrets = {
+            var: source.model_copy(update={"file": str(resolve(path, source.file))})
+            for var, source in server.secret_env.items()
+            if source.file is not None
+        }
+        if secrets:
+            update["secret_env"] = {**server.secret_env, **secrets}
+        servers[name] = server.model_copy(update=update) if update else server
+    return config.model_copy(update={"servers": servers})
 
 
 _KEYED = re.compile(r"([a-z_]+): (.*)", re.DOTALL)
@@ -184,6 +235,8 @@ def _check(path: Path, config: ProxyConfig) -> None:
         table = f"servers.{name}"
         if not SERVER_NAME.fullmatch(name):
             raise ConfigError(path, "servers", name, "letters, digits and '-' only (at most 40)")
+        if name == RESERVED:
+            raise ConfigError(path, "servers", name, "reserved for the proxy's own tools")
         if server.url is not None:
             _check_url(path, table, server.url)
         for number, pattern in enumerate(server.count_is_error):
@@ -193,6 +246,11 @@ def _check(path: Path, config: ProxyConfig) -> None:
                 raise ConfigError(path, table, f"count_is_error[{number}]", str(error)) from None
         if server.credential is not None:
             _check_credential(path, table, server)
+        for var, source in server.secret_env.items():
+            file = resolve(path, source.file or "")
+            _check_source(path, f"{table}.secret_env.{var}", source, file)
+        if server.cwd is not None and not resolve(path, server.cwd).is_dir():
+            raise ConfigError(path, table, "cwd", f"{server.cwd!r} is not a directory")
 
 
 def _check_url(path: Path, table: str, url: str) -> None:
@@ -209,11 +267,16 @@ def _check_credential(path: Path, table: str, server: ServerConfig) -> None:
     where = f"{table}.credential"
     if server.command is not None and credential.name is None and credential.env is None:
         raise ConfigError(path, where, "name", "a stdio server needs the env var to read it from")
-    if credential.env is not None and credential.env not in os.environ:
-        raise ConfigError(path, where, "env", f"environment variable {credential.env} is not set")
-    if credential.file is not None:
+    _check_source(path, where, credential, Path(credential.file or ""))
+
+
+def _check_source(path: Path, where: str, source: Source, file: Path) -> None:
+    """An env var that is set, a private file that is there; a command is run at start."""
+    if source.env is not None and source.env not in os.environ:
+        raise ConfigError(path, where, "env", f"environment variable {source.env} is not set")
+    if source.file is not None:
         try:
-            statedir.read_private(credential.file)
+            statedir.read_private(file)
         except StateDirError as error:
             raise ConfigError(path, where, "file", str(error)) from None
 

@@ -1,9 +1,13 @@
 """`breakerdeck mcp`: an MCP server to the host in front of upstream MCP servers, one `tool`
 policy breaker per `<server>@<credential id>` (DESIGN, "`breakerdeck mcp`").
 
-Built on the SDK's lowlevel server, which serves both protocol eras on one connection: the
-handshake era gets `notifications/tools/list_changed` on every transition, the 2026-07-28 era
-a tools-changed event on `subscriptions/listen`. Every answer the proxy makes itself is a
+Built on the SDK's lowlevel server, which serves both protocol eras on one connection. The
+tool list is stable: each upstream's tools as it listed them (this run, or the last one, from
+the state dir), in a fixed order, whatever the breakers do; breaker state lives in results.
+Hosts hear of a list change (`notifications/tools/list_changed` in the handshake era, a
+tools-changed event on `subscriptions/listen` in the 2026-07-28 era) only when an upstream's
+own list changes, at most once a second, unless `annotate_unavailable` asks for the old
+`Unavailable` line (then on every transition too). Every answer the proxy makes itself is a
 `CallToolResult` with `isError: true` and the policy's object as `structuredContent`; the
 model never sees a JSON-RPC error for a breaker decision.
 """
@@ -11,10 +15,9 @@ model never sees a JSON-RPC error for a breaker decision.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import math
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, suppress
 from typing import Any, TextIO
 
@@ -30,19 +33,25 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from breakerdeck.engine import results
 from breakerdeck.engine.events import Event
-from breakerdeck.engine.front.mcp import classify
+from breakerdeck.engine.front.mcp import classify, status
 from breakerdeck.engine.front.mcp.breakers import ANNOUNCED, Breakers, FrontClock, ServerState
 from breakerdeck.engine.front.mcp.call import Answer, ToolCalls, own_result
 from breakerdeck.engine.front.mcp.config import SEPARATOR, START_DEADLINE_SECONDS, ProxyConfig
+from breakerdeck.engine.front.mcp.lists import StoredLists
+from breakerdeck.engine.front.mcp.unavailable import annotated
 from breakerdeck.engine.front.mcp.upstream import Upstream
 from breakerdeck.engine.results import ToolResult
-from breakerdeck.engine.state import State
 from breakerdeck.engine.text import printable
 
 #: After these, file and command credentials are read again (DESIGN): the upstream restarts.
 REREAD = frozenset({"credential.restored", "circuit_breaker_reset"})
 #: A server whose tools could not be listed is tried again at most this often (engine clock).
 RELIST_SECONDS = 30.0
+#: Hosts hear of list changes at most this often (real seconds): a list that changes every
+#: second must not bust a host's prompt cache every second.
+ANNOUNCE_SECONDS = 1.0
+#: After a handler returns, this long for its answer to reach the host.
+ANSWER_FLUSH_SECONDS = 0.1
 
 
 class Proxy:
@@ -55,19 +64,22 @@ class Proxy:
         errlog: TextIO = sys.stderr,
         upstream_mode: str = "auto",
         start_deadline: float = START_DEADLINE_SECONDS,
+        lists: StoredLists | None = None,
     ) -> None:
         self.config = config
         self.breakers = breakers
         self.clock = clock
         self.errlog = errlog
+        self.lists = lists or StoredLists(None)
         self.upstreams = {
             name: Upstream(
                 name,
                 server,
-                on_tools_changed=self.announce,
+                on_tools_changed=self._tools_changed,
                 errlog=errlog,
                 mode=upstream_mode,
                 start_deadline=start_deadline,
+                lists=self.lists,
             )
             for name, server in config.servers.items()
         }
@@ -83,6 +95,12 @@ class Proxy:
         self._wake_send, self._wake_receive = anyio.create_memory_object_stream[None](1)
         self._group: anyio.abc.TaskGroup | None = None
         self._relisted: dict[str, float] = {}
+        #: Whether any host has been given a list yet, and how many lists wait for a first
+        #: start: a server's first list is news only to a host that was given one without it.
+        self._served = False
+        self._waiting = 0
+        #: Requests of any kind waiting for a first start (the end of input lets them end).
+        self._held = 0
         #: Set on the first SIGTERM: new calls are refused, those in flight finish.
         self.draining = False
         self._in_flight = 0
@@ -97,15 +115,15 @@ class Proxy:
             version="0.1.0",
             instructions=(
                 "Tools are relayed to their servers through circuit breakers. A tool whose "
-                "server is failing stays listed with a description starting 'Unavailable'; a "
-                "call to it is answered at once with a structured result saying why and when "
-                "to retry."
+                "server is failing stays listed; a call to it is answered at once with a "
+                "structured result saying why and when to retry."
             ),
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_subscriptions_listen=self._listen,
         )
         server.middleware.append(self._remember_host)
+        server.middleware.append(self._object_arguments)
         return server
 
     def initialization_options(self) -> InitializationOptions:
@@ -118,29 +136,65 @@ class Proxy:
             self._hosts.setdefault(id(connection), ctx.session)
         return await call_next(ctx)
 
+    async def _object_arguments(self, ctx: ServerRequestContext, call_next: Any) -> Any:
+        """`arguments` that are not an object are the caller's to fix: an `invalid_request`
+        result like every answer the proxy makes itself, not the SDK's -32602."""
+        params = ctx.params if ctx.method == "tools/call" else None
+        if isinstance(params, Mapping):
+            arguments, name = params.get("arguments"), params.get("name")
+            if arguments is not None and not isinstance(arguments, dict) and isinstance(name, str):
+                return await self._call_tool(ctx, types.CallToolRequestParams(name=name), arguments)
+        return await call_next(ctx)
+
     async def _list_tools(
         self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         listed: list[types.Tool] = []
+        self._waiting += 1
+        try:
+            for upstream in self.upstreams.values():
+                await self._first_start(upstream)
+        finally:
+            self._waiting -= 1
         for name, upstream in self.upstreams.items():
             state = self._state(name)
             if not upstream.tools and state.available:
                 self._list_again(upstream)
             for tool in upstream.tools.values():
-                listed.append(_annotated(name, tool, state))
-        # Hosts must not serve a listing cached across a transition: no time to live.
+                listed.append(self._shown(name, tool, state))
+        if self.config.proxy.status_tool:
+            listed.append(status.TOOL)
+        self._served = True
+        # With `annotate_unavailable` a listing must not be served from a cache across a
+        # transition; a stable list only changes with an upstream's, which is announced.
         return types.ListToolsResult(tools=listed, ttl_ms=0)
+
+    def _shown(self, server: str, tool: types.Tool, state: ServerState) -> types.Tool:
+        """The upstream's tool under its proxied name, its own words unchanged unless the
+        `Unavailable` line is asked for."""
+        if self.config.proxy.annotate_unavailable:
+            return annotated(server, tool, state)
+        return tool.model_copy(update={"name": f"{server}{SEPARATOR}{tool.name}"})
 
     def _state(self, server: str) -> ServerState:
         config = self.config.servers[server]
         return self.breakers.state(self.breakers.key(server, config.credential_id))
 
     async def _call_tool(
-        self, ctx: ServerRequestContext, params: types.CallToolRequestParams
+        self,
+        ctx: ServerRequestContext,
+        params: types.CallToolRequestParams,
+        arguments: Any = None,
     ) -> Answer:
+        """A host's call: the status tool, or an upstream's tool on the one call path
+        (`arguments` overrides the params' when they are not an object)."""
         called = params.name
+        if called == status.NAME and self.config.proxy.status_tool:
+            return self.status()
         server, _, tool_name = called.partition(SEPARATOR)
         upstream = self.upstreams.get(server)
+        if upstream is not None:
+            await self._first_start(upstream)
         tool = upstream.tools.get(tool_name) if upstream is not None else None
         if upstream is None or tool is None:
             return own_result(_unknown_tool(called, self.upstreams))
@@ -148,11 +202,43 @@ class Proxy:
             return own_result(results.refused(called, "the proxy is shutting down; call again"))
         self._in_flight += 1
         try:
-            return await self.calls.call(ctx, upstream, tool, called, params.arguments)
+            given = params.arguments if arguments is None else arguments
+            return await self.calls.call(ctx, upstream, tool, called, given)
         finally:
             self._in_flight -= 1
             if self._in_flight == 0 and self.draining:
                 self._idle.set()
+
+    def status(self) -> types.CallToolResult:
+        """`breakerdeck__status`: every server's breaker, as the model may plan with it."""
+        now = self.clock.wall()
+        lines = []
+        for name, server in self.config.servers.items():
+            key = self.breakers.key(name, server.credential_id)
+            lines.append(status.server_status(name, key, self.breakers.view(key), now))
+        return status.result(lines)
+
+    async def settled(self) -> None:
+        """Returns soon when no request waits for a first start; else once every first start
+        has ended and the requests that waited have had time to be answered."""
+        await anyio.sleep(ANSWER_FLUSH_SECONDS)  # the last lines read reach their handlers
+        if not self._held:
+            return
+        for upstream in self.upstreams.values():
+            await upstream.settled.wait()
+        await anyio.sleep(ANSWER_FLUSH_SECONDS)
+
+    async def _first_start(self, upstream: Upstream) -> None:
+        """A server never listed (no stored list) is waited for while its first start lasts
+        (at most the start deadline): a host that never rereads the list would not see it at
+        all. One with a list, this run's or the last run's, is never waited for."""
+        if upstream.tools or upstream.settled.is_set():
+            return
+        self._held += 1
+        try:
+            await upstream.settled.wait()
+        finally:
+            self._held -= 1
 
     async def idle(self) -> None:
         """Returns once no call is in flight (after `draining` is set)."""
@@ -179,6 +265,14 @@ class Proxy:
 
     # -- announcements -------------------------------------------------------------------------
 
+    def _tools_changed(self, first: bool) -> None:
+        """An upstream's own list changed: hosts hear of it, unless it is a server's first list
+        and no host can have missed it (none was given a list yet, or the lists being answered
+        wait for it)."""
+        if first and (not self._served or self._waiting):
+            return
+        self.announce()
+
     def announce(self) -> None:
         """Ask for one list-change announcement soon (coalesced; any thread)."""
         loop = self._loop
@@ -194,13 +288,15 @@ class Proxy:
         server = self._keys.get(event.key)
         if server is None or event.type not in ANNOUNCED:
             return
-        self.announce()
+        if self.config.proxy.annotate_unavailable:  # the descriptions changed
+            self.announce()
         if event.type in REREAD and self._loop is not None:
             # The operator fixed the credential: the next admitted attempt starts the upstream
             # again and reads a file or command credential anew.
             self._loop.call_soon_threadsafe(self.upstreams[server].drop)
 
     async def _announcer(self) -> None:
+        """One announcement per wake, then a pause: wakes meanwhile make one more after it."""
         async for _ in self._wake_receive:
             await self._bus.publish(ToolsListChanged())
             for key, session in list(self._hosts.items()):
@@ -208,21 +304,26 @@ class Proxy:
                     await session.send_tool_list_changed()
                 except Exception:  # the host went away: stop announcing to it
                     self._hosts.pop(key, None)
+            await anyio.sleep(ANNOUNCE_SECONDS)
 
     # -- lifetime ------------------------------------------------------------------------------
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Proxy]:
-        """Upstreams started and listed, transitions announced, until the block ends."""
+        """Serving at once: upstreams start in the background, list changes are announced,
+        until the block ends."""
         self._loop = asyncio.get_running_loop()
         unsubscribe = self.breakers.subscribe(self._on_event)
+        for problem in self.lists.problems:
+            print(f"breakerdeck mcp: {problem}", file=self.errlog, flush=True)
         try:
             async with anyio.create_task_group() as group:
                 for upstream in self.upstreams.values():
                     upstream.attach(group)
                 self._group = group
                 group.start_soon(self._announcer)
-                await self._connect_all()
+                for upstream in self.upstreams.values():
+                    group.start_soon(self._start_at_launch, upstream)
                 try:
                     yield self
                 finally:
@@ -234,58 +335,30 @@ class Proxy:
         finally:
             unsubscribe()
 
-    async def _connect_all(self) -> None:
-        """List every server's tools at start; one that cannot start is reported, not fatal."""
-
-        async def connect(upstream: Upstream) -> None:
-            try:
+    async def _start_at_launch(self, upstream: Upstream) -> None:
+        """Started to be listed, not called: a failure is said, never counted, and a server
+        whose verdict is not closed is left for the call its breaker admits."""
+        self._relisted[upstream.name] = self.clock.monotonic()
+        try:
+            if self._state(upstream.name).available:
                 await upstream.ensure()
-            except classify.StartFailed as error:
-                line = (
-                    f"{upstream.name}: could not start: {error}; its tools are left out until "
-                    "it starts (tried again when a host lists tools)"
+        except classify.StartFailed as error:
+            if upstream.tools:
+                then = "it is listed from its last run's tools; a call starts it"
+            else:
+                then = (
+                    "its tools are left out until it starts (tried again when a host lists tools)"
                 )
-                upstream.problems.append(line)
-                print(f"breakerdeck mcp: {line}", file=self.errlog, flush=True)
-
-        async with anyio.create_task_group() as group:
-            for upstream in self.upstreams.values():
-                group.start_soon(connect, upstream)
+            line = f"{upstream.name}: could not start: {error}; {then}"
+            upstream.problems.append(line)
+            print(f"breakerdeck mcp: {line}", file=self.errlog, flush=True)
+        finally:
+            upstream.settled.set()
 
     @property
     def problems(self) -> list[str]:
-        return [line for upstream in self.upstreams.values() for line in upstream.problems]
-
-
-def _annotated(server: str, tool: types.Tool, state: ServerState) -> types.Tool:
-    """The upstream's tool under its proxied name; while its server is out, the description's
-    first line says so (the model keeps seeing the tool and learns why it fails fast)."""
-    description = tool.description or ""
-    if not state.available:
-        description = f"{unavailable_line(state)}\n{description}".rstrip()
-    return tool.model_copy(
-        update={"name": f"{server}{SEPARATOR}{tool.name}", "description": description}
-    )
-
-
-def unavailable_line(state: ServerState) -> str:
-    if state.paused:
-        return (
-            "Unavailable: its credential was revoked; calls are refused until an operator "
-            "marks it fixed."
-        )
-    if state.state == State.HALF_OPEN:
-        return (
-            "Unavailable: its server was failing; the next call is let through as a probe and "
-            "others are refused until it answers."
-        )
-    until = _utc(state.until_wall) if state.until_wall is not None else "the cooldown ends"
-    return f"Unavailable until {until}: {state.reason}"
-
-
-def _utc(wall: float) -> str:
-    stamp = datetime.datetime.fromtimestamp(wall, datetime.UTC)
-    return stamp.strftime("%Y-%m-%d %H:%M:%S UTC")
+        problems = list(self.lists.problems)
+        return problems + [line for up in self.upstreams.values() for line in up.problems]
 
 
 def _unknown_tool(called: str, upstreams: dict[str, Upstream]) -> ToolResult:

@@ -28,7 +28,8 @@ from breakerdeck.engine.feed.server import serve_feed
 from breakerdeck.engine.front import logs
 from breakerdeck.engine.front.mcp.breakers import Breakers
 from breakerdeck.engine.front.mcp.config import ProxyConfig
-from breakerdeck.engine.front.mcp.proxy import Proxy
+from breakerdeck.engine.front.mcp.lists import StoredLists
+from breakerdeck.engine.front.mcp.proxy import ANSWER_FLUSH_SECONDS, Proxy
 from breakerdeck.engine.front.mcp.stdio import host_stdio
 from breakerdeck.engine.front.metrics import Counts, registry_for
 from breakerdeck.engine.front.serving import (
@@ -51,8 +52,6 @@ TTY_HINT = (
     "speaking MCP (JSON-RPC) on stdin/stdout: an MCP host starts this command itself; "
     "its config entry is in docs/mcp.md (Ctrl-D or Ctrl-C ends it)"
 )
-#: After the last call in flight returns, this long for its answer to reach the host.
-ANSWER_FLUSH_SECONDS = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +189,9 @@ async def serve(options: McpOptions) -> None:
         counts = Counts()
         metrics = start_metrics(engine, options.metrics_listen, counts)
         stop_telemetry = telemetry_setup.start("mcp", engine, counts, logs.breakers)
-        proxy = Proxy(options.config, Breakers(engine, clock, counts), clock)
+        # Tool lists are kept in the dir's root, shared by its instances.
+        lists = StoredLists(options.state_dir)
+        proxy = Proxy(options.config, Breakers(engine, clock, counts), clock, lists=lists)
         async with feed_for(engine, options, instance), proxy.running():
             await _serve_host(proxy, options)
     finally:
@@ -212,7 +213,7 @@ async def _serve_host(proxy: Proxy, options: McpOptions) -> None:
         say(TTY_HINT)
     async with anyio.create_task_group() as group:
         group.start_soon(_stop_on_signals, proxy, group)
-        async with host_stdio() as (read, write):
+        async with host_stdio(before_end=proxy.settled) as (read, write):
             await proxy.server.run(read, write, proxy.initialization_options())
         group.cancel_scope.cancel()
 

@@ -10,15 +10,14 @@ most `limit` bytes of a line: a longer one is dropped as it arrives and the requ
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import re
 import selectors
 import stat
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import anyio.abc
@@ -27,21 +26,36 @@ import mcp_types as types
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
+from breakerdeck.engine.front.mcp.wire import Lines, from_host, id_near_start, parsed
+from breakerdeck.engine.text import printable
+
 #: The JSON-RPC error code a too-large answer is delivered as (server-defined range).
 RESULT_TOO_LARGE = -32099
 #: How long a stdio upstream gets to exit after its stdin closes, then after SIGTERM.
 EXIT_GRACE_SECONDS = 2.0
-_ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,20})')
+#: An upstream's stderr is relayed a line at a time, each cut to this many characters.
+STDERR_LINE_CHARS = 2000
+READ_BYTES = 65_536
 
 
 @asynccontextmanager
 async def bounded_stdio(
-    command: list[str], env: dict[str, str] | None, limit: int
+    command: list[str],
+    env: dict[str, str] | None,
+    limit: int,
+    *,
+    cwd: str | None = None,
+    errlog: TextIO = sys.stderr,
+    label: str = "",
 ) -> AsyncIterator[tuple[Any, Any]]:
     """Start `command` with the SDK's default environment plus `env` only, and speak
-    newline-framed JSON-RPC on its pipes."""
+    newline-framed JSON-RPC on its pipes. Its stderr reaches `errlog` a line at a time, each
+    prefixed with `label` and escaped (DESIGN: text from outside never reaches a terminal raw)."""
     process = await anyio.open_process(
-        command, env={**get_default_environment(), **(env or {})}, stderr=sys.stderr
+        command,
+        env={**get_default_environment(), **(env or {})},
+        cwd=cwd,
+        stderr=subprocess.PIPE,
     )
     incoming, read_stream = anyio.create_memory_object_stream[Any](0)
     write_stream, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
@@ -51,6 +65,12 @@ async def bounded_stdio(
         async with incoming:
             async for line, oversized in _lines(process.stdout, limit):
                 await incoming.send(_message(line, oversized, limit))
+
+    async def pump_err() -> None:
+        assert process.stderr is not None
+        async for line, _ in _lines(process.stderr, STDERR_LINE_CHARS):
+            text = printable(line.decode("utf-8", "replace"))[:STDERR_LINE_CHARS]
+            print(f"{label}: {text}", file=errlog, flush=True)
 
     async def pump_out() -> None:
         assert process.stdin is not None
@@ -65,6 +85,7 @@ async def bounded_stdio(
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(pump_in)
+            group.start_soon(pump_err)
             group.start_soon(pump_out)
             try:
                 yield read_stream, write_stream
@@ -78,52 +99,24 @@ async def bounded_stdio(
 async def _lines(
     stream: anyio.abc.ByteReceiveStream, limit: int
 ) -> AsyncIterator[tuple[bytes, bool]]:
-    """Whole lines; a line over `limit` yields its first bytes once, flagged, and the rest is
-    dropped as it arrives."""
-    buffer = bytearray()
-    dropping = False
+    """Whole lines, each flagged when it was over `limit` (then only its first bytes)."""
+    lines = Lines(limit)
     with suppress(anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
         while True:
-            chunk = await stream.receive()
-            start = 0
-            while (end := chunk.find(b"\n", start)) != -1:
-                if not dropping:
-                    buffer += chunk[start:end]
-                    yield bytes(buffer), False
-                buffer.clear()
-                dropping = False
-                start = end + 1
-            if not dropping:
-                buffer += chunk[start:]
-                if len(buffer) > limit:
-                    yield bytes(buffer[:256]), True
-                    buffer.clear()
-                    dropping = True
+            for line in lines.feed(await stream.receive()):
+                yield line
+    for line in lines.end():
+        yield line
 
 
 def _message(line: bytes, oversized: bool, limit: int) -> Any:
     if oversized:
-        found = _ID.search(line)
-        if found is None:
+        identifier = id_near_start(line)
+        if identifier is None:
             return ValueError(f"a message over {limit} bytes, with no id near its start")
-        identifier = _json_id(found.group(1))
         error = types.ErrorData(code=RESULT_TOO_LARGE, message=f"the result is over {limit} bytes")
         return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=identifier, error=error))
     return parsed(line)
-
-
-def parsed(line: bytes) -> SessionMessage | ValueError:
-    """One line of JSON-RPC as the SDK's streams carry it: the message, or why it is not one
-    (handed on, not raised: the session answers it and the stream goes on)."""
-    try:
-        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except ValueError as error:
-        return error
-
-
-def _json_id(raw: bytes) -> str | int:
-    value = json.loads(raw)
-    return value if isinstance(value, str | int) else str(value)
 
 
 async def _stop(process: anyio.abc.Process) -> None:
@@ -147,7 +140,9 @@ HOST_MESSAGE_LIMIT = 16 * 1024 * 1024
 
 
 @asynccontextmanager
-async def host_stdio(limit: int = HOST_MESSAGE_LIMIT) -> AsyncIterator[tuple[Any, Any]]:
+async def host_stdio(
+    limit: int = HOST_MESSAGE_LIMIT, *, before_end: Callable[[], Awaitable[None]] | None = None
+) -> AsyncIterator[tuple[Any, Any]]:
     """The host's JSON-RPC on this process's stdin and stdout, whatever files they are.
 
     Standard output carries nothing but JSON-RPC: the wire is a private copy of fd 1, and fd 1
@@ -156,30 +151,46 @@ async def host_stdio(limit: int = HOST_MESSAGE_LIMIT) -> AsyncIterator[tuple[Any
     a SIGTERM stops the proxy while the host keeps its end open (a thread blocked in a read is
     out of any cancellation's reach). A file the loop cannot wait on (a regular file,
     /dev/null) never blocks for long: it goes through anyio's file wrapper, in a worker thread.
-    The end of input is the host going away: the read stream ends and so does the serving.
+    The end of input is the host going away: the read stream ends and so does the serving,
+    once `before_end` has returned (the proxy lets the requests that wait for an upstream's
+    first start be answered, so that a file of requests read at once is answered as a host's
+    would be).
     """
     wire_out = os.dup(1)
     os.dup2(2, 1)
     incoming, read_stream = anyio.create_memory_object_stream[Any](0)
     write_stream, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
+    writing = anyio.Lock()
     async with AsyncExitStack() as stack:
         lines = await stack.enter_async_context(_host_lines(os.dup(0), limit))
         send = await stack.enter_async_context(_host_sink(wire_out))
 
+        async def write(data: bytes) -> bool:
+            """One whole line to the host; False once the host closed its end."""
+            async with writing:
+                try:
+                    await send(data)
+                except OSError:  # the host closed its end: it went away
+                    group.cancel_scope.cancel()
+                    return False
+            return True
+
         async def pump_in() -> None:
             async with incoming:
-                async for line in lines:
-                    # A line over the limit is dropped and said so (it arrives as the error).
-                    await incoming.send(line if isinstance(line, ValueError) else parsed(line))
+                async for line, oversized in lines:
+                    item = from_host(line, oversized, limit)
+                    if isinstance(item, SessionMessage):
+                        await incoming.send(item)
+                    elif item is not None and not await write(item):
+                        return
+                if before_end is not None:
+                    await before_end()
 
         async def pump_out() -> None:
             async with outgoing:
                 async for item in outgoing:
                     data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    try:
-                        await send(data.encode() + b"\n")
-                    except OSError:  # the host closed its end: it went away
-                        group.cancel_scope.cancel()
+                    if not await write(data.encode() + b"\n"):
                         return
 
         async with anyio.create_task_group() as group:
@@ -208,52 +219,49 @@ def _pollable(fd: int) -> bool:
     return True
 
 
-Line = bytes | ValueError
+Line = tuple[bytes, bool]
 
 
 @asynccontextmanager
 async def _host_lines(fd: int, limit: int) -> AsyncIterator[AsyncIterator[Line]]:
-    """Lines from `fd` (owned: closed on the way out), each a ValueError when over `limit`."""
+    """Lines from `fd` (owned: closed on the way out), each flagged when over `limit`."""
     if not _pollable(fd):
         async with anyio.wrap_file(os.fdopen(fd, "rb")) as file:
             yield _file_lines(file, limit)
         return
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=limit, loop=loop)
+    reader = asyncio.StreamReader(loop=loop)
     transport, _ = await loop.connect_read_pipe(
         lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
         os.fdopen(fd, "rb", buffering=0),
     )
     try:
-        yield _pipe_lines(reader)
+        yield _pipe_lines(reader, limit)
     finally:
         transport.close()
 
 
-async def _pipe_lines(reader: asyncio.StreamReader) -> AsyncIterator[Line]:
+async def _pipe_lines(reader: asyncio.StreamReader, limit: int) -> AsyncIterator[Line]:
+    lines = Lines(limit)
     while True:
         try:
-            line = await reader.readline()
-        except ValueError as error:
-            yield error
-            continue
+            chunk = await reader.read(READ_BYTES)
         except OSError:  # a terminal hung up (EIO): the end of input
-            return
-        if not line:
-            return
+            chunk = b""
+        if not chunk:
+            break
+        for line in lines.feed(chunk):
+            yield line
+    for line in lines.end():
         yield line
 
 
 async def _file_lines(file: anyio.AsyncFile[bytes], limit: int) -> AsyncIterator[Line]:
-    async def readline() -> bytes:  # at most limit + 1 bytes: AsyncFile.readline has no bound
-        return await anyio.to_thread.run_sync(file.wrapped.readline, limit + 1)
-
-    while line := await readline():
-        if len(line) > limit and not line.endswith(b"\n"):
-            while (rest := await readline()) and not rest.endswith(b"\n"):
-                pass
-            yield ValueError(f"a message over {limit} bytes")
-            continue
+    lines = Lines(limit)
+    while chunk := await anyio.to_thread.run_sync(file.wrapped.read, READ_BYTES):
+        for line in lines.feed(chunk):
+            yield line
+    for line in lines.end():
         yield line
 
 

@@ -14,7 +14,6 @@ import logging
 import math
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,8 +26,6 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from breakerdeck.engine import statedir
-from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.front.mcp.classify import (
     AttemptTimedOut,
     ResultTooLarge,
@@ -44,6 +41,8 @@ from breakerdeck.engine.front.mcp.config import (
     command_problem,
 )
 from breakerdeck.engine.front.mcp.http import ATTEMPT_META, upstream_transport
+from breakerdeck.engine.front.mcp.lists import StoredLists, same
+from breakerdeck.engine.front.mcp.sources import describe, read_env, read_source
 from breakerdeck.engine.front.mcp.stdio import bounded_stdio
 from breakerdeck.engine.text import printable
 
@@ -53,8 +52,8 @@ log = logging.getLogger(__name__)
 RESULT_LIMIT_BYTES = 16 * 1024 * 1024
 #: Each progress notification extends an attempt's deadline by one deadline, at most this often.
 MAX_PROGRESS_EXTENSIONS = 10
-#: A credential command gets this long (real seconds) to print the credential.
-CREDENTIAL_COMMAND_SECONDS = 10.0
+#: A server that lists more tools than this is refused (its list is not taken), named.
+MAX_TOOLS = 1000
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -78,24 +77,29 @@ class Upstream:
         name: str,
         config: ServerConfig,
         *,
-        on_tools_changed: Callable[[], None],
+        on_tools_changed: Callable[[bool], None],
         errlog: TextIO = sys.stderr,
         mode: str = "auto",
         start_deadline: float = START_DEADLINE_SECONDS,
+        lists: StoredLists | None = None,
     ) -> None:
         self.name = name
         self.start_deadline = start_deadline
         self.config = config
         self.mode = mode
-        self.tools: dict[str, types.Tool] = {}
         self.problems: list[str] = []
+        self._lists = lists or StoredLists(None)
+        #: The tools as last listed: by the server in this run, else as it listed them last run.
+        self.tools: dict[str, types.Tool] = self._relayable(self._lists.load(name) or [])
+        #: Set once the first start (in the background, at launch) has ended either way.
+        self.settled = anyio.Event()
         self.count_is_error = [re.compile(p) for p in config.count_is_error]
         self._on_tools_changed = on_tools_changed
         self._errlog = errlog
         self._group: anyio.abc.TaskGroup | None = None
         self._connection: _Connection | None = None
         self._starting = anyio.Lock()
-        self._env_credential = _read_env(config)
+        self._env_credential = read_env(config)
         self.wire: dict[str, WireStatus] = {}
 
     def attach(self, group: anyio.abc.TaskGroup) -> None:
@@ -135,27 +139,30 @@ class Upstream:
         except StartFailed:
             raise
         except Exception as error:
-            raise StartFailed(_describe(error)) from None
+            raise StartFailed(describe(error)) from None
 
     async def _own(self, *, task_status: anyio.abc.TaskStatus[_Connection]) -> None:
         """Owns one connection from start to end; never lets an error out into the group.
 
         The start deadline is the deadline of a scope around the connection's whole life,
-        lifted once the tools are listed: the client's own task groups must nest inside it."""
+        lifted once the tools are listed (and a 2026-era server's list changes subscribed to):
+        the client's own task groups must nest inside it."""
         connection = _Connection()
         started = False
         try:
             with anyio.CancelScope(deadline=anyio.current_time() + self.start_deadline) as life:
                 async with self._client() as client:
                     listing = await _list_all(client)
-                    life.deadline = math.inf
                     connection.client = client
                     self._absorb(listing)
-                    started = True
-                    task_status.started(connection)
                     async with anyio.create_task_group() as watchers:
                         if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                            watchers.start_soon(self._listen, client)
+                            # Listening before the first call (a change it causes is heard),
+                            # acknowledged within the start deadline.
+                            await watchers.start(self._listen, client)
+                        life.deadline = math.inf
+                        started = True
+                        task_status.started(connection)
                         await connection.stop.wait()
                         watchers.cancel_scope.cancel()
             if not started:
@@ -164,14 +171,21 @@ class Upstream:
             raise
         except Exception as error:
             if not started:
-                raise StartFailed(_describe(error)) from None
+                raise StartFailed(describe(error), exited=self.config.command is not None) from None
             log.debug("upstream %s: connection ended: %s", self.name, error)
         finally:
             connection.dead = True
 
     def _client(self) -> Client:
         if self.config.command is not None:
-            target: Any = bounded_stdio(self.config.command, self._stdio_env(), RESULT_LIMIT_BYTES)
+            target: Any = bounded_stdio(
+                self.config.command,
+                self._stdio_env(),
+                RESULT_LIMIT_BYTES,
+                cwd=self.config.cwd,
+                errlog=self._errlog,
+                label=f"breakerdeck mcp: {self.name}",
+            )
         else:
             target = self._http_transport()
         return Client(
@@ -186,36 +200,42 @@ class Upstream:
         assert self.config.url is not None
         return upstream_transport(self.config.url, self.credential(), self.wire)
 
-    def _stdio_env(self) -> dict[str, str] | None:
+    def _stdio_env(self) -> dict[str, str]:
+        """Beyond the SDK's default environment: the table's `env`, its secrets (read now),
+        then the credential's own variable, which wins."""
+        env = dict(self.config.env)
+        for var, source in self.config.secret_env.items():
+            env[var] = read_source(source, f"secret_env {var}", os.environ.get(source.env or ""))
         credential = self.config.credential
-        if credential is None:
-            return None
-        name = credential.name or credential.env
-        assert name is not None
-        return {name: self.credential() or ""}
+        if credential is not None:
+            name = credential.name or credential.env
+            assert name is not None
+            env[name] = self.credential() or ""
+        return env
 
     def credential(self) -> str | None:
         """The credential's value: an env var as read at start, a file or command now."""
         credential = self.config.credential
         if credential is None:
             return None
-        if credential.env is not None:
-            return self._env_credential
-        if credential.file is not None:
-            try:
-                return statedir.read_private(credential.file).strip()
-            except StateDirError as error:
-                raise StartFailed(f"the credential file: {error}") from None
-        assert credential.command is not None
-        return _run_credential_command(credential.command)
+        return read_source(credential, "the credential", self._env_credential)
 
-    async def _listen(self, client: Client) -> None:
+    async def _listen(
+        self, client: Client, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         """A 2026-era upstream announces list changes on `subscriptions/listen`; one that does
-        not serve it simply never announces (its tools stay as first listed)."""
-        with contextlib.suppress(Exception):
+        not serve it simply never announces (its tools stay as first listed). Started once the
+        subscription is acknowledged, or refused."""
+        try:
             async with client.listen(tools_list_changed=True) as subscription:
+                task_status.started()
                 async for _ in subscription:
                     await self.relist()
+        except Exception as error:
+            log.debug("upstream %s: no list changes: %s", self.name, error)
+        finally:
+            with contextlib.suppress(RuntimeError):  # already started
+                task_status.started()
 
     async def _on_message(self, message: Any) -> None:
         """The upstream said its tools changed: list them again, then tell the hosts."""
@@ -232,29 +252,42 @@ class Upstream:
             with anyio.fail_after(self.start_deadline):
                 listing = await _list_all(connection.client)
         except Exception as error:
-            self.problems.append(f"{self.name}: could not list tools again: {_describe(error)}")
+            self.problems.append(f"{self.name}: could not list tools again: {describe(error)}")
             return
         self._absorb(listing)
-        self._on_tools_changed()
 
     def _absorb(self, listing: list[types.Tool]) -> None:
-        """Keep the tools the proxy can relay; say why any other one is left out."""
+        """Keep the tools the proxy can relay (and store them, for the next run); say why any
+        other one is left out. Hosts hear of it only when the list is not the one they have."""
+        if len(listing) > MAX_TOOLS:
+            self._problem(f"lists {len(listing)} tools, over {MAX_TOOLS}: its list is refused")
+            return
+        kept = self._relayable(listing, report=True)
+        if same(kept.values(), self.tools.values()):
+            return
+        first = not self.tools
+        self.tools = kept
+        if (problem := self._lists.save(self.name, kept.values())) is not None:
+            self._problem(problem.removeprefix(f"{self.name}: "))
+        self._on_tools_changed(first)
+
+    def _relayable(
+        self, listing: list[types.Tool], *, report: bool = False
+    ) -> dict[str, types.Tool]:
         kept: dict[str, types.Tool] = {}
+        say = self._problem if report else (lambda text: None)
         for tool in listing:
             shown = printable(tool.name)[:80]
             full = f"{self.name}{SEPARATOR}{tool.name}"
             if not TOOL_NAME.fullmatch(tool.name):
-                self._problem(f"tool {shown!r} left out: its name has characters hosts refuse")
+                say(f"tool {shown!r} left out: its name has characters hosts refuse")
             elif len(full) > MAX_TOOL_NAME:
-                self._problem(f"tool {shown!r} left out: {full[:70]}… is over {MAX_TOOL_NAME}")
+                say(f"tool {shown!r} left out: {printable(full)[:70]}… is over {MAX_TOOL_NAME}")
             elif tool.name in kept:
-                self._problem(f"tool {shown!r} left out: listed twice (the first is kept)")
+                say(f"tool {shown!r} left out: listed twice (the first is kept)")
             else:
                 kept[tool.name] = tool
-        changed = kept != self.tools
-        self.tools = kept
-        if changed:
-            self._on_tools_changed()
+        return kept
 
     def _problem(self, text: str) -> None:
         line = f"{self.name}: {text}"
@@ -333,33 +366,3 @@ def _size(result: types.CallToolResult) -> int:
         text = getattr(block, "text", None) or getattr(block, "data", None) or ""
         total += len(text)
     return total
-
-
-def _describe(error: BaseException) -> str:
-    if isinstance(error, BaseExceptionGroup) and error.exceptions:
-        return _describe(error.exceptions[0])
-    text = str(error).splitlines()[0] if str(error) else ""
-    return printable(f"{type(error).__name__}: {text}" if text else type(error).__name__)[:300]
-
-
-def _read_env(config: ServerConfig) -> str | None:
-    credential = config.credential
-    if credential is None or credential.env is None:
-        return None
-    return os.environ.get(credential.env)
-
-
-def _run_credential_command(command: list[str]) -> str:
-    try:
-        done = subprocess.run(
-            command,
-            capture_output=True,
-            timeout=CREDENTIAL_COMMAND_SECONDS,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise StartFailed(f"the credential command failed: {_describe(error)}") from None
-    if done.returncode != 0:
-        raise StartFailed(f"the credential command exited {done.returncode}")
-    return done.stdout.decode("utf-8", "replace").strip()
