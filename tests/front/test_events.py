@@ -84,7 +84,7 @@ async def test_the_gateway_writes_every_call_and_its_trip_to_events(tmp_path: Pa
 def test_the_mcp_demo_writes_its_calls_with_server_and_tool_names(tmp_path: Path) -> None:
     events = tmp_path / "events.jsonl"
     command = [sys.executable, "-m", "breakerdeck.console.cli", "mcp", "--demo"]
-    command += ["--state-dir", str(tmp_path / "state"), "--speed", "10", "--events", str(events)]
+    command += ["--state-dir", str(tmp_path / "state"), "--speed", "25", "--events", str(events)]
     command += ["--feed-listen", f"127.0.0.1:{free_port()}"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None

@@ -20,7 +20,7 @@ def test_the_demo_trips_the_hanging_servers_breaker_and_says_how_to_watch(tmp_pa
             "--state-dir",
             str(tmp_path / "state"),
             "--speed",
-            "10",
+            "25",
             "--feed-listen",
             f"127.0.0.1:{port}",
         ],
