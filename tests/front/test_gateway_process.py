@@ -250,6 +250,9 @@ async def test_the_demo_runs_agents_through_the_gateway_and_the_feed_shows_a_tri
             await asyncio.sleep(0.2)
         assert states.get("billing-assistant") == "open"  # payments refuses from t=1
         assert len(states) >= 10
+        # The demo's log says the trip, as `breakerdeck gateway`'s does.
+        said = demo._printed(r"breakerdeck\.breakers: (tripped billing-assistant: .*)")
+        assert said == "tripped billing-assistant: upstream ×5, open 300 s"
     finally:
         demo.stop()
 
