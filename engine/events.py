@@ -100,9 +100,11 @@ class Event:
 
     @property
     def relayed(self) -> bool:
-        """Made by another replica's script (a `Transition` with an `origin`): shown here,
-        never audited or paged here."""
-        return False
+        """Made by another replica's script (its fields end with `origin`): shown here, never
+        audited or paged here. A record read back untyped says so by its fields; a line not
+        yet built (a call's) has none."""
+        fields = self._fields
+        return fields is not None and "origin" in fields
 
     def _build_fields(self) -> dict[str, Any]:
         return {}

@@ -238,10 +238,18 @@ class AdapterCalls:
     # -- a pair of hooks ------------------------------------------------------------------
 
     async def begin(
-        self, tool: Tool, call_id: str, *, agent: str, credential: str
+        self, tool: Tool, call_id: str | None, *, agent: str, credential: str
     ) -> ToolResult | None:
         """Before the framework runs the tool: None when the call may go (its outcome is owed
-        to `end` under `call_id`), else the refusal the model gets instead."""
+        to `end` under `call_id`), else the refusal the model gets instead. A call with no id
+        cannot be matched to its outcome: it goes unguarded, said, and nothing is recorded."""
+        if call_id is None:
+            warnings.warn(
+                f"{self.framework}: a call of {tool.name!r} came with no call id, so its "
+                "outcome could not be matched: it ran unguarded",
+                stacklevel=3,
+            )
+            return None
         if call_id in self._pending:
             raise AdapterError(f"{self.framework}: tool call {call_id!r} began twice")
         reported = _Reported(tool.lease)
@@ -257,12 +265,12 @@ class AdapterCalls:
         task.add_done_callback(functools.partial(self._forget, call_id, pending))
         return None
 
-    def owes(self, call_id: str) -> bool:
+    def owes(self, call_id: str | None) -> bool:
         return call_id in self._pending
 
     async def end(
         self,
-        call_id: str,
+        call_id: str | None,
         *,
         value: Any = None,
         error: Exception | None = None,
@@ -272,6 +280,8 @@ class AdapterCalls:
         raised (`error`), classified, or an `attempt` made by the adapter (`neutral`), and
         answer. A tool's own error is raised again. None for a call id not begun here, already
         reported or past its lease (warned: nothing recorded)."""
+        if call_id is None:
+            return None  # `begin` let it go unguarded, and said so
         pending = self._pending.pop(call_id, None)
         if pending is None:
             warnings.warn(
@@ -332,14 +342,17 @@ class _Reported:
 
     def __init__(self, lease: float) -> None:
         loop = asyncio.get_running_loop()
-        self.lease = lease
+        self._loop = loop
+        #: Counted from before the call is admitted, so the neutral ending always comes before
+        #: the engine's own expiry of the probe (admission, lease and grace).
+        self._due = loop.time() + lease
         self.admitted: asyncio.Future[None] = loop.create_future()
         self._outcome: asyncio.Future[Attempt] = loop.create_future()
 
     async def attempt(self) -> Attempt:
         self.admitted.set_result(None)
         try:
-            return await asyncio.wait_for(self._outcome, self.lease)
+            return await asyncio.wait_for(self._outcome, max(self._due - self._loop.time(), 0))
         except TimeoutError:
             return neutral("the framework never reported the call's outcome")
 

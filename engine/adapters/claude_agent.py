@@ -114,5 +114,6 @@ def breaker_hooks(engine: Any, backends: Any, **settings: Any) -> BreakerHooks:
     )
 
 
-def _call_id(input: dict[str, Any], tool_use_id: str | None) -> str:
-    return str(input.get("tool_use_id") or tool_use_id)
+def _call_id(input: dict[str, Any], tool_use_id: str | None) -> str | None:
+    found = input.get("tool_use_id") or tool_use_id
+    return None if found is None else str(found)

@@ -103,8 +103,9 @@ class BreakerPlugin(BasePlugin):
         return _replacing(await self.calls.end(call_id, value=result))
 
 
-def _call_id(tool_context: ToolContext) -> str:
-    return str(tool_context.function_call_id)
+def _call_id(tool_context: ToolContext) -> str | None:
+    found = tool_context.function_call_id
+    return None if found is None else str(found)
 
 
 def _replacing(result: ToolResult | None) -> dict[str, Any] | None:

@@ -79,9 +79,11 @@ class BreakerMiddleware(AgentMiddleware[Any, Any, Any]):
             return _checked(await handler(request))
 
         agent, credential = self._who(request)
-        return _answer(
-            request, tool, await calls.call(tool, run, agent=agent, credential=credential)
-        )
+        try:
+            result = await calls.call(tool, run, agent=agent, credential=credential)
+        except ReportedFailure as own:
+            return _reported(own)
+        return _answer(request, tool, result)
 
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Answer]
@@ -96,7 +98,7 @@ class BreakerMiddleware(AgentMiddleware[Any, Any, Any]):
                 tool, lambda: _checked(handler(request)), agent=agent, credential=credential
             )
         except ReportedFailure as own:
-            return _as_reported(own)
+            return _reported(own)
         return _answer(request, tool, result)
 
     def _who(self, request: ToolCallRequest) -> tuple[str, str]:
@@ -114,7 +116,9 @@ def _checked(answer: Answer) -> Answer:
     return answer
 
 
-def _as_reported(failure: ReportedFailure) -> Answer:
+def _reported(failure: ReportedFailure) -> Answer:
+    """An error `ToolMessage` the policy does not count (the tool's own error, recorded
+    uncounted): the model gets it as the tool gave it, as it would without us."""
     answer: Answer = failure.value
     return answer
 

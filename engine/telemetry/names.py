@@ -37,7 +37,8 @@ RETRY_AFTER = "breakerdeck.retry_after"
 CALL_ID = "breakerdeck.call.id"
 
 #: A transition's fields a span event carries: numbers and the design's own words, never an
-#: operator's free text (a reset's reason stays in the audit log and the log line).
+#: operator's free text (a reset's reason is in the audit log and the log line, which OTLP
+#: logs export as a record when they are on: docs/telemetry.md).
 _EVENT_FIELDS = ("failure_class", "count", "cooldown_seconds", "actor", "state")
 
 

@@ -80,3 +80,13 @@ async def test_a_failure_whose_text_names_nothing_the_policy_reads_is_left_as_it
     said = await fire(claude.hooks, "PostToolUseFailure", {**use, "error": "Exit code 1"})
     assert said == {}
     assert engine.view(KEY).count == 0
+
+
+async def test_a_call_with_no_tool_use_id_runs_unguarded_said_and_records_nothing(
+    claude: ClaudeAgentDriver, events: list[Any]
+) -> None:
+    use = {**USE, "tool_use_id": None}
+    with pytest.warns(UserWarning, match="no call id"):
+        assert await fire(claude.hooks, "PreToolUse", use) == {}
+    assert await fire(claude.hooks, "PostToolUse", {**use, "tool_response": "ok"}) == {}
+    assert [e for e in events if e.type == "call.completed"] == []

@@ -122,3 +122,9 @@ def test_a_record_with_other_fields_reads_back_untyped_and_unchanged() -> None:
 def test_a_record_with_an_unknown_failure_class_reads_back_untyped() -> None:
     fields = {"failure_class": "gremlins", "count": 5, "cooldown_seconds": 60.0}
     assert type(decoded(4, ev.TRIPPED, KEY, None, 1.0, fields)) is Event
+
+
+def test_a_relayed_record_read_back_untyped_is_still_known_as_relayed() -> None:
+    fields = {"count": 5, "failure_class": "upstream_failure", "origin": "replica-b"}
+    event = decoded(4, ev.TRIPPED, KEY, KEY, 1.0, fields)
+    assert type(event) is Event and event.relayed

@@ -29,6 +29,7 @@ CLAUDE_DESKTOP = """{
     "remote": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer t0k"}},
     "old-sse": {"type": "sse", "url": "https://tools.example/sse"},
     "keyed": {"url": "https://tools.example/mcp", "headers": {"X-Api-Key": "k"}},
+    "queried": {"url": "https://tools.example/mcp?api_key=k"},
     "off": {"command": "x", "disabled": true}
   }
 }
@@ -112,6 +113,7 @@ def test_servers_it_cannot_wrap_are_each_named_and_the_others_converted(
     _, _, said, out = converted(tmp_path)
     assert "left out: old-sse: type 'sse'" in said
     assert "left out: keyed: header 'X-Api-Key'" in said
+    assert "left out: queried: url: carries a query string" in said
     assert "left out: off: unknown key 'disabled'" in said
     assert "plain_env: named plain-env" in said
     assert sorted(load(out / "mcp.toml").servers) == ["plain-env", "remote"]

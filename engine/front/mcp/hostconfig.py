@@ -2,9 +2,11 @@
 Claude Desktop, Cursor and the Claude Agent SDK share) as the proxy's config, so that one
 command puts a breaker in front of every server the host starts itself.
 
-Secrets never travel in clear: every `env` value and the bearer of an HTTP server's headers
-goes to a private file of its own (0600, in a 0700 dir, created fresh, never through a link,
-never over an existing file), referenced by `secret_env` or the credential. Only the host's
+Every `env` value and the bearer of an HTTP server's headers goes to a private file of its own
+(0600, in a 0700 dir, created fresh, never through a link, never over an existing file),
+referenced by `secret_env` or the credential; a URL with a credential or a query string is
+refused. A server's `args` are copied as they are: a secret passed on a command line is the
+host config's own choice, and docs/mcp.md says to move it into `env` first. Only the host's
 one new entry is printed (absolute paths); the original file still holds the secrets, and the
 command says so. A server the proxy cannot wrap is named and left out; the others are written.
 """
@@ -161,6 +163,8 @@ def _http_problem(entry: dict[str, Any], kind: Any) -> str | None:
         return "url: not an http(s) URL"
     if parts.username or parts.password:
         return "url: carries a credential"
+    if parts.query or parts.fragment:
+        return "url: carries a query string, where a key often is (put it in a header)"
     headers = entry.get("headers", {})
     if not isinstance(headers, dict):
         return "headers: not an object"
