@@ -153,3 +153,24 @@ def test_the_written_config_checks_out_and_the_printed_entry_starts_it(tmp_path:
     assert done.returncode == 0, done.stderr.decode()
     listing = json.loads(done.stdout.decode().splitlines()[1])
     assert "plain-env__environment" in {tool["name"] for tool in listing["result"]["tools"]}
+
+
+def test_a_disk_that_fills_half_way_leaves_nothing_and_a_rerun_succeeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced = []
+    real_fsync = os.fsync
+
+    def fills_up(fd: int) -> None:
+        synced.append(fd)
+        if len(synced) > 1:
+            raise OSError(28, "No space left on device")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fills_up)
+    status, _, said, out = converted(tmp_path)
+    assert status != 0 and "No space left on device" in said
+    assert [p for p in out.rglob("*") if p.is_file()] == []
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    again, _, said, _ = converted(tmp_path)
+    assert again == 0, said

@@ -224,19 +224,33 @@ def write(out: Path, converted: Converted) -> Path:
         raise HostConfigError(str(error)) from None
     if present := [t for t in targets if os.path.lexists(t)]:
         raise HostConfigError(f"{present[0]} is already there: --out needs a fresh dir")
-    for file, value in converted.secrets.items():
-        _create(Path(file), value + "\n")
-    _create(config, "\n\n".join(converted.tables) + "\n")
+    files = [(Path(file), value + "\n") for file, value in converted.secrets.items()]
+    files.append((config, "\n\n".join(converted.tables) + "\n"))
+    made: list[Path] = []
+    try:
+        for path, text in files:
+            _create(path, text, made)
+    except HostConfigError:
+        # A full disk half-way: what this run wrote goes, so a rerun finds the dir as it was.
+        for path in made:
+            path.unlink(missing_ok=True)
+        raise
     return config
 
 
-def _create(path: Path, text: str) -> None:
+def _create(path: Path, text: str, made: list[Path]) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
     except OSError as error:
         raise HostConfigError(f"{path}: {error.strerror or error}") from None
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    made.append(path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as error:
+        raise HostConfigError(f"{path}: {error.strerror or error}") from None
 
 
 def host_entry(config: Path) -> dict[str, Any]:
