@@ -95,14 +95,27 @@ class Guard:
     # -- sync ------------------------------------------------------------------------------
 
     def __enter__(self) -> None:
-        # A closed breaker lets in with no ticket when nobody reads the line (no listener, no
-        # audit log) and this is the context's outermost entry (an inner one finds its own
-        # ticket on leaving).
-        if self._slot.breaker.state is _CLOSED and not (self._outbox.watched or self._calls.get()):
+        # A closed breaker lets the context's outermost entry in at once (an inner one takes a
+        # ticket: it finds its own on leaving). Nobody reads its line (no listener, no audit
+        # log): it needs nothing; else it keeps the numbers its line will carry.
+        if self._slot.breaker.state is _CLOSED and not self._calls.get():
+            if self._outbox.watched:
+                ledger = self._ledger
+                numbers = (
+                    ledger.next_call(),
+                    self._platform,
+                    self.tool,
+                    self._wall(),
+                    "normal",
+                    1,
+                    self.deadline_seconds,
+                    ledger.numbered,
+                    self._epoch,
+                )
+                self._calls.set((numbers,))
             return
         call = self._entered()
-        if call is not None:
-            self._admitted(call, self.engine.admit(call, self.lease))
+        self._admitted(call, self.engine.admit(call, self.lease))
 
     def __exit__(
         self,
@@ -124,11 +137,10 @@ class Guard:
     # -- async -----------------------------------------------------------------------------
 
     async def __aenter__(self) -> None:
-        if self._slot.breaker.state is _CLOSED and not (self._outbox.watched or self._calls.get()):
-            return
+        if self._slot.breaker.state is _CLOSED and not self._calls.get():
+            return self.__enter__()  # it lets in without a decision, which never waits
         call = self._entered()
-        if call is not None:
-            self._admitted(call, await self.engine.admit_async(call, self.lease))
+        self._admitted(call, await self.engine.admit_async(call, self.lease))
 
     async def __aexit__(
         self,
@@ -147,32 +159,15 @@ class Guard:
 
     # -- the one body of both --------------------------------------------------------------
 
-    def _entered(self) -> Call | None:
-        """The ticket of an entry the breaker must admit; or None for one a closed breaker
-        lets in at once, its ticket kept for its line. A refusal nobody reads is raised at
-        once."""
+    def _entered(self) -> Call:
+        """The ticket of an entry the breaker must admit (one not closed, or an inner entry).
+        A refusal nobody reads is raised at once, with no ticket."""
         slot = self._slot
         if slot.breaker.state is not _CLOSED and not self._outbox.watched:
             refusal = slot.cooling(self._monotonic())
-            if refusal is not None:  # nobody reads its line: no ticket
+            if refusal is not None:
                 raise BreakerOpen(self._refusal(refusal))
-        if slot.breaker.state is not _CLOSED or self._calls.get():
-            return self._ticket()
-        ledger = self._ledger
-        number = ledger.next_call()
-        details = (
-            number,
-            self._platform,
-            self.tool,
-            self._wall(),
-            "normal",
-            1,
-            self.deadline_seconds,
-            ledger.numbered,
-            self._epoch,
-        )
-        self._calls.set((details,))
-        return None
+        return self._ticket()
 
     def _quietly_left(self, entries: tuple[Call | CallDetails, ...]) -> bool:
         """A success that changes nothing, leaving an entry a closed breaker let in: its line
