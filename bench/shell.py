@@ -23,7 +23,7 @@ from bench import measure, ours, peers
 from bench.common import AGENT, ALTERNATIVES, BACKEND, KEY, TOOL, awork, make_sink, work
 from breakerdeck.engine import results
 from breakerdeck.engine.breaker import ADMIT_NORMAL, Admission, Breaker
-from breakerdeck.engine.bus import EventBus
+from breakerdeck.engine.bus import EventBus, Subscription
 from breakerdeck.engine.clock import SystemClock
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.events import QUIET_ENDING, CallCompleted
@@ -60,16 +60,14 @@ def _engine(listener: bool, loop: asyncio.AbstractEventLoop) -> Engine:
     return engine
 
 
-def _bus(engine: Engine, loop: asyncio.AbstractEventLoop) -> EventBus:
-    """The console's and the feed's fan-out on `engine`, with one subscriber that never reads
+def _bus(engine: Engine, loop: asyncio.AbstractEventLoop) -> Subscription:
+    """One subscriber of the console's and the feed's `EventBus` on `engine`, which never reads
     (its bounded buffer is emptied when full, as a lagging subscriber's is)."""
-    bus = EventBus(engine)
 
-    async def subscribe() -> None:
-        bus.subscribe(maxsize=10_000)
+    async def subscribe() -> Subscription:
+        return EventBus(engine).subscribe(maxsize=10_000)
 
-    loop.run_until_complete(subscribe())
-    return bus
+    return loop.run_until_complete(subscribe())
 
 
 def _engine_guard(engine: Engine, fn: Callable[[], Any], key: str = KEY) -> Callable[[], Any]:
@@ -306,7 +304,7 @@ def run() -> list[Row]:
         asyn = measure.beside_async(loop, _guarded_async(engine, awork), p_async, awork)
         rows.append(_ratio_row(title.format("async"), asyn, p_label, limit))
 
-    least = _LeastWatchedGuard(_bus(Engine(ours.tool_policy(3600.0)), loop)._publish)
+    least = _LeastWatchedGuard(_bus(Engine(ours.tool_policy(3600.0)), loop).offer)
     floor = measure.beside(_inside(least, work), p_sync, work)
     rows.append(_reference("(reference) the least a watched line needs, inline", floor, p_label))
     floor = measure.beside(_engine_guard(_EmptyEngine(), work), p_sync, work)

@@ -53,7 +53,6 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from http import HTTPStatus
-from typing import Any
 from weakref import WeakKeyDictionary
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -135,10 +134,7 @@ class FeedServer:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        unsubscribe: list[Any] = []
-        self._subscription = Subscription(loop, PUMP_BUFFER_EVENTS, lambda: unsubscribe[0]())
-        unsubscribe.append(self.engine.subscribe(self._subscription.offer))
+        self._subscription = Subscription.on(self.engine, PUMP_BUFFER_EVENTS)
         self._pump = asyncio.create_task(self._run_pump(), name="feed-pump")
         if shared_store_health(self.engine)[0] is not None:
             self._health = asyncio.create_task(self._watch_health(), name="feed-health")
