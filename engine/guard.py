@@ -96,23 +96,11 @@ class Guard:
 
     def __enter__(self) -> None:
         # A closed breaker lets the context's outermost entry in at once (an inner one takes a
-        # ticket: it finds its own on leaving). Nobody reads its line (no listener, no audit
-        # log): it needs nothing; else it keeps the numbers its line will carry.
+        # ticket: it finds its own on leaving), with nothing to keep when nobody reads its line
+        # (no listener, no audit log).
         if self._slot.breaker.state is _CLOSED and not self._calls.get():
             if self._outbox.watched:
-                ledger = self._ledger
-                numbers = (
-                    ledger.next_call(),
-                    self._platform,
-                    self.tool,
-                    self._wall(),
-                    "normal",
-                    1,
-                    self.deadline_seconds,
-                    ledger.numbered,
-                    self._epoch,
-                )
-                self._calls.set((numbers,))
+                self._keep_numbers()
             return
         call = self._entered()
         self._admitted(call, self.engine.admit(call, self.lease))
@@ -138,7 +126,9 @@ class Guard:
 
     async def __aenter__(self) -> None:
         if self._slot.breaker.state is _CLOSED and not self._calls.get():
-            return self.__enter__()  # it lets in without a decision, which never waits
+            if self._outbox.watched:
+                self._keep_numbers()
+            return
         call = self._entered()
         self._admitted(call, await self.engine.admit_async(call, self.lease))
 
@@ -158,6 +148,22 @@ class Guard:
         await self.engine.complete_async(self._leaving(error), *self._outcome(error))
 
     # -- the one body of both --------------------------------------------------------------
+
+    def _keep_numbers(self) -> None:
+        """An entry a closed breaker let in keeps the numbers its line will carry."""
+        ledger = self._ledger
+        numbers = (
+            ledger.next_call(),
+            self._platform,
+            self.tool,
+            self._wall(),
+            "normal",
+            1,
+            self.deadline_seconds,
+            ledger.numbered,
+            self._epoch,
+        )
+        self._calls.set((numbers,))
 
     def _entered(self) -> Call:
         """The ticket of an entry the breaker must admit (one not closed, or an inner entry).
