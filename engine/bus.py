@@ -1,8 +1,10 @@
-"""Fans engine events out to asyncio consumers (the console, feed connections).
+"""Hands engine events to asyncio consumers (the console, the feed's pump).
 
-Each subscriber has a bounded buffer. The engine's thread only appends under a short lock and
-wakes a waiting consumer; it never blocks on a slow one. A subscriber that falls behind loses
-its buffer and is told how much it missed, so it resyncs from a snapshot instead of replaying.
+Each subscriber is one of the engine's own listeners, with a bounded buffer: the engine hands
+it events in seq order, and a bus nobody subscribes to leaves the engine unwatched (its healthy
+calls write no line). The engine's thread only appends and wakes a waiting consumer; it never
+blocks on a slow one. A subscriber that falls behind loses its buffer and is told how much it
+missed, so it resyncs from a snapshot instead of replaying.
 """
 
 from __future__ import annotations
@@ -25,17 +27,22 @@ class Missed:
 
 
 class Subscription:
-    def __init__(
-        self, loop: asyncio.AbstractEventLoop, maxsize: int, unsubscribe: Callable[[], None]
-    ):
+    def __init__(self, loop: asyncio.AbstractEventLoop, maxsize: int) -> None:
         self._loop = loop
         self._maxsize = maxsize
-        self._unsubscribe = unsubscribe
+        self._unsubscribe: Callable[[], None] | None = None
         self._items: deque[Event] = deque()
         self._missed = 0
         self._lock = threading.Lock()
         self._waiter: asyncio.Future[None] | None = None
         self.closed = False
+
+    @classmethod
+    def on(cls, engine: Engine, maxsize: int) -> Subscription:
+        """A subscriber on the running loop, handed the engine's events from now on."""
+        subscription = cls(asyncio.get_running_loop(), maxsize)
+        subscription._unsubscribe = engine.subscribe(subscription.offer)
+        return subscription
 
     def offer(self, event: Event) -> None:
         """Called from the engine's thread: append, or drop everything if the buffer is full.
@@ -97,7 +104,8 @@ class Subscription:
         with self._lock:
             self.closed = True
             waiter, self._waiter = self._waiter, None
-        self._unsubscribe()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
         if waiter is not None:
             self._loop.call_soon_threadsafe(_wake, waiter)
 
@@ -108,24 +116,11 @@ def _wake(waiter: asyncio.Future[None]) -> None:
 
 
 class EventBus:
+    """The engine's events for any number of asyncio consumers, each its own `Subscription`."""
+
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._subscriptions: list[Subscription] = []
-        self._lock = threading.Lock()
-        engine.subscribe(self._publish)
 
     def subscribe(self, maxsize: int = 10_000) -> Subscription:
         """A new subscriber on the running loop; it sees events from now on."""
-        subscription = Subscription(asyncio.get_running_loop(), maxsize, lambda: None)
-        subscription._unsubscribe = lambda: self._remove(subscription)
-        with self._lock:
-            self._subscriptions = [*self._subscriptions, subscription]
-        return subscription
-
-    def _remove(self, subscription: Subscription) -> None:
-        with self._lock:
-            self._subscriptions = [s for s in self._subscriptions if s is not subscription]
-
-    def _publish(self, event: Event) -> None:
-        for subscription in self._subscriptions:
-            subscription.offer(event)
+        return Subscription.on(self.engine, maxsize)

@@ -95,14 +95,15 @@ class Guard:
     # -- sync ------------------------------------------------------------------------------
 
     def __enter__(self) -> None:
-        # A closed breaker lets in with no ticket when nobody reads the line (no listener, no
-        # audit log) and this is the context's outermost entry (an inner one finds its own
-        # ticket on leaving).
-        if self._slot.breaker.state is _CLOSED and not (self._outbox.watched or self._calls.get()):
+        # A closed breaker lets the context's outermost entry in at once (an inner one takes a
+        # ticket: it finds its own on leaving), with nothing to keep when nobody reads its line
+        # (no listener, no audit log).
+        if self._slot.breaker.state is _CLOSED and not self._calls.get():
+            if self._outbox.watched:
+                self._keep_numbers()
             return
         call = self._entered()
-        if call is not None:
-            self._admitted(call, self.engine.admit(call, self.lease))
+        self._admitted(call, self.engine.admit(call, self.lease))
 
     def __exit__(
         self,
@@ -124,11 +125,12 @@ class Guard:
     # -- async -----------------------------------------------------------------------------
 
     async def __aenter__(self) -> None:
-        if self._slot.breaker.state is _CLOSED and not (self._outbox.watched or self._calls.get()):
+        if self._slot.breaker.state is _CLOSED and not self._calls.get():
+            if self._outbox.watched:
+                self._keep_numbers()
             return
         call = self._entered()
-        if call is not None:
-            self._admitted(call, await self.engine.admit_async(call, self.lease))
+        self._admitted(call, await self.engine.admit_async(call, self.lease))
 
     async def __aexit__(
         self,
@@ -147,21 +149,11 @@ class Guard:
 
     # -- the one body of both --------------------------------------------------------------
 
-    def _entered(self) -> Call | None:
-        """The ticket of an entry the breaker must admit; or None for one a closed breaker
-        lets in at once, its ticket kept for its line. A refusal nobody reads is raised at
-        once."""
-        slot = self._slot
-        if slot.breaker.state is not _CLOSED and not self._outbox.watched:
-            refusal = slot.cooling(self._monotonic())
-            if refusal is not None:  # nobody reads its line: no ticket
-                raise BreakerOpen(self._refusal(refusal))
-        if slot.breaker.state is not _CLOSED or self._calls.get():
-            return self._ticket()
+    def _keep_numbers(self) -> None:
+        """An entry a closed breaker let in keeps the numbers its line will carry."""
         ledger = self._ledger
-        number = ledger.next_call()
-        details = (
-            number,
+        numbers = (
+            ledger.next_call(),
             self._platform,
             self.tool,
             self._wall(),
@@ -171,8 +163,17 @@ class Guard:
             ledger.numbered,
             self._epoch,
         )
-        self._calls.set((details,))
-        return None
+        self._calls.set((numbers,))
+
+    def _entered(self) -> Call:
+        """The ticket of an entry the breaker must admit (one not closed, or an inner entry).
+        A refusal nobody reads is raised at once, with no ticket."""
+        slot = self._slot
+        if slot.breaker.state is not _CLOSED and not self._outbox.watched:
+            refusal = slot.cooling(self._monotonic())
+            if refusal is not None:
+                raise BreakerOpen(self._refusal(refusal))
+        return self._ticket()
 
     def _quietly_left(self, entries: tuple[Call | CallDetails, ...]) -> bool:
         """A success that changes nothing, leaving an entry a closed breaker let in: its line

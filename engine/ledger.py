@@ -108,7 +108,7 @@ class Ledger:
         audit log (only what it keeps is built as its line) and the outbox; one at a time."""
         posted = self._posted
         while self.handed + 1 in posted:
-            if not self._handing.acquire(blocking=False):
+            if not self._handing.acquire(False):
                 return  # the one handing looks again after letting go
             try:
                 audit, hand_out = self.audit, self._outbox.hand_out

@@ -51,9 +51,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from http import HTTPStatus
-from typing import Any
 from weakref import WeakKeyDictionary
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -125,6 +124,8 @@ class FeedServer:
         self._pump: asyncio.Task[None] | None = None
         self._health: asyncio.Task[None] | None = None
         self._subscription: Subscription | None = None
+        #: Set while the pump listens to the engine (`_follow`).
+        self._unfollow: Callable[[], None] | None = None
         self.frames_sent = 0
         self.snapshots_sent = 0
         #: Connections refused at the cap, and aborted for not reading.
@@ -135,10 +136,7 @@ class FeedServer:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        unsubscribe: list[Any] = []
-        self._subscription = Subscription(loop, PUMP_BUFFER_EVENTS, lambda: unsubscribe[0]())
-        unsubscribe.append(self.engine.subscribe(self._subscription.offer))
+        self._subscription = Subscription(asyncio.get_running_loop(), PUMP_BUFFER_EVENTS)
         self._pump = asyncio.create_task(self._run_pump(), name="feed-pump")
         if shared_store_health(self.engine)[0] is not None:
             self._health = asyncio.create_task(self._watch_health(), name="feed-health")
@@ -170,6 +168,9 @@ class FeedServer:
                 logging.getLogger(name).removeFilter(self._repeats)
 
     async def _stop(self) -> None:
+        if self._unfollow is not None:
+            self._unfollow()
+            self._unfollow = None
         if self._subscription is not None:
             self._subscription.close()
         if self._server is not None:
@@ -233,6 +234,7 @@ class FeedServer:
         role = self._roles.pop(ws, VIEWER)
         client = Client(ws, role, self.client_buffer_bytes)
         self._clients.add(client)
+        self._follow()  # before its snapshot: whatever comes after it reaches the pump
         sender = asyncio.create_task(self._send_loop(client), name="feed-sender")
         peer = _peer(ws)
         log.info("feed: %s connected as %s", peer, role)
@@ -250,10 +252,22 @@ class FeedServer:
                 log.info("feed: %s sent a message over the size limit", peer)
         finally:
             self._clients.discard(client)
+            self._follow()
             sender.cancel()
             with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
                 await sender
             log.info("feed: %s disconnected (%s)", peer, ws.close_code)
+
+    def _follow(self) -> None:
+        """The pump listens to the engine only while someone is connected: with nobody to send
+        to, a healthy call on a closed breaker writes no line (the engine's fast path), and a
+        client that connects starts from a snapshot anyway."""
+        assert self._subscription is not None
+        if self._clients and self._unfollow is None:
+            self._unfollow = self.engine.subscribe(self._subscription.offer)
+        elif not self._clients and self._unfollow is not None:
+            self._unfollow()
+            self._unfollow = None
 
     async def _send_loop(self, client: Client) -> None:
         try:

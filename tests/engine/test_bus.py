@@ -142,7 +142,21 @@ async def test_closing_unsubscribes(engine, bus):
     assert await subscription.get() == before  # what was buffered before closing, no more
     assert await subscription.get() == []
     assert len(await other.get()) == 5
-    assert bus._subscriptions == [other]
+
+
+async def test_a_bus_nobody_subscribes_to_leaves_healthy_calls_unwritten(engine, bus):
+    guard = engine.guard(KEY, agent="ava", lease=30)
+    subscription = bus.subscribe()
+    for _ in range(2):  # the first success learns the credential works: a line of its own
+        with guard:
+            pass
+    written = engine.seq
+    subscription.close()
+    for _ in range(3):
+        with guard:
+            pass
+    assert len(await subscription.get()) == 2
+    assert engine.seq == written
 
 
 async def test_closing_wakes_a_subscriber_waiting_for_events(engine, bus):

@@ -63,15 +63,16 @@ async def test_events_arrive_in_order_with_the_trace_fields(engine: Engine, feed
 async def test_events_that_change_a_breaker_carry_its_view_as_of_that_event(
     engine: Engine, feed
 ) -> None:
-    call(engine, "agent-1")
     async with client(feed.url) as ws:
         snap = await receive(ws)
+        call(engine, "agent-1")  # the key's first line
         call(engine, "agent-1")  # a success that changes nothing: no view
         trip(engine, "agent-1")
         got = await events_until(ws, engine.seq)
     assert snap.revision == p.PROTOCOL_REVISION >= 2
     views = [(e.type, e.view and (e.view.state, e.view.count)) for e in got]
     assert views == [
+        ("call.completed", ("closed", 0)),
         ("call.completed", None),
         ("call.completed", ("closed", 1)),
         ("call.completed", ("closed", 2)),
@@ -83,6 +84,18 @@ async def test_events_that_change_a_breaker_carry_its_view_as_of_that_event(
     assert tripped.trip_cause == "auth_failure"
     assert tripped.retry_after_seconds == pytest.approx(300.0)
     assert tripped.reopens_at is not None
+
+
+async def test_with_nobody_connected_healthy_calls_write_no_line(engine: Engine, feed) -> None:
+    written = engine.seq
+    call(engine, "agent-1")
+    async with client(feed.url) as ws:
+        await receive(ws)
+    async with asyncio.timeout(10):
+        while feed.client_count:  # the server sees the close after the client does
+            await asyncio.sleep(0.01)
+    call(engine, "agent-1")
+    assert engine.seq == written
 
 
 async def test_the_first_event_on_a_key_carries_its_view(engine: Engine, feed) -> None:
