@@ -197,17 +197,22 @@ class CallPath(ABC, Generic[B, A, R]):
         lease: float,
         wait_seconds: float,
         attempt: Callable[[B], Awaitable[A]],
+        first: A | None = None,
     ) -> R:
+        """`first`: the call was let in with no ticket and made its first attempt before
+        taking one (`Engine.quiet_admission`), which had something to record: the path goes
+        on from there."""
         engine = self.engine
         call = budget.call
-        if wait_seconds > 0:
-            admission = await self._probe_waits().admit(call, lease, self._real(wait_seconds))
-        else:
-            admission = await engine.admit_async(call, lease)
-        if not admission.allowed:
-            return self._denied(budget, admission)
+        if first is None:
+            if wait_seconds > 0:
+                admission = await self._probe_waits().admit(call, lease, self._real(wait_seconds))
+            else:
+                admission = await engine.admit_async(call, lease)
+            if not admission.allowed:
+                return self._denied(budget, admission)
         try:
-            budget.report(await attempt(budget))
+            budget.report(await attempt(budget) if first is None else first)
             while budget.more():
                 await asyncio.sleep(self._real(budget.wait()))
                 if not budget.recheck():
@@ -230,7 +235,7 @@ class CallPath(ABC, Generic[B, A, R]):
         self, budget: B, lease: float, attempt: Callable[[], A], sleep: Callable[[float], None]
     ) -> R:
         """`_run` for a caller without an event loop: the same steps over the same budget,
-        `attempt` making one attempt (and counting it). No probe wait: it needs a loop."""
+        `attempt` making one attempt (the path counts it). No probe wait: it needs a loop."""
         spans = telemetry.spans()
         if spans is None:
             return self._steps_sync(budget, lease, attempt, sleep)
@@ -238,18 +243,28 @@ class CallPath(ABC, Generic[B, A, R]):
         return spans.run_sync(self.engine, budget.call, steps, attempt)
 
     def _steps_sync(
-        self, budget: B, lease: float, attempt: Callable[[], A], sleep: Callable[[float], None]
+        self,
+        budget: B,
+        lease: float,
+        attempt: Callable[[], A],
+        sleep: Callable[[float], None],
+        first: A | None = None,
     ) -> R:
+        """`first`: as `_steps`' (its ticket counts it)."""
         engine = self.engine
         call = budget.call
-        admission = engine.admit(call, lease)
-        if not admission.allowed:
-            return self._denied(budget, admission)
-        budget.report(attempt())
+        if first is None:
+            admission = engine.admit(call, lease)
+            if not admission.allowed:
+                return self._denied(budget, admission)
+            call.attempts += 1
+            first = attempt()
+        budget.report(first)
         while budget.more():
             sleep(budget.wait())
             if not budget.recheck():
                 break
+            call.attempts += 1
             budget.report(attempt())
         engine.complete(call, *budget.completion())
         answer: R = budget.answer()

@@ -14,14 +14,14 @@ import inspect
 import json
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from breakerdeck.engine import results
+from breakerdeck.engine import results, telemetry
 from breakerdeck.engine.breaker import Admission
 from breakerdeck.engine.callpath import CallPath, Completion, Retries, open_reason
 from breakerdeck.engine.classify import (
@@ -109,6 +109,12 @@ class Tool:
         return self.attempts if retried else 1
 
     @functools.cached_property
+    def plain(self) -> bool:
+        """Whether what the function returns is a success as it is: the policy's classifier
+        and no response schema to check it against."""
+        return self.classifier is default_classifier and self.response_schema is None
+
+    @functools.cached_property
     def lease(self) -> float:
         """The whole retry budget: what a probe may use before it counts as lost."""
         return self.attempts * self.deadline_seconds + (self.attempts - 1) * self.backoff_seconds
@@ -135,6 +141,10 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         self.clients = dict(clients or {})
         self.authorize = authorize
         self._tools: dict[str, Tool] = {}
+        #: Whether a function tool's first attempt may go before its ticket (`_quietly`): it
+        #: is the harness's own (`_function_attempt`); a subclass that makes its attempts
+        #: otherwise (`_attempt`) takes the ticket first.
+        self._own_attempts = type(self)._attempt is Harness._attempt
 
     def register(self, tool: Tool) -> Tool:
         if tool.function is None and tool.backend not in self.clients:
@@ -159,25 +169,105 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         if tool is None:
             known = ", ".join(sorted(self._tools)) or "none"
             return results.invalid_request(name, f"no tool named {name!r}; known tools: {known}")
-        body = json_body(args) if tool.function is None else None
-        entered = self._check(agent, tool, args, credential, body)
-        if not isinstance(entered, Call):
-            return entered
-        assert not isinstance(body, Refusal)
+        return await self._call(agent, tool, credential, args, args)
+
+    async def _call(
+        self, agent: str, tool: Tool, credential: str, args: Any, checked: Any
+    ) -> ToolResult:
+        """One call of `tool` with `args` (what its attempts are given; `checked`: what the
+        argument schema and the authorizer are): `call_tool`'s, or an async guard's."""
+        engine = self.engine
+        key = engine.key_for(agent, tool.backend, credential)
+        function = tool.function
+        entry = self._quietly(tool, key, agent) if function is not None else None
+        if entry is None:
+            body = json_body(args) if function is None else None
+            entered = self._check(agent, tool, checked, credential, key, body)
+            if not isinstance(entered, Call):
+                return entered
+            assert not isinstance(body, Refusal)
+            deadlines = self._loop_deadlines()
+            budget = RetryBudget(
+                self, tool, entered, credential, args, body, deadlines, tool.call_attempts
+            )
+            return await self._run(budget, tool.lease, tool.probe_wait_seconds)
+        if not isinstance(entry, tuple):
+            return entry
+        assert function is not None  # only a function tool goes in quietly
         deadlines = self._loop_deadlines()
+        number = deadlines.start(tool.deadline_seconds)
+        try:
+            value = await function(args)
+        except asyncio.CancelledError:
+            if not deadlines.stop(number):
+                raise
+            first: ToolResult | Attempt = deadline_attempt(tool.deadline_seconds)
+        except Exception as error:
+            deadlines.stop(number)
+            first = self._quiet_end(tool, key, None, error)
+        else:
+            deadlines.stop(number)
+            first = self._quiet_end(tool, key, value, None)
+        if not isinstance(first, Attempt):
+            return first
+        call = self._ticket(tool, key, agent, entry)
         budget = RetryBudget(
-            self, tool, entered, credential, args, body, deadlines, tool.call_attempts
+            self, tool, call, credential, args, None, deadlines, tool.call_attempts
         )
-        return await self._run(budget, tool.lease, tool.probe_wait_seconds)
+        return await self._steps(budget, tool.lease, 0.0, self._attempt, first)
+
+    def _quietly(self, tool: Tool, key: str, agent: str) -> tuple[float, int] | ToolResult | None:
+        """A function tool's call with nothing to check before the breaker and no span to run
+        in, when nobody reads its line: let in with no ticket (the admission's time and seq,
+        `Engine.quiet_admission`; its first attempt is made before it takes one, if it
+        takes one at all), or refused with none (the refusal's answer). None: it takes its
+        ticket first."""
+        if (
+            tool.args_schema is not None
+            or self.authorize is not None
+            or not self._own_attempts
+            or telemetry.spans() is not None
+        ):
+            return None
+        engine = self.engine
+        admitted = engine.quiet_admission(key, agent)
+        if admitted is not None:
+            return admitted
+        refusal = engine.quiet_refusal(key, agent)
+        return None if refusal is None else self._refusal(tool, key, refusal)
+
+    def _quiet_end(
+        self, tool: Tool, key: str, value: Any, error: Exception | None
+    ) -> ToolResult | Attempt:
+        """The first attempt of a call let in with no ticket (`_quietly`): a success that
+        changes nothing needs none, and this is its answer; anything else is the attempt, for
+        the path to go on from with a ticket (`_ticket`)."""
+        if error is None and tool.plain:
+            attempt = None  # a success as it is: no classifying, no `Attempt`
+        else:
+            attempt = self._classified(tool, key, value, error)
+            if attempt.outcome.cls is not _SUCCESS:
+                return attempt
+        if self.engine.untouched(key):
+            return results.ok(tool.name, value)
+        return attempt or Attempt(SUCCESS, "ok", None, value)
+
+    def _ticket(self, tool: Tool, key: str, agent: str, admitted: tuple[float, int]) -> Call:
+        """The ticket of a call let in with none (`_quietly`) whose first attempt has
+        something to record: numbered now, admitted as normal when and where it was, that
+        attempt counted."""
+        call = self.engine.new_call(key, agent, tool.backend, tool.name, tool.deadline_seconds)
+        call.admitted_as = "normal"
+        call.admitted_wall, call.admitted_seq = admitted
+        call.attempts = 1
+        return call
 
     def _check(
-        self, agent: str, tool: Tool, args: Any, credential: str, body: Body = None
+        self, agent: str, tool: Tool, args: Any, credential: str, key: str, body: Body = None
     ) -> Call | ToolResult:
         """The checks before any request: a refusal is answered and written here."""
         engine = self.engine
-        backend = tool.backend
-        key = engine.key_for(agent, backend, credential)
-        call = engine.new_call(key, agent, backend, tool.name, tool.deadline_seconds)
+        call = engine.new_call(key, agent, tool.backend, tool.name, tool.deadline_seconds)
         if (
             tool.args_schema is None
             and self.authorize is None
@@ -193,9 +283,10 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         return self._refused(call, outcome, result["status"], result)
 
     def _denied(self, budget: RetryBudget, admission: Admission) -> ToolResult:
-        tool = budget.tool
-        reason = self.open_reason(budget.call.key)
-        return results.denied(tool.name, admission, reason, tool.alternatives)
+        return self._refusal(budget.tool, budget.call.key, admission)
+
+    def _refusal(self, tool: Tool, key: str, admission: Admission) -> ToolResult:
+        return results.denied(tool.name, admission, self.open_reason(key), tool.alternatives)
 
     def _precheck(self, agent: str, tool: Tool, args: Any, key: str, body: Body) -> Refusal | None:
         if tool.args_schema is not None:
@@ -217,36 +308,44 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
             return Refusal(OutcomeClass.CREDENTIAL_REVOKED, "credential revoked")
         return None
 
-    async def _attempt(self, budget: RetryBudget) -> Attempt:
-        """One attempt under the tool's deadline (a function tool's inline: it is the hot
-        path, and a helper coroutine per attempt would cost as much as the deadline)."""
+    def _attempt(self, budget: RetryBudget) -> Coroutine[Any, Any, Attempt]:
+        """One attempt under the tool's deadline, counted (a plain function handing on the
+        attempt's coroutine: no frame of its own to await)."""
         tool, deadlines = budget.tool, budget.deadlines
         assert deadlines is not None
-        budget.call.attempts += 1
+        call = budget.call
+        call.attempts += 1
+        if tool.function is None:
+            return self._http_attempt(budget, deadlines)
+        return self._function_attempt(tool, call.key, budget.args, deadlines)
+
+    async def _function_attempt(
+        self, tool: Tool, key: str, args: Any, deadlines: Deadlines
+    ) -> Attempt:
+        """A function tool's attempt under its deadline, classified (`_classified`)."""
         function = tool.function
-        if function is None:
-            return await self._http_attempt(budget, deadlines)
+        assert function is not None
         number = deadlines.start(tool.deadline_seconds)
         try:
-            value = await function(budget.args)
+            value = await function(args)
         except asyncio.CancelledError:
             if not deadlines.stop(number):
                 raise
             return deadline_attempt(tool.deadline_seconds)
         except Exception as error:
             deadlines.stop(number)
-            return self._classified(tool, budget.call.key, None, error)
+            return self._classified(tool, key, None, error)
         deadlines.stop(number)
-        return self._classified(tool, budget.call.key, value, None)
+        return self._classified(tool, key, value, None)
 
     def _classified(self, tool: Tool, key: str, value: Any, error: Exception | None) -> Attempt:
         """A function tool's result: by its own classifier, or by the policy's rules for
         function tools (`function_attempt`), the same for every door that runs one."""
+        if error is None and tool.plain:
+            return Attempt(SUCCESS, "ok", None, value)  # the hot path
         classifier = tool.classifier
         if classifier is not default_classifier:
             return _custom_classified(classifier, value, error)
-        if error is None and tool.response_schema is None:
-            return Attempt(SUCCESS, "ok", None, value)  # the hot path
         engine = self.engine
         return function_attempt(
             value,
@@ -311,29 +410,57 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
     def _guard_sync(
         self, settings: Tool, function: Callable[..., Any], sleep: Callable[[float], None]
     ) -> Callable[..., ToolResult]:
+        engine = self.engine
+        attempts = _guard_attempts(settings)
+
         @functools.wraps(function)
         def guarded(
             *args: Any, agent: str = "local", credential: str = "default", **kwargs: Any
         ) -> ToolResult:
-            entered = self._check(agent, settings, kwargs, credential)
-            if not isinstance(entered, Call):
-                return entered
-            call = entered
-            budget = RetryBudget(
-                self, settings, call, credential, None, None, None, _guard_attempts(settings)
-            )
-
-            def attempt() -> Attempt:
-                call.attempts += 1
-                try:
-                    value = function(*args, **kwargs)
-                except Exception as error:
-                    return self._classified(settings, call.key, None, error)
-                return self._classified(settings, call.key, value, None)
-
-            return self._run_sync(budget, settings.lease, attempt, sleep)
+            key = engine.key_for(agent, settings.backend, credential)
+            entry = self._quietly(settings, key, agent)
+            if entry is None:
+                entered = self._check(agent, settings, kwargs, credential, key)
+                if not isinstance(entered, Call):
+                    return entered
+                budget = RetryBudget(
+                    self, settings, entered, credential, None, None, None, attempts
+                )
+                attempt = functools.partial(
+                    self._sync_attempt, settings, key, function, args, kwargs
+                )
+                return self._run_sync(budget, settings.lease, attempt, sleep)
+            if not isinstance(entry, tuple):
+                return entry
+            try:
+                value = function(*args, **kwargs)
+            except Exception as error:
+                first = self._quiet_end(settings, key, None, error)
+            else:
+                first = self._quiet_end(settings, key, value, None)
+            if not isinstance(first, Attempt):
+                return first
+            call = self._ticket(settings, key, agent, entry)
+            budget = RetryBudget(self, settings, call, credential, None, None, None, attempts)
+            attempt = functools.partial(self._sync_attempt, settings, key, function, args, kwargs)
+            return self._steps_sync(budget, settings.lease, attempt, sleep, first)
 
         return guarded
+
+    def _sync_attempt(
+        self,
+        tool: Tool,
+        key: str,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Attempt:
+        """A guarded plain function's attempt, classified."""
+        try:
+            value = function(*args, **kwargs)
+        except Exception as error:
+            return self._classified(tool, key, None, error)
+        return self._classified(tool, key, value, None)
 
     def _guard_async(
         self, settings: Tool, function: Callable[..., Awaitable[Any]]
@@ -348,21 +475,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         async def guarded(
             *args: Any, agent: str = "local", credential: str = "default", **kwargs: Any
         ) -> ToolResult:
-            entered = self._check(agent, tool, kwargs, credential)
-            if not isinstance(entered, Call):
-                return entered
-            deadlines = self._loop_deadlines()
-            budget = RetryBudget(
-                self,
-                tool,
-                entered,
-                credential,
-                (args, kwargs),
-                None,
-                deadlines,
-                _guard_attempts(settings),
-            )
-            return await self._run(budget, tool.lease, tool.probe_wait_seconds)
+            return await self._call(agent, tool, credential, (args, kwargs), kwargs)
 
         return guarded
 
