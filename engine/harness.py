@@ -198,15 +198,13 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         number = deadlines.start(tool.deadline_seconds)
         try:
             value = await function(args)
-        except asyncio.CancelledError:
-            if not deadlines.stop(number):
-                raise
-            first: ToolResult | Attempt = deadline_attempt(tool.deadline_seconds)
-        except Exception as error:
-            deadlines.stop(number)
-            first = self._quiet_end(tool, key, None, error)
+        except BaseException as error:
+            failed = self._attempt_failed(tool, key, deadlines, number, error)
+            first = self._quiet_end(tool, key, None, failed)
         else:
             deadlines.stop(number)
+            if tool.plain and engine.untouched(key):  # a success as it is, changing nothing
+                return results.ok(tool.name, value)
             first = self._quiet_end(tool, key, value, None)
         if not isinstance(first, Attempt):
             return first
@@ -237,20 +235,18 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         return None if refusal is None else self._refusal(tool, key, refusal)
 
     def _quiet_end(
-        self, tool: Tool, key: str, value: Any, error: Exception | None
+        self, tool: Tool, key: str, value: Any, attempt: Attempt | None
     ) -> ToolResult | Attempt:
-        """The first attempt of a call let in with no ticket (`_quietly`): a success that
-        changes nothing needs none, and this is its answer; anything else is the attempt, for
-        the path to go on from with a ticket (`_ticket`)."""
-        if error is None and tool.plain:
-            attempt = None  # a success as it is: no classifying, no `Attempt`
-        else:
-            attempt = self._classified(tool, key, value, error)
-            if attempt.outcome.cls is not _SUCCESS:
-                return attempt
-        if self.engine.untouched(key):
-            return results.ok(tool.name, value)
-        return attempt or Attempt(SUCCESS, "ok", None, value)
+        """How the first attempt of a call let in with no ticket (`_quietly`) ended: as
+        `attempt` says, or (None) by returning `value`. A success that changes nothing needs
+        no ticket, and this is its answer; anything else is the attempt, for the path to go on
+        from with a ticket (`_ticket`). (A success as it is that changes nothing, the usual
+        end, is answered by the caller before asking.)"""
+        if attempt is None:
+            attempt = self._classified(tool, key, value, None)
+        if attempt.outcome.cls is _SUCCESS and self.engine.untouched(key):
+            return results.ok(tool.name, attempt.data)
+        return attempt
 
     def _ticket(self, tool: Tool, key: str, agent: str, admitted: tuple[float, int]) -> Call:
         """The ticket of a call let in with none (`_quietly`) whose first attempt has
@@ -328,15 +324,25 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         number = deadlines.start(tool.deadline_seconds)
         try:
             value = await function(args)
-        except asyncio.CancelledError:
-            if not deadlines.stop(number):
-                raise
-            return deadline_attempt(tool.deadline_seconds)
-        except Exception as error:
-            deadlines.stop(number)
-            return self._classified(tool, key, None, error)
+        except BaseException as error:
+            return self._attempt_failed(tool, key, deadlines, number, error)
         deadlines.stop(number)
         return self._classified(tool, key, value, None)
+
+    def _attempt_failed(
+        self, tool: Tool, key: str, deadlines: Deadlines, number: int, error: BaseException
+    ) -> Attempt:
+        """A function tool's attempt that raised, its deadline stopped: cut by that deadline,
+        its timeout; the function's own exception, classified; any other cancellation (or a
+        `BaseException` that is no error, `KeyboardInterrupt`) is raised again."""
+        cut = deadlines.stop(number)
+        if isinstance(error, asyncio.CancelledError):
+            if not cut:
+                raise error
+            return deadline_attempt(tool.deadline_seconds)
+        if not isinstance(error, Exception):
+            raise error
+        return self._classified(tool, key, None, error)
 
     def _classified(self, tool: Tool, key: str, value: Any, error: Exception | None) -> Attempt:
         """A function tool's result: by its own classifier, or by the policy's rules for
@@ -435,8 +441,11 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
             try:
                 value = function(*args, **kwargs)
             except Exception as error:
-                first = self._quiet_end(settings, key, None, error)
+                failed = self._classified(settings, key, None, error)
+                first = self._quiet_end(settings, key, None, failed)
             else:
+                if settings.plain and engine.untouched(key):  # as in `_call`
+                    return results.ok(settings.name, value)
                 first = self._quiet_end(settings, key, value, None)
             if not isinstance(first, Attempt):
                 return first
