@@ -141,9 +141,9 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         self.clients = dict(clients or {})
         self.authorize = authorize
         self._tools: dict[str, Tool] = {}
-        #: Whether a function tool's first attempt may go before its ticket (`_quietly`): it
-        #: is the harness's own (`_function_attempt`); a subclass that makes its attempts
-        #: otherwise (`_attempt`) takes the ticket first.
+        #: Whether `call_tool`'s first attempt may go before its ticket (`_quietly`): it is
+        #: the harness's own (`_function_attempt`); a subclass that makes its attempts
+        #: otherwise (`_attempt`) takes the ticket first. (`guard`'s are always its own.)
         self._own_attempts = type(self)._attempt is Harness._attempt
 
     def register(self, tool: Tool) -> Tool:
@@ -179,7 +179,8 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         engine = self.engine
         key = engine.key_for(agent, tool.backend, credential)
         function = tool.function
-        entry = self._quietly(tool, key, agent) if function is not None else None
+        quiet = function is not None and self._own_attempts
+        entry = self._quietly(tool, key, agent) if quiet else None
         if entry is None:
             body = json_body(args) if function is None else None
             entered = self._check(agent, tool, checked, credential, key, body)
@@ -220,12 +221,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         `Engine.quiet_admission`; its first attempt is made before it takes one, if it
         takes one at all), or refused with none (the refusal's answer). None: it takes its
         ticket first."""
-        if (
-            tool.args_schema is not None
-            or self.authorize is not None
-            or not self._own_attempts
-            or telemetry.spans() is not None
-        ):
+        if tool.args_schema is not None or self.authorize is not None or telemetry.spans():
             return None
         engine = self.engine
         admitted = engine.quiet_admission(key, agent)
