@@ -9,6 +9,11 @@ twice, as a thin async driver (`_run`) and a thin sync one (`_run_sync`, for `Ha
 on a plain function), over the same budget. Refusals before the breaker are each shell's own
 (their checks differ) and end in `CallPath._refused`, so they are written alike.
 
+A call let in with no ticket (the harness's, when nobody reads its line:
+`Engine.quiet_admission`) makes its first attempt before the path; if that attempt has
+something to record, it takes its ticket and the path goes on from the attempt's report
+(`first`): the same loop, completion and answer.
+
 The `tool` policy's retry rule is `Retries`, which the harness's budget and the MCP proxy's
 both are: they differ in what an attempt is and in the answer, not in when to try again.
 
