@@ -271,7 +271,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         if refusal is None:
             return call
         outcome = Outcome(refusal.cls, detail=refusal.reason)
-        result = _result_for(tool, outcome, None, 0, credential)
+        result = results.tool_result(tool.name, outcome, None, 0, credential)
         return self._refused(call, outcome, result["status"], result)
 
     def _denied(self, budget: RetryBudget, admission: Admission) -> ToolResult:
@@ -528,8 +528,8 @@ class RetryBudget(Retries[Attempt]):
         if self.stopped:
             status: int | str = "circuit_open"
         else:
-            result = self.result = _result_for(
-                self.tool, attempt.outcome, attempt.data, self.call.attempts, self.credential
+            result = self.result = results.tool_result(
+                self.tool.name, attempt.outcome, attempt.data, self.call.attempts, self.credential
             )
             status = result["status"]
         return attempt.outcome, attempt.fault, status, None, attempt.platform_status
@@ -588,25 +588,3 @@ def _custom_classified(classifier: Classifier, value: Any, error: Exception | No
 
 
 _SUCCESS = OutcomeClass.SUCCESS
-
-
-def _result_for(
-    tool: Tool, outcome: Outcome, data: Any, attempts: int, credential: str
-) -> ToolResult:
-    """The structured result for any outcome, refused before the breaker or answered after."""
-    cls = outcome.cls
-    if cls is _SUCCESS:
-        return results.ok(tool.name, data)
-    if outcome.counted:
-        return results.tool_error(tool.name, outcome.detail, attempts, outcome.retry_after)
-    if cls is OutcomeClass.RATE_LIMITED:
-        return results.rate_limited(tool.name, outcome.retry_after)
-    if cls is OutcomeClass.PERMISSION_DENIED:
-        return results.permission_denied(tool.name, outcome.detail)
-    if cls is OutcomeClass.PENDING_APPROVAL:
-        return results.pending_approval(tool.name, outcome.detail)
-    if cls is OutcomeClass.REFUSED_PRE_CALL:
-        return results.refused(tool.name, outcome.detail)
-    if cls is OutcomeClass.CREDENTIAL_REVOKED:
-        return results.credential_revoked(tool.name, credential)
-    return results.invalid_request(tool.name, outcome.detail)
