@@ -10,7 +10,7 @@ on a plain function), over the same budget. Refusals before the breaker are each
 (their checks differ) and end in `CallPath._refused`, so they are written alike.
 
 A call let in with no ticket (the harness's, when nobody reads its line:
-`Engine.quiet_admission`) makes its first attempt before the path; if that attempt has
+`Engine.quiet_entry`) makes its first attempt before the path; if that attempt has
 something to record, it takes its ticket and the path goes on from the attempt's report
 (`first`): the same loop, completion and answer.
 
@@ -205,7 +205,7 @@ class CallPath(ABC, Generic[B, A, R]):
         first: A | None = None,
     ) -> R:
         """`first`: the call was let in with no ticket and made its first attempt before
-        taking one (`Engine.quiet_admission`), which had something to record: the path goes
+        taking one (`Engine.quiet_entry`), which had something to record: the path goes
         on from there."""
         engine = self.engine
         call = budget.call

@@ -314,31 +314,26 @@ class Engine:
 
     # -- a call nobody reads a line of goes without a ticket ---------------------------------
 
-    def quiet_admission(self, key: str, agent: str) -> tuple[float, int] | None:
-        """Let a call in with no ticket when nobody reads a line (no listener, no audit log),
-        `agent` calls `key` already and a success would change nothing (`untouched`, the
-        credential not revoked): the admission's wall time and seq, for the ticket the call
-        takes (`new_call`) only if it has something to record after all. None: it takes its
-        ticket first (`new_call`, `admit`)."""
+    def quiet_entry(self, key: str, agent: str) -> tuple[float, int] | Admission | None:
+        """How a call nobody reads a line of (no listener, no audit log) goes in with no ticket,
+        once `agent` calls `key` and its credential is not revoked: let in, when a success would
+        change nothing (`untouched`): the admission's wall time and seq, for the ticket the call
+        takes (`new_call`) only if it has something to record after all; or refused by a
+        breaker in its cooldown (uncounted until its caller answers it: `count_refusal`). None:
+        it takes its ticket first (`new_call`, `admit`)."""
         slot = self._keys.slots.get(key)
         seq = self._ledger.numbered  # before the state, as `_admitted_early` reads it
-        if (
-            slot is None
-            or self._outbox.watched
-            or agent not in slot.agents
-            or slot.credential_revoked
-            or not slot.quiet(self._agent_policy)
-        ):
-            return None
-        return self._wall(), seq
-
-    def quiet_refusal(self, key: str, agent: str) -> Admission | None:
-        """The refusal, with no ticket, of a call nobody reads a line of by a breaker in its
-        cooldown (counted, as `admit` counts it); None: the call takes its ticket first."""
-        slot = self._keys.slots.get(key)
         if slot is None or self._outbox.watched or agent not in slot.agents:
             return None
-        return None if slot.credential_revoked else slot.cooling(self.clock.monotonic())
+        if slot.credential_revoked:
+            return None
+        if slot.quiet(self._agent_policy):
+            return self._wall(), seq
+        return slot.breaker.cooling(self.clock.monotonic())
+
+    def count_refusal(self, key: str, refusal: Admission) -> None:
+        """Count a refusal `quiet_entry` made, answered by its caller (as `admit` counts one)."""
+        self._keys.slots[key].count_denied(refusal.reason)
 
     async def settle_async(self, owed: Owed) -> None:
         """Wait, off the event loop, for a commit a call is owed (`Owed`)."""

@@ -14,7 +14,7 @@ import inspect
 import json
 import math
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,9 +141,10 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         self.clients = dict(clients or {})
         self.authorize = authorize
         self._tools: dict[str, Tool] = {}
-        #: Whether `call_tool`'s first attempt may go before its ticket (`_quietly`): it is
-        #: the harness's own (`_function_attempt`); a subclass that makes its attempts
-        #: otherwise (`_attempt`) takes the ticket first. (`guard`'s are always its own.)
+        #: Whether `call_tool`'s first attempt may go before its ticket (`_quietly`): the
+        #: quiet path makes it as `Harness._attempt` does, so a subclass that makes its
+        #: attempts otherwise (its own `_attempt`) takes the ticket first. (`guard`'s attempts
+        #: are always the harness's.)
         self._own_attempts = type(self)._attempt is Harness._attempt
 
     def register(self, tool: Tool) -> Tool:
@@ -218,17 +219,19 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
     def _quietly(self, tool: Tool, key: str, agent: str) -> tuple[float, int] | ToolResult | None:
         """A function tool's call with nothing to check before the breaker and no span to run
         in, when nobody reads its line: let in with no ticket (the admission's time and seq,
-        `Engine.quiet_admission`; its first attempt is made before it takes one, if it
+        `Engine.quiet_entry`; its first attempt is made before it takes one, if it
         takes one at all), or refused with none (the refusal's answer). None: it takes its
         ticket first."""
-        if tool.args_schema is not None or self.authorize is not None or telemetry.spans():
+        if tool.args_schema is not None or self.authorize is not None:
             return None
         engine = self.engine
-        admitted = engine.quiet_admission(key, agent)
-        if admitted is not None:
-            return admitted
-        refusal = engine.quiet_refusal(key, agent)
-        return None if refusal is None else self._refusal(tool, key, refusal)
+        entry = engine.quiet_entry(key, agent)
+        if entry is None or telemetry.spans():  # asked second: a watched call never asks it
+            return None
+        if isinstance(entry, Admission):
+            engine.count_refusal(key, entry)
+            return self._refusal(tool, key, entry)
+        return entry
 
     def _quiet_end(
         self, tool: Tool, key: str, value: Any, attempt: Attempt | None
@@ -300,30 +303,23 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
             return Refusal(OutcomeClass.CREDENTIAL_REVOKED, "credential revoked")
         return None
 
-    def _attempt(self, budget: RetryBudget) -> Coroutine[Any, Any, Attempt]:
-        """One attempt under the tool's deadline, counted (a plain function handing on the
-        attempt's coroutine: no frame of its own to await)."""
+    async def _attempt(self, budget: RetryBudget) -> Attempt:
+        """One attempt under the tool's deadline (a function tool's inline: a helper coroutine
+        per attempt would cost as much as the deadline)."""
         tool, deadlines = budget.tool, budget.deadlines
         assert deadlines is not None
         call = budget.call
         call.attempts += 1
-        if tool.function is None:
-            return self._http_attempt(budget, deadlines)
-        return self._function_attempt(tool, call.key, budget.args, deadlines)
-
-    async def _function_attempt(
-        self, tool: Tool, key: str, args: Any, deadlines: Deadlines
-    ) -> Attempt:
-        """A function tool's attempt under its deadline, classified (`_classified`)."""
         function = tool.function
-        assert function is not None
+        if function is None:
+            return await self._http_attempt(budget, deadlines)
         number = deadlines.start(tool.deadline_seconds)
         try:
-            value = await function(args)
+            value = await function(budget.args)
         except BaseException as error:
-            return self._attempt_failed(tool, key, deadlines, number, error)
+            return self._attempt_failed(tool, call.key, deadlines, number, error)
         deadlines.stop(number)
-        return self._classified(tool, key, value, None)
+        return self._classified(tool, call.key, value, None)
 
     def _attempt_failed(
         self, tool: Tool, key: str, deadlines: Deadlines, number: int, error: BaseException
