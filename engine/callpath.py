@@ -9,6 +9,11 @@ twice, as a thin async driver (`_run`) and a thin sync one (`_run_sync`, for `Ha
 on a plain function), over the same budget. Refusals before the breaker are each shell's own
 (their checks differ) and end in `CallPath._refused`, so they are written alike.
 
+A call let in with no ticket (the harness's, when nobody reads its line:
+`Engine.quiet_entry`) makes its first attempt before the path; if that attempt has
+something to record, it takes its ticket and the path goes on from the attempt's report
+(`first`): the same loop, completion and answer.
+
 The `tool` policy's retry rule is `Retries`, which the harness's budget and the MCP proxy's
 both are: they differ in what an attempt is and in the answer, not in when to try again.
 
@@ -197,17 +202,22 @@ class CallPath(ABC, Generic[B, A, R]):
         lease: float,
         wait_seconds: float,
         attempt: Callable[[B], Awaitable[A]],
+        first: A | None = None,
     ) -> R:
+        """`first`: the call was let in with no ticket and made its first attempt before
+        taking one (`Engine.quiet_entry`), which had something to record: the path goes
+        on from there."""
         engine = self.engine
         call = budget.call
-        if wait_seconds > 0:
-            admission = await self._probe_waits().admit(call, lease, self._real(wait_seconds))
-        else:
-            admission = await engine.admit_async(call, lease)
-        if not admission.allowed:
-            return self._denied(budget, admission)
+        if first is None:
+            if wait_seconds > 0:
+                admission = await self._probe_waits().admit(call, lease, self._real(wait_seconds))
+            else:
+                admission = await engine.admit_async(call, lease)
+            if not admission.allowed:
+                return self._denied(budget, admission)
         try:
-            budget.report(await attempt(budget))
+            budget.report(await attempt(budget) if first is None else first)
             while budget.more():
                 await asyncio.sleep(self._real(budget.wait()))
                 if not budget.recheck():
@@ -230,7 +240,7 @@ class CallPath(ABC, Generic[B, A, R]):
         self, budget: B, lease: float, attempt: Callable[[], A], sleep: Callable[[float], None]
     ) -> R:
         """`_run` for a caller without an event loop: the same steps over the same budget,
-        `attempt` making one attempt (and counting it). No probe wait: it needs a loop."""
+        `attempt` making one attempt (the path counts it). No probe wait: it needs a loop."""
         spans = telemetry.spans()
         if spans is None:
             return self._steps_sync(budget, lease, attempt, sleep)
@@ -238,18 +248,28 @@ class CallPath(ABC, Generic[B, A, R]):
         return spans.run_sync(self.engine, budget.call, steps, attempt)
 
     def _steps_sync(
-        self, budget: B, lease: float, attempt: Callable[[], A], sleep: Callable[[float], None]
+        self,
+        budget: B,
+        lease: float,
+        attempt: Callable[[], A],
+        sleep: Callable[[float], None],
+        first: A | None = None,
     ) -> R:
+        """`first`: as `_steps`' (its ticket counts it)."""
         engine = self.engine
         call = budget.call
-        admission = engine.admit(call, lease)
-        if not admission.allowed:
-            return self._denied(budget, admission)
-        budget.report(attempt())
+        if first is None:
+            admission = engine.admit(call, lease)
+            if not admission.allowed:
+                return self._denied(budget, admission)
+            call.attempts += 1
+            first = attempt()
+        budget.report(first)
         while budget.more():
             sleep(budget.wait())
             if not budget.recheck():
                 break
+            call.attempts += 1
             budget.report(attempt())
         engine.complete(call, *budget.completion())
         answer: R = budget.answer()

@@ -279,7 +279,7 @@ class Engine:
     ) -> Event | None:
         """Record a finished call: its `call.completed` line, then what it caused. A transition
         it caused is on disk before it returns (at most `COMMIT_WAIT`)."""
-        if outcome.cls is _SUCCESS and self._untouched(call, outcome):
+        if outcome.cls is _SUCCESS and self.untouched(call.key):
             return None
         line, owed = self._ops.record(call, outcome, fault, agent_status, refresh, platform_status)
         if owed is not None:
@@ -297,7 +297,7 @@ class Engine:
     ) -> Event | None:
         """`complete` for a coroutine: the wait for the disk never blocks the event loop, nor a
         round trip to the shared store (made on a worker thread)."""
-        if outcome.cls is _SUCCESS and self._untouched(call, outcome):
+        if outcome.cls is _SUCCESS and self.untouched(call.key):
             return None
         args = (call, outcome, fault, agent_status, refresh, platform_status)
         if self._decide.remote_record(self._keys.slots[call.key], outcome):
@@ -307,12 +307,33 @@ class Engine:
         await self._durability.settle_async(owed)
         return line
 
-    def _untouched(self, call: Call, outcome: Outcome) -> bool:
-        """A success that changes nothing and nobody is watching: it costs no lock and no line
-        (the audit log keeps no successes)."""
-        if self._outbox.listeners:
-            return False
-        return self._ops.unchanging(self._keys.slots[call.key], outcome)
+    def untouched(self, key: str) -> bool:
+        """Whether a success on `key` now changes nothing and nobody reads its line (the audit
+        log keeps no successes): it takes no lock and writes no line."""
+        return not self._outbox.listeners and self._keys.slots[key].quiet(self._agent_policy)
+
+    # -- a call nobody reads a line of goes without a ticket ---------------------------------
+
+    def quiet_entry(self, key: str, agent: str) -> tuple[float, int] | Admission | None:
+        """How a call nobody reads a line of (no listener, no audit log) goes in with no ticket,
+        once `agent` calls `key` and its credential is not revoked: let in, when a success would
+        change nothing (`untouched`): the admission's wall time and seq, for the ticket the call
+        takes (`new_call`) only if it has something to record after all; or refused by a
+        breaker in its cooldown (uncounted until its caller answers it: `count_refusal`). None:
+        it takes its ticket first (`new_call`, `admit`)."""
+        slot = self._keys.slots.get(key)
+        seq = self._ledger.numbered  # before the state, as `_admitted_early` reads it
+        if slot is None or self._outbox.watched or agent not in slot.agents:
+            return None
+        if slot.credential_revoked:
+            return None
+        if slot.quiet(self._agent_policy):
+            return self._wall(), seq
+        return slot.breaker.cooling(self.clock.monotonic())
+
+    def count_refusal(self, key: str, refusal: Admission) -> None:
+        """Count a refusal `quiet_entry` made, answered by its caller (as `admit` counts one)."""
+        self._keys.slots[key].count_denied(refusal.reason)
 
     async def settle_async(self, owed: Owed) -> None:
         """Wait, off the event loop, for a commit a call is owed (`Owed`)."""

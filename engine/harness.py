@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from breakerdeck.engine import results
+from breakerdeck.engine import results, telemetry
 from breakerdeck.engine.breaker import Admission
 from breakerdeck.engine.callpath import CallPath, Completion, Retries, open_reason
 from breakerdeck.engine.classify import (
@@ -109,6 +109,12 @@ class Tool:
         return self.attempts if retried else 1
 
     @functools.cached_property
+    def plain(self) -> bool:
+        """Whether what the function returns is a success as it is: the policy's classifier
+        and no response schema to check it against."""
+        return self.classifier is default_classifier and self.response_schema is None
+
+    @functools.cached_property
     def lease(self) -> float:
         """The whole retry budget: what a probe may use before it counts as lost."""
         return self.attempts * self.deadline_seconds + (self.attempts - 1) * self.backoff_seconds
@@ -135,6 +141,11 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         self.clients = dict(clients or {})
         self.authorize = authorize
         self._tools: dict[str, Tool] = {}
+        #: Whether `call_tool`'s first attempt may go before its ticket (`_quietly`): the
+        #: quiet path makes it as `Harness._attempt` does, so a subclass that makes its
+        #: attempts otherwise (its own `_attempt`) takes the ticket first. (`guard`'s attempts
+        #: are always the harness's.)
+        self._own_attempts = type(self)._attempt is Harness._attempt
 
     def register(self, tool: Tool) -> Tool:
         if tool.function is None and tool.backend not in self.clients:
@@ -159,25 +170,99 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         if tool is None:
             known = ", ".join(sorted(self._tools)) or "none"
             return results.invalid_request(name, f"no tool named {name!r}; known tools: {known}")
-        body = json_body(args) if tool.function is None else None
-        entered = self._check(agent, tool, args, credential, body)
-        if not isinstance(entered, Call):
-            return entered
-        assert not isinstance(body, Refusal)
+        return await self._call(agent, tool, credential, args, args)
+
+    async def _call(
+        self, agent: str, tool: Tool, credential: str, args: Any, checked: Any
+    ) -> ToolResult:
+        """One call of `tool` with `args` (what its attempts are given; `checked`: what the
+        argument schema and the authorizer are): `call_tool`'s, or an async guard's."""
+        engine = self.engine
+        key = engine.key_for(agent, tool.backend, credential)
+        function = tool.function
+        quiet = function is not None and self._own_attempts
+        entry = self._quietly(tool, key, agent) if quiet else None
+        if entry is None:
+            body = json_body(args) if function is None else None
+            entered = self._check(agent, tool, checked, credential, key, body)
+            if not isinstance(entered, Call):
+                return entered
+            assert not isinstance(body, Refusal)
+            deadlines = self._loop_deadlines()
+            budget = RetryBudget(
+                self, tool, entered, credential, args, body, deadlines, tool.call_attempts
+            )
+            return await self._run(budget, tool.lease, tool.probe_wait_seconds)
+        if not isinstance(entry, tuple):
+            return entry
+        assert function is not None  # only a function tool goes in quietly
         deadlines = self._loop_deadlines()
+        number = deadlines.start(tool.deadline_seconds)
+        try:
+            value = await function(args)
+        except BaseException as error:
+            failed = self._attempt_failed(tool, key, deadlines, number, error)
+            first = self._quiet_end(tool, key, None, failed)
+        else:
+            deadlines.stop(number)
+            if tool.plain and engine.untouched(key):  # a success as it is, changing nothing
+                return results.ok(tool.name, value)
+            first = self._quiet_end(tool, key, value, None)
+        if not isinstance(first, Attempt):
+            return first
+        call = self._ticket(tool, key, agent, entry)
         budget = RetryBudget(
-            self, tool, entered, credential, args, body, deadlines, tool.call_attempts
+            self, tool, call, credential, args, None, deadlines, tool.call_attempts
         )
-        return await self._run(budget, tool.lease, tool.probe_wait_seconds)
+        return await self._steps(budget, tool.lease, 0.0, self._attempt, first)
+
+    def _quietly(self, tool: Tool, key: str, agent: str) -> tuple[float, int] | ToolResult | None:
+        """A function tool's call with nothing to check before the breaker and no span to run
+        in, when nobody reads its line: let in with no ticket (the admission's time and seq,
+        `Engine.quiet_entry`; its first attempt is made before it takes one, if it
+        takes one at all), or refused with none (the refusal's answer). None: it takes its
+        ticket first."""
+        if tool.args_schema is not None or self.authorize is not None:
+            return None
+        engine = self.engine
+        entry = engine.quiet_entry(key, agent)
+        if entry is None or telemetry.spans():  # asked second: a watched call never asks it
+            return None
+        if isinstance(entry, Admission):
+            engine.count_refusal(key, entry)
+            return self._refusal(tool, key, entry)
+        return entry
+
+    def _quiet_end(
+        self, tool: Tool, key: str, value: Any, attempt: Attempt | None
+    ) -> ToolResult | Attempt:
+        """How the first attempt of a call let in with no ticket (`_quietly`) ended: as
+        `attempt` says, or (None) by returning `value`. A success that changes nothing needs
+        no ticket, and this is its answer; anything else is the attempt, for the path to go on
+        from with a ticket (`_ticket`). (A success as it is that changes nothing, the usual
+        end, is answered by the caller before asking.)"""
+        if attempt is None:
+            attempt = self._classified(tool, key, value, None)
+        if attempt.outcome.cls is _SUCCESS and self.engine.untouched(key):
+            return results.ok(tool.name, attempt.data)
+        return attempt
+
+    def _ticket(self, tool: Tool, key: str, agent: str, admitted: tuple[float, int]) -> Call:
+        """The ticket of a call let in with none (`_quietly`) whose first attempt has
+        something to record: numbered now, admitted as normal when and where it was, that
+        attempt counted."""
+        call = self.engine.new_call(key, agent, tool.backend, tool.name, tool.deadline_seconds)
+        call.admitted_as = "normal"
+        call.admitted_wall, call.admitted_seq = admitted
+        call.attempts = 1
+        return call
 
     def _check(
-        self, agent: str, tool: Tool, args: Any, credential: str, body: Body = None
+        self, agent: str, tool: Tool, args: Any, credential: str, key: str, body: Body = None
     ) -> Call | ToolResult:
         """The checks before any request: a refusal is answered and written here."""
         engine = self.engine
-        backend = tool.backend
-        key = engine.key_for(agent, backend, credential)
-        call = engine.new_call(key, agent, backend, tool.name, tool.deadline_seconds)
+        call = engine.new_call(key, agent, tool.backend, tool.name, tool.deadline_seconds)
         if (
             tool.args_schema is None
             and self.authorize is None
@@ -189,13 +274,14 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         if refusal is None:
             return call
         outcome = Outcome(refusal.cls, detail=refusal.reason)
-        result = _result_for(tool, outcome, None, 0, credential)
+        result = results.tool_result(tool.name, outcome, None, 0, credential)
         return self._refused(call, outcome, result["status"], result)
 
     def _denied(self, budget: RetryBudget, admission: Admission) -> ToolResult:
-        tool = budget.tool
-        reason = self.open_reason(budget.call.key)
-        return results.denied(tool.name, admission, reason, tool.alternatives)
+        return self._refusal(budget.tool, budget.call.key, admission)
+
+    def _refusal(self, tool: Tool, key: str, admission: Admission) -> ToolResult:
+        return results.denied(tool.name, admission, self.open_reason(key), tool.alternatives)
 
     def _precheck(self, agent: str, tool: Tool, args: Any, key: str, body: Body) -> Refusal | None:
         if tool.args_schema is not None:
@@ -218,35 +304,46 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         return None
 
     async def _attempt(self, budget: RetryBudget) -> Attempt:
-        """One attempt under the tool's deadline (a function tool's inline: it is the hot
-        path, and a helper coroutine per attempt would cost as much as the deadline)."""
+        """One attempt under the tool's deadline (a function tool's inline: a helper coroutine
+        per attempt would cost as much as the deadline)."""
         tool, deadlines = budget.tool, budget.deadlines
         assert deadlines is not None
-        budget.call.attempts += 1
+        call = budget.call
+        call.attempts += 1
         function = tool.function
         if function is None:
             return await self._http_attempt(budget, deadlines)
         number = deadlines.start(tool.deadline_seconds)
         try:
             value = await function(budget.args)
-        except asyncio.CancelledError:
-            if not deadlines.stop(number):
-                raise
-            return deadline_attempt(tool.deadline_seconds)
-        except Exception as error:
-            deadlines.stop(number)
-            return self._classified(tool, budget.call.key, None, error)
+        except BaseException as error:
+            return self._attempt_failed(tool, call.key, deadlines, number, error)
         deadlines.stop(number)
-        return self._classified(tool, budget.call.key, value, None)
+        return self._classified(tool, call.key, value, None)
+
+    def _attempt_failed(
+        self, tool: Tool, key: str, deadlines: Deadlines, number: int, error: BaseException
+    ) -> Attempt:
+        """A function tool's attempt that raised, its deadline stopped: cut by that deadline,
+        its timeout; the function's own exception, classified; any other cancellation (or a
+        `BaseException` that is no error, `KeyboardInterrupt`) is raised again."""
+        cut = deadlines.stop(number)
+        if isinstance(error, asyncio.CancelledError):
+            if not cut:
+                raise error
+            return deadline_attempt(tool.deadline_seconds)
+        if not isinstance(error, Exception):
+            raise error
+        return self._classified(tool, key, None, error)
 
     def _classified(self, tool: Tool, key: str, value: Any, error: Exception | None) -> Attempt:
         """A function tool's result: by its own classifier, or by the policy's rules for
         function tools (`function_attempt`), the same for every door that runs one."""
+        if error is None and tool.plain:
+            return Attempt(SUCCESS, "ok", None, value)  # the hot path
         classifier = tool.classifier
         if classifier is not default_classifier:
             return _custom_classified(classifier, value, error)
-        if error is None and tool.response_schema is None:
-            return Attempt(SUCCESS, "ok", None, value)  # the hot path
         engine = self.engine
         return function_attempt(
             value,
@@ -311,29 +408,60 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
     def _guard_sync(
         self, settings: Tool, function: Callable[..., Any], sleep: Callable[[float], None]
     ) -> Callable[..., ToolResult]:
+        engine = self.engine
+        attempts = _guard_attempts(settings)
+
         @functools.wraps(function)
         def guarded(
             *args: Any, agent: str = "local", credential: str = "default", **kwargs: Any
         ) -> ToolResult:
-            entered = self._check(agent, settings, kwargs, credential)
-            if not isinstance(entered, Call):
-                return entered
-            call = entered
-            budget = RetryBudget(
-                self, settings, call, credential, None, None, None, _guard_attempts(settings)
-            )
-
-            def attempt() -> Attempt:
-                call.attempts += 1
-                try:
-                    value = function(*args, **kwargs)
-                except Exception as error:
-                    return self._classified(settings, call.key, None, error)
-                return self._classified(settings, call.key, value, None)
-
-            return self._run_sync(budget, settings.lease, attempt, sleep)
+            key = engine.key_for(agent, settings.backend, credential)
+            entry = self._quietly(settings, key, agent)
+            if entry is None:
+                entered = self._check(agent, settings, kwargs, credential, key)
+                if not isinstance(entered, Call):
+                    return entered
+                budget = RetryBudget(
+                    self, settings, entered, credential, None, None, None, attempts
+                )
+                attempt = functools.partial(
+                    self._sync_attempt, settings, key, function, args, kwargs
+                )
+                return self._run_sync(budget, settings.lease, attempt, sleep)
+            if not isinstance(entry, tuple):
+                return entry
+            try:
+                value = function(*args, **kwargs)
+            except Exception as error:
+                failed = self._classified(settings, key, None, error)
+                first = self._quiet_end(settings, key, None, failed)
+            else:
+                if settings.plain and engine.untouched(key):  # as in `_call`
+                    return results.ok(settings.name, value)
+                first = self._quiet_end(settings, key, value, None)
+            if not isinstance(first, Attempt):
+                return first
+            call = self._ticket(settings, key, agent, entry)
+            budget = RetryBudget(self, settings, call, credential, None, None, None, attempts)
+            attempt = functools.partial(self._sync_attempt, settings, key, function, args, kwargs)
+            return self._steps_sync(budget, settings.lease, attempt, sleep, first)
 
         return guarded
+
+    def _sync_attempt(
+        self,
+        tool: Tool,
+        key: str,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Attempt:
+        """A guarded plain function's attempt, classified."""
+        try:
+            value = function(*args, **kwargs)
+        except Exception as error:
+            return self._classified(tool, key, None, error)
+        return self._classified(tool, key, value, None)
 
     def _guard_async(
         self, settings: Tool, function: Callable[..., Awaitable[Any]]
@@ -348,21 +476,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         async def guarded(
             *args: Any, agent: str = "local", credential: str = "default", **kwargs: Any
         ) -> ToolResult:
-            entered = self._check(agent, tool, kwargs, credential)
-            if not isinstance(entered, Call):
-                return entered
-            deadlines = self._loop_deadlines()
-            budget = RetryBudget(
-                self,
-                tool,
-                entered,
-                credential,
-                (args, kwargs),
-                None,
-                deadlines,
-                _guard_attempts(settings),
-            )
-            return await self._run(budget, tool.lease, tool.probe_wait_seconds)
+            return await self._call(agent, tool, credential, (args, kwargs), kwargs)
 
         return guarded
 
@@ -410,8 +524,8 @@ class RetryBudget(Retries[Attempt]):
         if self.stopped:
             status: int | str = "circuit_open"
         else:
-            result = self.result = _result_for(
-                self.tool, attempt.outcome, attempt.data, self.call.attempts, self.credential
+            result = self.result = results.tool_result(
+                self.tool.name, attempt.outcome, attempt.data, self.call.attempts, self.credential
             )
             status = result["status"]
         return attempt.outcome, attempt.fault, status, None, attempt.platform_status
@@ -470,25 +584,3 @@ def _custom_classified(classifier: Classifier, value: Any, error: Exception | No
 
 
 _SUCCESS = OutcomeClass.SUCCESS
-
-
-def _result_for(
-    tool: Tool, outcome: Outcome, data: Any, attempts: int, credential: str
-) -> ToolResult:
-    """The structured result for any outcome, refused before the breaker or answered after."""
-    cls = outcome.cls
-    if cls is _SUCCESS:
-        return results.ok(tool.name, data)
-    if outcome.counted:
-        return results.tool_error(tool.name, outcome.detail, attempts, outcome.retry_after)
-    if cls is OutcomeClass.RATE_LIMITED:
-        return results.rate_limited(tool.name, outcome.retry_after)
-    if cls is OutcomeClass.PERMISSION_DENIED:
-        return results.permission_denied(tool.name, outcome.detail)
-    if cls is OutcomeClass.PENDING_APPROVAL:
-        return results.pending_approval(tool.name, outcome.detail)
-    if cls is OutcomeClass.REFUSED_PRE_CALL:
-        return results.refused(tool.name, outcome.detail)
-    if cls is OutcomeClass.CREDENTIAL_REVOKED:
-        return results.credential_revoked(tool.name, credential)
-    return results.invalid_request(tool.name, outcome.detail)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from breakerdeck.engine.breaker import Admission, DenyReason
-from breakerdeck.engine.outcomes import OutcomeClass
+from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 
 ToolResult = dict[str, Any]
 
@@ -167,3 +167,26 @@ def gateway_busy(limit: str) -> GatewayResponse:
 
 def gateway_stopping(detail: str) -> GatewayResponse:
     return GatewayResponse(503, {"error": "gateway_stopping", "message": detail})
+
+
+def tool_result(
+    tool: str, outcome: Outcome, data: Any, attempts: int, credential: str
+) -> ToolResult:
+    """The structured result of a `tool` call for any outcome, refused before the breaker or
+    answered after."""
+    cls = outcome.cls
+    if cls is OutcomeClass.SUCCESS:
+        return ok(tool, data)
+    if outcome.counted:
+        return tool_error(tool, outcome.detail, attempts, outcome.retry_after)
+    if cls is OutcomeClass.RATE_LIMITED:
+        return rate_limited(tool, outcome.retry_after)
+    if cls is OutcomeClass.PERMISSION_DENIED:
+        return permission_denied(tool, outcome.detail)
+    if cls is OutcomeClass.PENDING_APPROVAL:
+        return pending_approval(tool, outcome.detail)
+    if cls is OutcomeClass.REFUSED_PRE_CALL:
+        return refused(tool, outcome.detail)
+    if cls is OutcomeClass.CREDENTIAL_REVOKED:
+        return credential_revoked(tool, credential)
+    return invalid_request(tool, outcome.detail)

@@ -21,22 +21,20 @@ if TYPE_CHECKING:
 #: renamed, `tracing.from_global` asks the public way instead.
 _API = "opentelemetry.trace"
 _UNREAD = object()
+_MODULES = sys.modules
 
-
-class _Chosen:
-    """The providers named by `use`; None: the global ones, if any."""
-
-    spans: Spans | None = None
+#: The providers named by `use`; None: the global ones, if any. (Module globals, not a class's
+#: attributes: this is read on every call's path.)
+_chosen: Spans | None = None
 
 
 def spans() -> Spans | None:
     """The call path's spans, or None when telemetry is off (asked once per call). A library
     may import OpenTelemetry without anyone setting a provider (redis-py does): off too, read
     from the API's own global before anything is called."""
-    chosen = _Chosen.spans
-    if chosen is not None:
-        return chosen
-    api = sys.modules.get(_API)
+    if _chosen is not None:
+        return _chosen
+    api = _MODULES.get(_API)
     if api is None or getattr(api, "_TRACER_PROVIDER", _UNREAD) is None:
         return None
     from breakerdeck.engine.telemetry.tracing import from_global
@@ -47,9 +45,10 @@ def spans() -> Spans | None:
 def use(tracer_provider: Any, meter_provider: Any = None) -> None:
     """Spans (and the duration histograms) from these providers rather than the global ones;
     `use(None)` goes back to the global ones."""
+    global _chosen
     if tracer_provider is None:
-        _Chosen.spans = None
+        _chosen = None
         return
     from breakerdeck.engine.telemetry.tracing import Spans
 
-    _Chosen.spans = Spans(tracer_provider, meter_provider)
+    _chosen = Spans(tracer_provider, meter_provider)
