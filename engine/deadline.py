@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import time
 from collections.abc import Awaitable
 from typing import TypeVar
 
@@ -31,7 +32,10 @@ class Deadlines:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         #: The loop these deadlines run on (read-only).
         self.loop = loop
-        self._time = loop.time
+        # The base loop's `time()` is `time.monotonic()` behind a Python method: read the
+        # clock itself unless the loop keeps its own (uvloop, a test's).
+        base = type(loop).time is asyncio.BaseEventLoop.time
+        self._time = time.monotonic if base else loop.time
         self._pending: dict[int, tuple[float, asyncio.Task[object], int]] = {}
         #: A fired deadline's number: how many cancellations its task had pending at start.
         self._expired: dict[int, int] = {}
