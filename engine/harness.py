@@ -182,38 +182,41 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         function = tool.function
         quiet = function is not None and self._own_attempts
         entry = self._quietly(tool, key, agent) if quiet else None
+        body: bytes | None = None
+        first: Attempt | None = None
         if entry is None:
-            body = json_body(args) if function is None else None
-            entered = self._check(agent, tool, checked, credential, key, body)
-            if not isinstance(entered, Call):
-                return entered
-            assert not isinstance(body, Refusal)
+            encoded = json_body(args) if function is None else None
+            call = self._check(agent, tool, checked, credential, key, encoded)
+            if not isinstance(call, Call):
+                return call
+            assert not isinstance(encoded, Refusal)
+            body = encoded
             deadlines = self._loop_deadlines()
-            budget = RetryBudget(
-                self, tool, entered, credential, args, body, deadlines, tool.call_attempts
-            )
-            return await self._run(budget, tool.lease, tool.probe_wait_seconds)
-        if not isinstance(entry, tuple):
+        elif not isinstance(entry, tuple):
             return entry
-        assert function is not None  # only a function tool goes in quietly
-        deadlines = self._loop_deadlines()
-        number = deadlines.start(tool.deadline_seconds)
-        try:
-            value = await function(args)
-        except BaseException as error:
-            failed = self._attempt_failed(tool, key, deadlines, number, error)
-            first = self._quiet_end(tool, key, None, failed)
         else:
-            deadlines.stop(number)
-            if tool.plain and engine.untouched(key):  # a success as it is, changing nothing
-                return results.ok(tool.name, value)
-            first = self._quiet_end(tool, key, value, None)
-        if not isinstance(first, Attempt):
-            return first
-        call = self._ticket(tool, key, agent, entry)
+            assert function is not None  # only a function tool goes in quietly
+            deadlines = self._loop_deadlines()
+            number = deadlines.start(tool.deadline_seconds)
+            try:
+                value = await function(args)
+            except BaseException as error:
+                failed = self._attempt_failed(tool, key, deadlines, number, error)
+                ended = self._quiet_end(tool, key, None, failed)
+            else:
+                deadlines.stop(number)
+                if tool.plain and engine.untouched(key):  # a success as it is, changing nothing
+                    return results.ok(tool.name, value)
+                ended = self._quiet_end(tool, key, value, None)
+            if not isinstance(ended, Attempt):
+                return ended
+            first = ended
+            call = self._ticket(tool, key, agent, entry)
         budget = RetryBudget(
-            self, tool, call, credential, args, None, deadlines, tool.call_attempts
+            self, tool, call, credential, args, body, deadlines, tool.call_attempts
         )
+        if first is None:
+            return await self._run(budget, tool.lease, tool.probe_wait_seconds)
         return await self._steps(budget, tool.lease, 0.0, self._attempt, first)
 
     def _quietly(self, tool: Tool, key: str, agent: str) -> tuple[float, int] | ToolResult | None:
@@ -417,33 +420,32 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         ) -> ToolResult:
             key = engine.key_for(agent, settings.backend, credential)
             entry = self._quietly(settings, key, agent)
+            first: Attempt | None = None
             if entry is None:
-                entered = self._check(agent, settings, kwargs, credential, key)
-                if not isinstance(entered, Call):
-                    return entered
-                budget = RetryBudget(
-                    self, settings, entered, credential, None, None, None, attempts
-                )
-                attempt = functools.partial(
-                    self._sync_attempt, settings, key, function, args, kwargs
-                )
-                return self._run_sync(budget, settings.lease, attempt, sleep)
-            if not isinstance(entry, tuple):
+                call = self._check(agent, settings, kwargs, credential, key)
+                if not isinstance(call, Call):
+                    return call
+            elif not isinstance(entry, tuple):
                 return entry
-            try:
-                value = function(*args, **kwargs)
-            except Exception as error:
-                failed = self._classified(settings, key, None, error)
-                first = self._quiet_end(settings, key, None, failed)
             else:
-                if settings.plain and engine.untouched(key):  # as in `_call`
-                    return results.ok(settings.name, value)
-                first = self._quiet_end(settings, key, value, None)
-            if not isinstance(first, Attempt):
-                return first
-            call = self._ticket(settings, key, agent, entry)
+                try:
+                    value = function(*args, **kwargs)
+                except Exception as error:
+                    ended = self._quiet_end(
+                        settings, key, None, self._classified(settings, key, None, error)
+                    )
+                else:
+                    if settings.plain and engine.untouched(key):  # as in `_call`
+                        return results.ok(settings.name, value)
+                    ended = self._quiet_end(settings, key, value, None)
+                if not isinstance(ended, Attempt):
+                    return ended
+                first = ended
+                call = self._ticket(settings, key, agent, entry)
             budget = RetryBudget(self, settings, call, credential, None, None, None, attempts)
             attempt = functools.partial(self._sync_attempt, settings, key, function, args, kwargs)
+            if first is None:
+                return self._run_sync(budget, settings.lease, attempt, sleep)
             return self._steps_sync(budget, settings.lease, attempt, sleep, first)
 
         return guarded
