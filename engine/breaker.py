@@ -21,7 +21,7 @@ from breakerdeck.engine.events import (
     Transition,
     Tripped,
 )
-from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.outcomes import ABANDONED_TIMEOUT, Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.state import State
 
@@ -56,6 +56,9 @@ _SUCCESS = OutcomeClass.SUCCESS
 _NONE: tuple[()] = ()
 _ADMITTED_CLOSED = (ADMIT_NORMAL, _NONE)
 _DENY_OPEN = DenyReason.OPEN
+
+#: The abandoned probe in a row (each with a request on the wire) that counts as a timeout.
+ABANDONED_PROBES_COUNTED = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +117,7 @@ class Breaker:
     """State for one key. Only counted failures move `count`; only a success resets it."""
 
     __slots__ = (
+        "abandoned_probes",
         "cooldown",
         "count",
         "failed_probes",
@@ -149,6 +153,9 @@ class Breaker:
         self.trip_cause: OutcomeClass | None = None
         self.probe_id: CallId | None = None
         self.probe_deadline = 0.0
+        #: This open episode's run of probes abandoned with a request on the wire (`judge`).
+        #: Kept by this process only: a new one starts with no probe out.
+        self.abandoned_probes = 0
 
     def snapshot(self, offset: float = 0.0) -> BreakerState:
         """The breaker's fields in one record, times moved by `offset` (monotonic to wall)."""
@@ -201,6 +208,8 @@ class Breaker:
         self.trip_cause = saved.trip_cause
         self.probe_id = probe_id
         self.probe_deadline = probe_deadline + offset
+        if saved.state is _CLOSED:  # the episode ended
+            self.abandoned_probes = 0
 
     @property
     def reopens_at(self) -> float | None:
@@ -267,6 +276,26 @@ class Breaker:
     def is_probe(self, call_id: CallId) -> bool:
         return self.state is _HALF_OPEN and self.probe_id == call_id
 
+    def judge(self, call_id: CallId, outcome: Outcome, sent: bool) -> Outcome:
+        """What a call's outcome is to the breaker: itself, unless the call is the current
+        probe and its caller abandoned it (`Outcome.abandoned`, neutral). The third such probe
+        in a row of one open episode that had a request on the wire (`sent`) counts as a
+        timeout, so a caller whose own timeout is shorter than the platform's cannot keep a
+        hanging platform probed without end. A probe abandoned before it sent anything says
+        nothing of the platform and leaves the run as it was; any other outcome of the probe
+        ends the run."""
+        if not self.is_probe(call_id):
+            return outcome
+        if not outcome.abandoned:
+            self.abandoned_probes = 0
+            return outcome
+        if sent:
+            self.abandoned_probes += 1
+            if self.abandoned_probes >= ABANDONED_PROBES_COUNTED:
+                self.abandoned_probes = 0
+                return ABANDONED_TIMEOUT
+        return outcome
+
     def record(self, call_id: CallId, outcome: Outcome, now: float) -> Sequence[Transition]:
         """Apply one completed call. Late completions are applied as the design says."""
         if outcome.cls is _SUCCESS:
@@ -294,6 +323,7 @@ class Breaker:
         return [Recovered(self.key)]
 
     def _close(self) -> None:
+        self.abandoned_probes = 0
         self.state = _CLOSED
         self.count = 0
         self.failed_probes = 0
@@ -325,6 +355,7 @@ class Breaker:
         self.state = _OPEN
         self.opened_at = now
         self.failed_probes = 0
+        self.abandoned_probes = 0
         self.paged = False
         self.trip_cause = outcome.cls
         if self.rate_limited_streak >= self.policy.threshold(outcome.cls):
@@ -335,6 +366,7 @@ class Breaker:
 
     def _reopen(self, outcome: Outcome) -> list[Transition]:
         self.failed_probes += 1
+        self.abandoned_probes = 0
         self.state = _OPEN
         self.opened_at = self.last_failure_at
         self.probe_id = None

@@ -32,7 +32,7 @@ from breakerdeck.engine import results, telemetry
 from breakerdeck.engine.breaker import Admission
 from breakerdeck.engine.deadline import Deadlines
 from breakerdeck.engine.engine import Call, Engine
-from breakerdeck.engine.outcomes import Outcome
+from breakerdeck.engine.outcomes import ABANDONED, ABANDONING, Outcome
 from breakerdeck.engine.probewait import ProbeWaits
 from breakerdeck.engine.results import ToolResult
 
@@ -56,7 +56,6 @@ class Budget(Protocol[A_contra, R_co]):
     def report(self, attempt: A_contra) -> None: ...
     def completion(self) -> Completion: ...
     def answer(self) -> R_co: ...
-    def cancelled(self) -> Completion | None: ...
 
 
 B = TypeVar("B", bound=Budget[Any, Any])
@@ -77,10 +76,6 @@ class OneAttempt:
 
     def recheck(self) -> bool:
         return True
-
-    def cancelled(self) -> Completion | None:
-        """A cancelled call is left to its lease."""
-        return None
 
 
 class Tried(Protocol):
@@ -144,10 +139,6 @@ class Retries(Generic[T]):
         self.tried = attempt
         self.rounds += 1
 
-    def cancelled(self) -> Completion | None:
-        """A cancelled call is left to its lease (unless the subclass completes it)."""
-        return None
-
     def circuit_open(self, tool: str, alternatives: tuple[str, ...] = ()) -> ToolResult:
         """The answer of a call the re-check stopped: the breaker opened while it waited."""
         engine, key = self.engine, self.call.key
@@ -182,8 +173,9 @@ class CallPath(ABC, Generic[B, A, R]):
 
     def _run(self, budget: B, lease: float, wait_seconds: float = 0.0) -> Coroutine[Any, Any, R]:
         """Admit (after waiting up to `wait_seconds` for an outstanding probe), attempt (again
-        while the budget wants a retry), complete, answer. Cancelled while attempting, the call
-        is completed as the budget's `cancelled()` says, once, and the cancellation goes on.
+        while the budget wants a retry), complete, answer. Abandoned by its caller while
+        attempting (`ABANDONING`), the call is completed neutral, once, and the exception goes
+        on (`_abandoned`).
         With telemetry on, inside the call's span, each attempt in its own (`telemetry`)."""
         spans = telemetry.spans()
         if spans is None:
@@ -223,11 +215,8 @@ class CallPath(ABC, Generic[B, A, R]):
                 if not budget.recheck():
                     break
                 budget.report(await attempt(budget))
-        except asyncio.CancelledError:
-            cancelled = budget.cancelled()
-            if cancelled is not None:
-                engine.complete(call, *cancelled)  # no await once cancelled
-                self._completed(call, cancelled[0])
+        except ABANDONING:
+            self._abandoned(call)
             raise
         # Past here a cancellation finds the call completed (or being so): never twice.
         completion = budget.completion()
@@ -262,15 +251,20 @@ class CallPath(ABC, Generic[B, A, R]):
             admission = engine.admit(call, lease)
             if not admission.allowed:
                 return self._denied(budget, admission)
-            call.attempts += 1
-            first = attempt()
-        budget.report(first)
-        while budget.more():
-            sleep(budget.wait())
-            if not budget.recheck():
-                break
-            call.attempts += 1
-            budget.report(attempt())
+        try:
+            if first is None:
+                call.attempts += 1
+                first = attempt()
+            budget.report(first)
+            while budget.more():
+                sleep(budget.wait())
+                if not budget.recheck():
+                    break
+                call.attempts += 1
+                budget.report(attempt())
+        except ABANDONING:
+            self._abandoned(call)
+            raise
         engine.complete(call, *budget.completion())
         answer: R = budget.answer()
         return answer
@@ -285,6 +279,12 @@ class CallPath(ABC, Generic[B, A, R]):
         """A span on the engine's clock in the event loop's seconds: the same, unless the shell
         runs a sped-up clock (a front door's `--speed`)."""
         return seconds
+
+    def _abandoned(self, call: Call) -> None:
+        """The caller went away while the call was out (`ABANDONING`): completed neutral, at
+        once and without awaiting (`Engine.abandon`), before its exception goes on."""
+        self.engine.abandon(call)
+        self._completed(call, ABANDONED)
 
     def _completed(self, call: Call, outcome: Outcome) -> None:
         """After a call's completion: a probe's waiters ask again. A shell that counts its

@@ -35,7 +35,7 @@ from breakerdeck.engine.ledger import Ledger, Mark, read_mark
 from breakerdeck.engine.lines import EXPIRED, Lines
 from breakerdeck.engine.operations import LEASE_GRACE_SECONDS, Operations, Parts
 from breakerdeck.engine.outbox import Listener, Outbox, PageHook
-from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.outcomes import ABANDONED, Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.replica import Member, Store
 from breakerdeck.engine.state import State
@@ -306,6 +306,20 @@ class Engine:
             line, owed = self._ops.record(*args)
         await self._durability.settle_async(owed)
         return line
+
+    def abandoned(self, call: Call) -> tuple[Outcome, str, int | str]:
+        """How a call its caller abandoned is completed, at every door (DESIGN, "Both
+        policies"): neutral, `caller_error` uncounted as an MCP host's cancellation; `fault`
+        `cancelled` once a request went out (`none` before), and the caller's status 499 (the
+        client closed the request) under `agent`, `cancelled` under `tool`. The breaker judges
+        it (`Breaker.judge`): a probe's slot is freed, or its third in a row counts."""
+        fault = "cancelled" if call.attempts else "none"
+        return ABANDONED, fault, 499 if self._agent_policy else "cancelled"
+
+    def abandon(self, call: Call) -> Event | None:
+        """Complete a call its caller abandoned (`abandoned`). Synchronous: a cancelled caller
+        must not await again, and nothing after its exception may be skipped."""
+        return self.complete(call, *self.abandoned(call))
 
     def untouched(self, key: str) -> bool:
         """Whether a success on `key` now changes nothing and nobody reads its line (the audit

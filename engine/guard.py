@@ -10,8 +10,11 @@ calls (DESIGN, "tool policy"), in the article's shape:
 
 Entering admits the call (as normal, or as the one probe) or raises `BreakerOpen` carrying the
 refusal's structured result; leaving records a success, or classifies the exception (the
-function tools' classifier) and lets it propagate. One guard serves any number of threads and
-tasks at once: each entry's call is kept in a context variable, not on the guard.
+function tools' classifier) and lets it propagate. A body its caller abandons (the task
+cancelled from outside, `KeyboardInterrupt`, `SystemExit`, or `GeneratorExit` when a generator
+holding the guard is closed) is completed neutral (`Engine.abandon`), never classified. One
+guard serves any number of threads and tasks at once: each entry's call is kept in a context
+variable, not on the guard.
 
 A call takes a ticket (a number, a line) only when someone reads its line: a listener or the
 audit log, or a breaker not closed (its admission is a decision). Otherwise a closed breaker
@@ -32,7 +35,7 @@ from breakerdeck.engine.breaker import Admission
 from breakerdeck.engine.call import Call
 from breakerdeck.engine.classify import Classifier, default_classifier, network_fault
 from breakerdeck.engine.events import QUIET_ENDING, CallDetails
-from breakerdeck.engine.outcomes import SUCCESS, Outcome
+from breakerdeck.engine.outcomes import ABANDONING, SUCCESS, Outcome
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.results import ToolResult
 from breakerdeck.engine.state import State
@@ -120,7 +123,11 @@ class Guard:
             entries = self._calls.get()
             if not entries or self._quietly_left(entries):
                 return
-        self.engine.complete(self._leaving(error), *self._outcome(error))
+        call = self._leaving(error)
+        if isinstance(error, ABANDONING):
+            self.engine.abandon(call)
+        else:
+            self.engine.complete(call, *self._outcome(error))
 
     # -- async -----------------------------------------------------------------------------
 
@@ -145,7 +152,11 @@ class Guard:
             entries = self._calls.get()
             if not entries or self._quietly_left(entries):
                 return
-        await self.engine.complete_async(self._leaving(error), *self._outcome(error))
+        call = self._leaving(error)
+        if isinstance(error, ABANDONING):
+            self.engine.abandon(call)  # no await once cancelled, or in a closing generator
+        else:
+            await self.engine.complete_async(call, *self._outcome(error))
 
     # -- the one body of both --------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from breakerdeck.engine.views import tally_name
 LEASE_GRACE_SECONDS = 1.0
 
 _SUCCESS = OutcomeClass.SUCCESS
+_HALF_OPEN = State.HALF_OPEN
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +139,12 @@ class Operations:
                 return quiet, None
         with slot.lock:
             now = self._clock.monotonic()
-            count_before = slot.breaker.count
+            breaker = slot.breaker
+            if breaker.state is _HALF_OPEN:  # only the probe's outcome is judged
+                judged = breaker.judge(call.number, outcome, fault != "none")
+                if judged is not outcome:
+                    outcome, fault = judged, "timeout"
+            count_before = breaker.count
             # The breaker moves first, so the last line this writes carries its view after.
             is_probe, transitions = self._decide.record(slot, call.number, outcome, now)
             breaker = slot.breaker

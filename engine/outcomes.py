@@ -6,6 +6,7 @@ breaker core trusts the class and checks `counted` against its policy.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -35,6 +36,9 @@ class Outcome:
     counted: bool = False
     retry_after: float | None = None
     detail: str = ""
+    #: The caller went away mid-call (`ABANDONED`): the breaker judges it as the probe's
+    #: (`Breaker.judge`), so every door hands it over alike.
+    abandoned: bool = False
 
     @property
     def is_success(self) -> bool:
@@ -42,3 +46,27 @@ class Outcome:
 
 
 SUCCESS = Outcome(OutcomeClass.SUCCESS)
+
+
+#: What a caller abandons a call with: its task cancelled from outside, or one of these raised
+#: through the guarded body. Never the call's outcome, never the backend's doing.
+ABANDONING: tuple[type[BaseException], ...] = (
+    asyncio.CancelledError,
+    KeyboardInterrupt,
+    SystemExit,
+    GeneratorExit,
+)
+
+#: A call its caller abandoned: a neutral completion (DESIGN, "Both policies"), written as an
+#: MCP host's cancellation always was: an uncounted `caller_error`, which frees a probe slot.
+ABANDONED = Outcome(
+    OutcomeClass.CALLER_ERROR, detail="the caller abandoned the call", abandoned=True
+)
+
+#: The third probe in a row of one open episode abandoned with its request on the wire: the
+#: platform held it longer than the caller would wait, so it counts as a timeout.
+ABANDONED_TIMEOUT = Outcome(
+    OutcomeClass.UPSTREAM_FAILURE,
+    counted=True,
+    detail="no answer before its caller gave up, three probes in a row: read as a timeout",
+)

@@ -295,13 +295,23 @@ class AdapterCalls:
         pending.reported.report(attempt)
         return await pending.task
 
+    async def abandon(self, call_id: str | None) -> None:
+        """The framework's run of a call `begin` let go was abandoned (cancelled, interrupted):
+        its call is cancelled too, and ended before this returns, so the call path has
+        completed it neutral (`Engine.abandon`) rather than at its lease."""
+        pending = self._pending.pop(call_id, None) if call_id is not None else None
+        if pending is not None:
+            pending.task.cancel()
+            await asyncio.wait((pending.task,))
+
     def _forget(self, call_id: str, pending: _Pending, _: object) -> None:
         if self._pending.get(call_id) is pending:
             del self._pending[call_id]
 
 
 def neutral(detail: str) -> Attempt:
-    """A call that ended without an outcome of the backend's (an interrupt): uncounted."""
+    """A call that ended without an outcome of the backend's (never reported back):
+    uncounted."""
     return Attempt(Outcome(OutcomeClass.CALLER_ERROR, detail=detail), "cancelled")
 
 

@@ -6,7 +6,8 @@ the result's JSON as `permissionDecisionReason`, which is what the model reads),
 and `PostToolUseFailure` report the outcome (`calls.AdapterCalls.begin` and `end`). The
 failure arrives as text only, so it is classified by what it says (`ConnectError: [Errno 111]
 Connection refused`, an HTTP status); a counted failure's JSON (any result but `ok`) goes into
-`PostToolUseFailure`'s `additionalContext`. An interrupt is neutral, and so is a call that never
+`PostToolUseFailure`'s `additionalContext`. An interrupt abandons the call (neutral, as at
+every door: `AdapterCalls.abandon`), and a call that never
 reports back because the host or another hook denied it after our `PreToolUse`: completed at
 its lease, the probe slot freed, nothing counted. The hook cannot run a tool again, so every
 call is one attempt, `idempotent` or not.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from breakerdeck.adapters.calls import AdapterCalls, ReportedFailure, neutral, result_json
+from breakerdeck.adapters.calls import AdapterCalls, ReportedFailure, result_json
 from breakerdeck.adapters.requires import missing
 
 REQUIREMENT = "claude-agent-sdk>=0.2.184"
@@ -89,7 +90,7 @@ class BreakerHooks(dict[str, list[HookMatcher]]):
             return {}
         call_id = _call_id(input, tool_use_id)
         if input.get("is_interrupt"):
-            await self.calls.end(call_id, attempt=neutral("interrupted"))
+            await self.calls.abandon(call_id)
             return {}
         try:
             result = await self.calls.end(call_id, error=ReportedFailure(str(input.get("error"))))

@@ -13,11 +13,11 @@ hook cannot run a tool again, so every call is one attempt; a cancelled call is 
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from breakerdeck.adapters.calls import AdapterCalls, neutral
+from breakerdeck.adapters.calls import AdapterCalls
 from breakerdeck.adapters.requires import missing
+from breakerdeck.engine.outcomes import ABANDONING
 from breakerdeck.engine.results import ToolResult
 
 REQUIREMENT = "google-adk>=2.13"
@@ -81,8 +81,8 @@ class BreakerPlugin(BasePlugin):
         call_id = _call_id(tool_context)
         if not self.calls.owes(call_id):
             return None
-        if isinstance(error, asyncio.CancelledError):
-            await self.calls.end(call_id, attempt=neutral("cancelled"))
+        if isinstance(error, ABANDONING):  # ADK tells its plugins of a cancelled run too
+            await self.calls.abandon(call_id)
             return None
         try:
             return _replacing(await self.calls.end(call_id, error=error))

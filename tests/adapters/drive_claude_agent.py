@@ -1,6 +1,7 @@
 """The Claude Agent SDK's hooks, driven as the SDK drives them for the CLI (which needs a model
 service): for each tool use, `PreToolUse`; unless denied, the tool runs here, then
-`PostToolUse` or `PostToolUseFailure` with the error as text; each callback called as
+`PostToolUse` or `PostToolUseFailure` with the error as text (an interrupt, `is_interrupt`,
+when the run is cancelled mid-tool); each callback called as
 `callback(input, tool_use_id, {"signal": None})` and its output converted as the SDK sends it."""
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ class ClaudeAgentDriver(Driver):
             return
         try:
             response = await getattr(self.crm, name)(**args)
+        except asyncio.CancelledError:  # an interrupt: the CLI reports it, then stops
+            interrupt = {**input, "error": "Interrupted", "is_interrupt": True}
+            await fire(self.hooks, "PostToolUseFailure", interrupt)
+            raise
         except Exception as error:
             text = f"{type(error).__name__}: {error}"
             said = await fire(self.hooks, "PostToolUseFailure", {**input, "error": text})

@@ -122,7 +122,7 @@ async def test_a_retry_after_waited_out_extends_the_probes_lease_by_as_much(
 
 
 class _Waiting(Retries[Attempt]):
-    """A budget whose call is completed, neutral, when it is cancelled."""
+    """A budget of attempts that never end."""
 
     def completion(self) -> Completion:
         assert self.tried is not None
@@ -130,15 +130,6 @@ class _Waiting(Retries[Attempt]):
 
     def answer(self) -> str:
         return "answered"
-
-    def cancelled(self) -> Completion:
-        return (
-            Outcome(OutcomeClass.CALLER_ERROR, detail="cancelled"),
-            "cancelled",
-            "gone",
-            None,
-            None,
-        )
 
 
 class _Hanging(CallPath[_Waiting, Attempt, str]):
@@ -162,7 +153,7 @@ def _cancel_mid_attempt(engine: Engine, agent: str) -> asyncio.Task[str]:
     return asyncio.create_task(_Hanging(engine)._run(budget, 61.0))
 
 
-async def test_a_call_cancelled_mid_attempt_is_completed_once_as_its_budget_says(
+async def test_a_call_cancelled_mid_attempt_is_completed_once_neutral(
     tool_engine: Engine,
 ) -> None:
     lines: list[Event] = []
@@ -173,8 +164,9 @@ async def test_a_call_cancelled_mid_attempt_is_completed_once_as_its_budget_says
     with pytest.raises(asyncio.CancelledError):
         await task
     (line,) = [e for e in lines if e.type == ev.CALL_COMPLETED]
-    assert (line.fields["fault"], line.fields["agent_status"]) == ("cancelled", "gone")
-    assert line.fields["attempts"] == 1 and line.fields["counted"] is False
+    assert (line.fields["fault"], line.fields["agent_status"]) == ("cancelled", "cancelled")
+    assert (line.fields["outcome"], line.fields["counted"]) == ("caller_error", False)
+    assert line.fields["attempts"] == 1
 
 
 async def test_a_probe_cancelled_mid_attempt_frees_the_slot_for_the_next_call(

@@ -144,9 +144,3 @@ def test_an_answer_that_asks_no_retry_ends_the_budget_at_once(breakers: Breakers
     answered = budget(breakers, attempts=3)
     answered.report(Sent(classify.Verdict(SUCCESS, "ok", relay=True)))
     assert not answered.more()
-
-
-def test_a_cancelled_call_is_completed_neutral_as_cancelled(breakers: Breakers) -> None:
-    outcome, fault, status, _, _ = budget(breakers).cancelled()
-    assert (fault, status) == ("cancelled", "cancelled")
-    assert not outcome.counted

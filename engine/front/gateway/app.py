@@ -377,10 +377,15 @@ class GatewayApp(CallPath[_GatewayCall, None, _GatewayCall | tuple[Message, Mess
             self.counts.observe(this.call.key, (loop.time() - started) * self.speed)
         except UploadProblem as problem:
             cut.disarm()
-            # The agent's to fix, recorded uncounted (a probe's slot is freed).
-            this.fault, this.platform_status = "none", None
-            this.decide(Outcome(OutcomeClass.CALLER_ERROR, detail=problem.error), problem.status)
-            if problem.status != 499:
+            this.platform_status = None
+            if problem.status == 499:  # the agent left mid-upload
+                self._agent_left(this)
+            else:
+                # The agent's to fix, recorded uncounted (a probe's slot is freed).
+                this.fault = "none"
+                this.decide(
+                    Outcome(OutcomeClass.CALLER_ERROR, detail=problem.error), problem.status
+                )
                 this.answer_with(
                     GatewayResponse(problem.status, {"error": problem.error}), quiet=True
                 )
@@ -402,10 +407,16 @@ class GatewayApp(CallPath[_GatewayCall, None, _GatewayCall | tuple[Message, Mess
         """The call ended before the platform's head: the agent left (uncounted, nobody to
         answer), or the drain ran out (the gateway's own condition, answered and audited)."""
         if cut.agent_left:
-            this.decide(Outcome(OutcomeClass.CALLER_ERROR, detail="client_closed"), 499)
+            self._agent_left(this)
             return
         this.decide(Outcome(OutcomeClass.GATEWAY_BUSY, detail=_STOPPING), 503)
         this.answer_with(results.gateway_stopping(_STOPPING), quiet=True)
+
+    def _agent_left(self, this: _GatewayCall) -> None:
+        """The agent abandoned its call: completed as at every door (`Engine.abandoned`,
+        neutral; a probe's third in a row counts), with nobody to answer."""
+        outcome, this.fault, _ = self.engine.abandoned(this.call)
+        this.decide(outcome, 499)
 
     async def _own_answer(self, send: Send, this: _GatewayCall, own: GatewayResponse) -> None:
         try:

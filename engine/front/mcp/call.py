@@ -110,10 +110,6 @@ class McpBudget(Retries[Sent]):
         assert tried.result is not None  # a relayed verdict comes with its result
         return tried.result
 
-    def cancelled(self) -> Completion:
-        """The host cancelled: neutral, frees a probe slot, counts nothing (DESIGN)."""
-        return cancelled_outcome(), "cancelled", "cancelled", None, None
-
 
 class ToolCalls(CallPath[McpBudget, Sent, Answer]):
     """The proxy's `tools/call`s, on the one call path."""
@@ -256,11 +252,6 @@ def _relayed_status(outcome: Outcome) -> str:
     if outcome.is_success:
         return "ok"
     return "tool_error" if outcome.counted else "is_error"
-
-
-def cancelled_outcome() -> Outcome:
-    """The host cancelled: neutral, frees a probe slot, counts nothing."""
-    return Outcome(OutcomeClass.CALLER_ERROR, detail="the host cancelled the call")
 
 
 def result_for(tool: str, outcome: Outcome, attempts: int, credential_id: str) -> ToolResult:
