@@ -9,8 +9,10 @@ one call runs. Two shapes of hook exist:
   (`Harness.guard` for a plain function), with the retry budget when the tool is idempotent.
 - **A pair of hooks** around a run the framework makes itself (Claude's `PreToolUse` and
   `PostToolUse`, ADK's before and after callbacks): `begin` starts the same `call_tool` in a
-  task whose one attempt waits for `end` to report the outcome, so admission, the probe,
-  completion and the answer are still `CallPath._run`'s. A call never reported back (the host
+  task whose first attempt waits for `end` to report the outcome, so admission, the probe,
+  completion and the answer are still `CallPath._run`'s; where the hook can run the tool
+  again (ADK's callbacks get the tool and its arguments), `end` says how, and a tool named
+  idempotent is retried as everywhere else. A call never reported back (the host
   denied it after us, an interrupt) is completed neutral at its lease: the probe slot freed,
   nothing counted.
 
@@ -72,7 +74,8 @@ class ReportedFailure(Exception):
 class AdapterCalls:
     """One adapter's settings and its calls. `arguments`: the framework's own exceptions for
     wrong arguments (caller errors, never counted). `reruns`: whether the hook can run the tool
-    again (a wrapping hook); a pair of hooks cannot, so every call there is one attempt."""
+    again (a wrapping hook, or ADK's pair, whose callbacks get the tool and its arguments);
+    Claude's pair cannot, so every call there is one attempt."""
 
     def __init__(
         self,
@@ -275,11 +278,14 @@ class AdapterCalls:
         value: Any = None,
         error: Exception | None = None,
         attempt: Attempt | None = None,
+        rerun: Callable[[], Awaitable[Any]] | None = None,
     ) -> ToolResult | None:
         """The framework ran the call `begin` let go: record what it returned (`value`) or
         raised (`error`), classified, or an `attempt` made by the adapter (`neutral`), and
-        answer. A tool's own error is raised again. None for a call id not begun here, already
-        reported or past its lease (warned: nothing recorded)."""
+        answer. `rerun`: how the hook runs the tool again (ADK hands its callbacks the tool and
+        its arguments), for the retries of a tool named idempotent, each after the breaker's
+        re-check. A tool's own error is raised again. None for a call id not begun here,
+        already reported or past its lease (warned: nothing recorded)."""
         if call_id is None:
             return None  # `begin` let it go unguarded, and said so
         pending = self._pending.pop(call_id, None)
@@ -292,7 +298,7 @@ class AdapterCalls:
             return None
         if attempt is None:
             attempt = self._harness.classify_for(pending.tool, pending.key, value, error)
-        pending.reported.report(attempt)
+        pending.reported.report(attempt, rerun)
         return await pending.task
 
     async def abandon(self, call_id: str | None) -> None:
@@ -347,8 +353,9 @@ class _Pending:
 
 
 class _Reported:
-    """The one attempt of a call a pair of hooks brackets: admitted when the attempt starts,
-    its outcome whatever `end` reports, or neutral at the lease if nothing is."""
+    """The first attempt of a call a pair of hooks brackets: admitted when the attempt starts,
+    its outcome whatever `end` reports, or neutral at the lease if nothing is; the retries, if
+    any, run the tool as `end` says it can be run again (`rerun`)."""
 
     def __init__(self, lease: float) -> None:
         loop = asyncio.get_running_loop()
@@ -358,6 +365,7 @@ class _Reported:
         self._due = loop.time() + lease
         self.admitted: asyncio.Future[None] = loop.create_future()
         self._outcome: asyncio.Future[Attempt] = loop.create_future()
+        self.rerun: Callable[[], Awaitable[Any]] | None = None
 
     async def attempt(self) -> Attempt:
         self.admitted.set_result(None)
@@ -366,8 +374,9 @@ class _Reported:
         except TimeoutError:
             return neutral("the framework never reported the call's outcome")
 
-    def report(self, attempt: Attempt) -> None:
+    def report(self, attempt: Attempt, rerun: Callable[[], Awaitable[Any]] | None) -> None:
         if not self._outcome.done():
+            self.rerun = rerun
             self._outcome.set_result(attempt)
 
 
@@ -383,7 +392,11 @@ class _AdapterHarness(Harness):
         reported = budget.args
         if isinstance(reported, _Reported):
             budget.call.attempts += 1
-            return await reported.attempt()
+            attempt = await reported.attempt()
+            # A retry, if the budget wants one, is the tool's run again as the hook can make it
+            # (a function tool's attempt: under its deadline, classified alike).
+            budget.args = reported.rerun  # None only where the tool has one attempt
+            return attempt
         return await super()._attempt(budget)
 
     def classify_for(self, tool: Tool, key: str, value: Any, error: Exception | None) -> Attempt:

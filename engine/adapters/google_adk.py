@@ -7,12 +7,17 @@ the callback returns, which ADK gives the model instead of running the tool),
 own error propagate) and `after_tool_callback` (a success, or a result failing its schema). ADK
 runs `after_tool_callback` also on the dict a before or error callback returned, so a call is
 recorded once, by the first hook that reports it, and the later one finds nothing owed. ADK
-opens its `execute_tool` span before the before callback, so the call path runs inside it. The
-hook cannot run a tool again, so every call is one attempt; a cancelled call is neutral.
+opens its `execute_tool` span before the before callback, so the call path runs inside it.
+ADK's first run of the tool is the call's first attempt; the callbacks get the tool and its
+arguments, so a tool named idempotent is retried within the budget by running it again as ADK
+does (`tool.run_async`), the breaker asked again before each retry, and a retry's answer
+replaces the error or the first result. A cancelled run abandons the call (neutral, at once).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from breakerdeck.adapters.calls import AdapterCalls
@@ -40,9 +45,7 @@ class BreakerPlugin(BasePlugin):
         self, engine: Any, backends: Any, *, name: str = "breakerdeck", **settings: Any
     ) -> None:
         super().__init__(name=name)
-        self.calls = AdapterCalls(
-            engine, backends, framework="google_adk", reruns=False, **settings
-        )
+        self.calls = AdapterCalls(engine, backends, framework="google_adk", **settings)
         self._listed = False
 
     @property
@@ -84,10 +87,14 @@ class BreakerPlugin(BasePlugin):
         if isinstance(error, ABANDONING):  # ADK tells its plugins of a cancelled run too
             await self.calls.abandon(call_id)
             return None
+        rerun = _rerun(tool, tool_args, tool_context)
         try:
-            return _replacing(await self.calls.end(call_id, error=error))
+            result = await self.calls.end(call_id, error=error, rerun=rerun)
         except Exception:  # the tool's own error: ADK raises it, as without us
             return None
+        if result is not None and result["status"] == "ok":  # a retry's answer replaces it
+            return _response(result.get("data"))
+        return _replacing(result)
 
     async def after_tool_callback(
         self,
@@ -100,7 +107,26 @@ class BreakerPlugin(BasePlugin):
         call_id = _call_id(tool_context)
         if not self.calls.owes(call_id):
             return None  # refused before, or already recorded by the error callback
-        return _replacing(await self.calls.end(call_id, value=result))
+        rerun = _rerun(tool, tool_args, tool_context)
+        answer = await self.calls.end(call_id, value=result, rerun=rerun)
+        if answer is not None and answer["status"] == "ok":
+            data = answer.get("data")
+            return None if data is result else _response(data)  # a retry's answer replaces it
+        return _replacing(answer)
+
+
+def _rerun(
+    tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
+) -> Callable[[], Awaitable[Any]]:
+    """The tool's run again, as ADK makes it (`_call_tool_async`): its `run_async` with the
+    same arguments and context."""
+    return functools.partial(tool.run_async, args=tool_args, tool_context=tool_context)
+
+
+def _response(data: Any) -> dict[str, Any]:
+    """A retry's value as ADK's function response carries a tool's: a dict as it is, anything
+    else as `{"result": ...}`."""
+    return data if isinstance(data, dict) else {"result": data}
 
 
 def _call_id(tool_context: ToolContext) -> str | None:

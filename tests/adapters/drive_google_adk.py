@@ -44,7 +44,6 @@ class ScriptedLlm(BaseLlm):
 
 
 class GoogleAdkDriver(Driver):
-    reruns = False
     agent_name = "support_bot"  # ADK's names are identifiers
 
     def __init__(self) -> None:
