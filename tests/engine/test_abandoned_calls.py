@@ -371,6 +371,20 @@ def test_a_keyboard_interrupt_through_a_guarded_function_frees_the_probe_slot(
     assert search.state["calls"] == 2  # type: ignore[attr-defined]
 
 
+def test_a_quiet_call_interrupted_by_its_caller_records_nothing_and_counts_nothing(
+    engine: Engine,
+) -> None:
+    harness = Harness(engine)  # nobody reads a line: a healthy call goes in with no ticket
+    search = _interrupting(harness, KeyboardInterrupt)
+    assert search("q", agent="ava")["status"] == "ok"
+    seq = engine.seq
+    search.state["armed"] = True  # type: ignore[attr-defined]
+    for _ in range(5):
+        with pytest.raises(KeyboardInterrupt):
+            search("q", agent="ava")
+    assert (engine.view(KEY).state, engine.view(KEY).count, engine.seq) == ("closed", 0, seq)
+
+
 async def test_a_cancelled_async_guarded_function_frees_the_probe_slot(
     tool_engine: Engine,
 ) -> None:
