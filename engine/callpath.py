@@ -32,7 +32,7 @@ from breakerdeck.engine import results, telemetry
 from breakerdeck.engine.breaker import Admission
 from breakerdeck.engine.deadline import Deadlines
 from breakerdeck.engine.engine import Call, Engine
-from breakerdeck.engine.outcomes import ABANDONED, ABANDONING, Outcome
+from breakerdeck.engine.outcomes import ABANDONING, Outcome
 from breakerdeck.engine.probewait import ProbeWaits
 from breakerdeck.engine.results import ToolResult
 
@@ -283,8 +283,7 @@ class CallPath(ABC, Generic[B, A, R]):
     def _abandoned(self, call: Call) -> None:
         """The caller went away while the call was out (`ABANDONING`): completed neutral, at
         once and without awaiting (`Engine.abandon`), before its exception goes on."""
-        self.engine.abandon(call)
-        self._completed(call, ABANDONED)
+        self._completed(call, self.engine.abandon(call))
 
     def _completed(self, call: Call, outcome: Outcome) -> None:
         """After a call's completion: a probe's waiters ask again. A shell that counts its
