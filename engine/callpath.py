@@ -201,14 +201,15 @@ class CallPath(ABC, Generic[B, A, R]):
         on from there."""
         engine = self.engine
         call = budget.call
-        if first is None:
-            if wait_seconds > 0:
-                admission = await self._probe_waits().admit(call, lease, self._real(wait_seconds))
-            else:
-                admission = await engine.admit_async(call, lease)
-            if not admission.allowed:
-                return self._denied(budget, admission)
         try:
+            if first is None:
+                if wait_seconds > 0:
+                    real = self._real(wait_seconds)
+                    admission = await self._probe_waits().admit(call, lease, real)
+                else:
+                    admission = await engine.admit_async(call, lease)
+                if not admission.allowed:
+                    return self._denied(budget, admission)
             budget.report(await attempt(budget) if first is None else first)
             while budget.more():
                 await asyncio.sleep(self._real(budget.wait()))
@@ -216,7 +217,10 @@ class CallPath(ABC, Generic[B, A, R]):
                     break
                 budget.report(await attempt(budget))
         except ABANDONING:
-            self._abandoned(call)
+            # Let in (perhaps as the probe) once admitted, even while its admission was still
+            # being committed to disk: it is owed its completion.
+            if call.admitted_as is not None:
+                self._abandoned(call)
             raise
         # Past here a cancellation finds the call completed (or being so): never twice.
         completion = budget.completion()

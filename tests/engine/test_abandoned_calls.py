@@ -313,6 +313,30 @@ async def test_a_cancelled_call_tool_probe_frees_the_slot_at_once(
     assert _no_expired(seen)
 
 
+async def test_a_probe_cancelled_while_its_admission_is_committed_frees_the_slot(
+    harness: Harness, platform: FakePlatform, tool_engine: Engine
+) -> None:
+    seen: list[Event] = []
+    tool_engine.subscribe(seen.append)
+    platform.set_fault(REFUSED)
+    for _ in range(3):
+        await harness.call_tool("ava", "charge")
+    await asyncio.sleep(30)  # no poll: this call's admission writes the half-open, then waits
+    task = asyncio.create_task(harness.call_tool("ava", "charge"))
+    breaker = tool_engine.breaker("payments@default")
+    for _ in range(1000):  # the premise: it holds the probe slot, nothing sent yet
+        await asyncio.sleep(0)
+        if breaker.probe_id is not None:
+            break
+    assert breaker.probe_id is not None and platform.requests == 3 * 2
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert breaker.probe_id is None
+    abandoned = _completed(seen)[-1]
+    assert (abandoned.fields["fault"], abandoned.fields["attempts"]) == ("none", 0)
+
+
 async def test_the_third_cancelled_call_tool_probe_counts_as_a_timeout(
     harness: Harness, platform: FakePlatform, tool_engine: Engine
 ) -> None:
