@@ -1,8 +1,10 @@
 """Running the gateway: the engine on the sped-up clock, uvicorn, the feed, SIGTERM's drain.
 
 On the first SIGTERM (or Ctrl-C) uvicorn stops accepting, lets in-flight calls finish for at
-most `drain_seconds` (real seconds), then cancels what is left (open streams too); the engine
-then flushes its audit log and the process exits 0. A second signal exits at once.
+most `drain_seconds` (real seconds), then cancels what is left (open streams too): a call
+still waiting for its head is answered 503 `gateway_stopping` and audited. A second signal
+ends the drain at once the same way (`front.drain`). The engine then flushes its audit log,
+the exporters theirs in what is left of 2 s, and the process exits 0.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import uvicorn
@@ -25,6 +26,7 @@ import uvicorn
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.feed.server import serve_feed
 from breakerdeck.engine.front import logs
+from breakerdeck.engine.front.drain import DrainingServer
 from breakerdeck.engine.front.gateway.app import GatewayApp
 from breakerdeck.engine.front.gateway.config import GatewayConfig, GatewayTable, Shared
 from breakerdeck.engine.front.gateway.protocol import ClientLimits, Clients, bounded_protocol
@@ -84,15 +86,6 @@ def check_start(options: Options) -> None:
     this same check, so a file that checks out is one the gateway starts with."""
     check_bind(options)
     check_feed(options.feed_listen, options.state_dir)
-
-
-class _Server(uvicorn.Server):
-    """uvicorn, with a second SIGTERM (not only a second Ctrl-C) exiting at once."""
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self.should_exit:
-            self.force_exit = True
-        self.should_exit = True
 
 
 #: File descriptors kept back from agents' connections: the feed, the state dir, Redis, logs.
@@ -239,6 +232,7 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
         if trace is not None:
             trace.close()
         raise
+    stop_telemetry: telemetry_setup.Stop = telemetry_setup.no_stop
     try:
         app = GatewayApp(
             options.config,
@@ -252,7 +246,7 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
             say(problem)
         stop_telemetry = telemetry_setup.start("gateway", engine, app.counts, logs.breakers)
         stop_metrics = _serve_metrics(app, options)
-        server = _Server(uvicorn_config(app, options))
+        server = DrainingServer(uvicorn_config(app, options))
         async with _maybe_feed(engine, app, options):
             if sock is None:
                 sock = server.config.bind_socket()
@@ -266,11 +260,9 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
                 await server.serve(sockets=[sock])
             finally:
                 stop_metrics()
-                stop_telemetry()
     finally:
-        engine.close()
-        if trace is not None:
-            trace.close()
+        closes = [engine.close] if trace is None else [engine.close, trace.close]
+        telemetry_setup.flush_after(stop_telemetry, *closes)
 
 
 def _serve_metrics(app: GatewayApp, options: Options) -> Callable[[], None]:

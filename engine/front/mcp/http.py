@@ -16,7 +16,6 @@ import math
 import secrets
 from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -26,6 +25,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
+from breakerdeck.engine.front.drain import DrainingServer
 from breakerdeck.engine.front.mcp.classify import WireStatus
 from breakerdeck.engine.front.serving import StartError, split_address
 
@@ -145,19 +145,4 @@ async def serve_http(proxy: Proxy, options: McpOptions) -> None:
         ssl_certfile=tls.tls_cert,
         ssl_keyfile=tls.tls_key,
     )
-    await _Server(config, proxy).serve()
-
-
-class _Server(uvicorn.Server):
-    """uvicorn, draining as the design asks: the first SIGTERM stops new calls (and uvicorn
-    waits for the ones in flight, up to the longest budget); a second exits at once."""
-
-    def __init__(self, config: uvicorn.Config, proxy: Proxy) -> None:
-        super().__init__(config)
-        self.proxy = proxy
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        self.proxy.draining = True
-        if self.should_exit:
-            self.force_exit = True
-        self.should_exit = True
+    await DrainingServer(config, on_drain=proxy.stop_taking_calls).serve()
