@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import resource
 import socket
 import sys
 import time
@@ -28,8 +27,8 @@ from breakerdeck.engine.feed.server import serve_feed
 from breakerdeck.engine.front import logs
 from breakerdeck.engine.front.drain import DrainingServer
 from breakerdeck.engine.front.gateway.app import GatewayApp
-from breakerdeck.engine.front.gateway.config import GatewayConfig, GatewayTable, Shared
-from breakerdeck.engine.front.gateway.protocol import ClientLimits, Clients, bounded_protocol
+from breakerdeck.engine.front.gateway.config import GatewayConfig, Shared
+from breakerdeck.engine.front.protocol import SPARE_FDS, bounded_http
 from breakerdeck.engine.front.serving import (
     OPERATOR_TOKEN_FILE,
     StartError,
@@ -88,32 +87,6 @@ def check_start(options: Options) -> None:
     check_feed(options.feed_listen, options.state_dir)
 
 
-#: File descriptors kept back from agents' connections: the feed, the state dir, Redis, logs.
-_SPARE_FDS = 64
-
-
-def client_limits(table: GatewayTable) -> ClientLimits:
-    """The bounds on strangers, with the connection cap lowered to what the process's file
-    descriptor limit leaves after the platform connections (a cap the process cannot honour
-    is no cap: `accept` would fail for everyone at once)."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    room = table.max_client_connections
-    if soft != resource.RLIM_INFINITY:
-        room = min(room, max(16, soft - table.max_connections - _SPARE_FDS))
-    if room < table.max_client_connections:
-        say(
-            f"client connections capped at {room} (the open-file limit is {soft}; "
-            "raise it with ulimit -n to allow max_client_connections)"
-        )
-    return ClientLimits(
-        head_bytes=table.head_limit_bytes,
-        header_count=table.header_count_limit,
-        head_seconds=table.head_timeout_seconds,
-        connections=room,
-        connections_per_address=min(room, table.max_client_connections_per_address),
-    )
-
-
 def uvicorn_config(app: GatewayApp, options: Options) -> uvicorn.Config:
     """uvicorn with the bounded httptools protocol and no websocket upgrades (an upgrade is
     refused 400 by the protocol: nothing here speaks websocket on the agents' port)."""
@@ -123,7 +96,7 @@ def uvicorn_config(app: GatewayApp, options: Options) -> uvicorn.Config:
         app,
         host=host,
         port=port,
-        http=bounded_protocol(Clients(client_limits(gateway))),
+        http=bounded_http(gateway, gateway.max_connections + SPARE_FDS, say),
         ws="none",
         # uvicorn's own records go through the door's one handler (engine.front.logs).
         log_config=None,
