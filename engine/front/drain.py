@@ -25,11 +25,20 @@ _ENDED = "Task cancelled, the drain was ended by a second signal"
 
 class DrainingServer(uvicorn.Server):
     """uvicorn with the doors' drain; `on_drain` is told at the first signal (the MCP proxy
-    answers new calls `refused` from then on)."""
+    answers new calls `refused` from then on), and `end_calls` ends the calls in flight at
+    the second: by default each request's task is cancelled, which the gateway answers; the
+    MCP proxy's calls run in its sessions' tasks instead, so it ends them itself and each
+    answer goes back on its request as any answer does."""
 
-    def __init__(self, config: uvicorn.Config, on_drain: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        on_drain: Callable[[], None] | None = None,
+        end_calls: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(config)
         self._on_drain = on_drain
+        self._end_calls = end_calls or self._cancel_requests
         self._loop: asyncio.AbstractEventLoop | None = None
         self.drain_ended = False
 
@@ -51,10 +60,13 @@ class DrainingServer(uvicorn.Server):
             self._loop.call_soon_threadsafe(self._end_drain)
 
     def _end_drain(self) -> None:
-        for task in list(self.server_state.tasks):
-            task.cancel(msg=_ENDED)
+        self._end_calls()
         assert self._loop is not None
         self._loop.call_later(ANSWER_SECONDS, self._stop_waiting)
+
+    def _cancel_requests(self) -> None:
+        for task in list(self.server_state.tasks):
+            task.cancel(msg=_ENDED)
 
     def _stop_waiting(self) -> None:
         self.force_exit = True

@@ -1,7 +1,8 @@
-"""What anyone who reaches `mcp --http`'s port can cost it before the token is read, bounded by
-the gateway's own code (`front.protocol`): heads cut at their time bound, connections per
-address and in total capped within the open-file limit, a host with the token served while
-strangers hold what they may; and the sessions hosts keep open, bounded (docs/mcp.md)."""
+"""`mcp --http` as a shared service: what anyone who reaches its port can cost it before the
+token is read, bounded by the gateway's own code (`front.protocol`): heads cut at their time
+bound, connections per address and in total capped within the open-file limit, a host with
+the token served while strangers hold what they may; the sessions hosts keep open, bounded;
+and a second SIGTERM's answer to a call in flight (docs/mcp.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import asyncio
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -18,8 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
+from breakerdeck.engine.audit import AuditLog
 from breakerdeck.engine.front.drain import DrainingServer
 from breakerdeck.engine.front.mcp.http import host_server
 from tests.front.conftest import free_socket
@@ -194,3 +200,69 @@ async def test_strangers_past_the_open_file_limit_neither_lock_out_the_host_nor_
     assert process.returncode == 0
     assert "Traceback" not in said
     assert len(said) < 4096, said
+
+
+async def test_a_second_sigterm_answers_a_call_in_flight_refused_with_its_audit_row(
+    tmp_path: Path,
+) -> None:
+    ctl = control(tmp_path)
+    ctl.set_mode("hang")
+    config = tmp_path / "mcp.toml"
+    command = json.dumps([*FIXTURE, "--control", str(ctl.dir)])
+    config.write_text(f"[servers.search]\ncommand = {command}\ndeadline_seconds = 120\n")
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    token.chmod(0o600)
+    state = tmp_path / "state"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    flags = ["--http", f"127.0.0.1:{port}", "--token-file", str(token), "--state-dir", str(state)]
+    process = subprocess.Popen([*COMMAND, "--config", str(config), *flags], stderr=subprocess.PIPE)
+    try:
+        async with httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60
+        ) as http:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    await http.get(url)
+                    break
+                except httpx2.TransportError:
+                    assert time.monotonic() < deadline, "mcp --http never listened"
+                    await asyncio.sleep(0.1)
+            async with Client(streamable_http_client(url, http_client=http)) as host:
+                call = asyncio.create_task(host.call_tool("search__lookup", {"query": "q"}))
+                async with asyncio.timeout(60):  # the call is on the upstream, hanging
+                    while ctl.calls() == 0:
+                        await asyncio.sleep(0.05)
+                process.send_signal(signal.SIGTERM)
+                await _stops_accepting(port)
+                assert not call.done()  # the drain waits for the call in flight
+                process.send_signal(signal.SIGTERM)
+                result = await call
+        assert await asyncio.to_thread(process.wait, 30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        _, errors = await asyncio.to_thread(process.communicate, timeout=30)
+    assert result.is_error
+    assert result.structured_content is not None
+    assert result.structured_content["status"] == "refused"
+    with AuditLog(state / "audit.sqlite3") as audit:
+        rows = audit.query(types="call.failed")
+    assert [(r.fields["outcome"], r.fields["counted"]) for r in rows] == [
+        ("refused_pre_call", False)
+    ]
+    assert "Traceback" not in errors.decode()
+
+
+async def _stops_accepting(port: int) -> None:
+    """Until a new connection is refused: uvicorn closed its listener, the drain began."""
+    async with asyncio.timeout(30):
+        while True:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except ConnectionRefusedError:
+                return
+            writer.close()
+            await asyncio.sleep(0.02)

@@ -170,7 +170,7 @@ def host_server(proxy: Proxy, token: str, listen: str) -> DrainingServer:
         ssl_certfile=table.tls_cert,
         ssl_keyfile=table.tls_key,
     )
-    return DrainingServer(config, on_drain=proxy.stop_taking_calls)
+    return DrainingServer(config, on_drain=proxy.stop_taking_calls, end_calls=proxy.end_calls)
 
 
 async def serve_http(proxy: Proxy, options: McpOptions) -> None:
