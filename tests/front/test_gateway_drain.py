@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -19,86 +20,81 @@ from tests.front.conftest import auth, credential_file, free_socket, write_confi
 from tests.front.test_gateway_process import Gateway, stops_accepting
 
 
-async def test_a_call_cut_by_the_drains_end_gets_its_answer_and_audit_row(
-    tmp_path: Path,
-) -> None:
-    platform = FakePlatform("payments")
-    with PlatformServer({"payments": platform}, hang_seconds=30) as server:
-        config = write_config(
-            tmp_path,
-            {"payments": server.url("payments")},
-            {"billing": {"payments": credential_file(tmp_path)}},
-            gateway="drain_seconds = 1",
-        )
-        platform.set_fault(TIMEOUT)
-        state = tmp_path / "state"
-        gateway = Gateway(config, "--state-dir", str(state))
-        try:
-            async with httpx.AsyncClient(timeout=30) as client:
-                call = asyncio.create_task(
-                    client.get(gateway.url + "/p/payments/x", headers=auth("billing"))
-                )
-                async with asyncio.timeout(30):  # the call is on the platform's wire, hanging
-                    while platform.requests == 0:
-                        await asyncio.sleep(0.02)
-                gateway.process.send_signal(signal.SIGTERM)
-                answer = await call
-            assert await asyncio.to_thread(gateway.process.wait, 10) == 0
-        finally:
-            gateway.stop()
-    assert answer.status_code == 503
-    assert answer.json()["error"] == "gateway_stopping"
-    call_id = answer.headers["x-breakerdeck-call"]
-    with AuditLog(state / "audit.sqlite3") as audit:
-        rows = audit.query(types="call.failed")
-    assert [(r.fields["call_id"], r.fields["outcome"], r.fields["counted"]) for r in rows] == [
-        (call_id, "gateway_busy", False)
-    ]
-    assert "Traceback" not in gateway.said()
+@dataclass
+class Stopped:
+    """What a gateway stopped with calls hanging on its platform left behind."""
+
+    answers: list[httpx.Response]
+    #: (call id, outcome, counted) of each `call.failed` row, sorted.
+    rows: list[tuple[str, str, bool]]
+    said: str
 
 
-async def test_a_second_sigterm_ends_the_drain_with_the_gateways_answer_and_audit_row(
-    tmp_path: Path,
-) -> None:
+async def _stop_with_calls_hanging(
+    tmp_path: Path, *, drain_seconds: int, calls: int, second_sigterm: bool
+) -> Stopped:
     platform = FakePlatform("payments")
     with PlatformServer({"payments": platform}, hang_seconds=60) as server:
         config = write_config(
             tmp_path,
             {"payments": server.url("payments")},
             {"billing": {"payments": credential_file(tmp_path)}},
-            gateway="drain_seconds = 60",
+            gateway=f"drain_seconds = {drain_seconds}",
         )
         platform.set_fault(TIMEOUT)
         state = tmp_path / "state"
         gateway = Gateway(config, "--state-dir", str(state))
         try:
             async with httpx.AsyncClient(timeout=60) as client:
-                calls = [
+                hanging = [
                     asyncio.create_task(
                         client.get(gateway.url + f"/p/payments/{n}", headers=auth("billing"))
                     )
-                    for n in range(3)
+                    for n in range(calls)
                 ]
                 async with asyncio.timeout(30):  # the calls are on the platform's wire, hanging
-                    while platform.requests < 3:
+                    while platform.requests < calls:
                         await asyncio.sleep(0.02)
                 gateway.process.send_signal(signal.SIGTERM)
-                await stops_accepting(gateway.url)
-                assert not any(call.done() for call in calls)  # the drain waits for them
-                gateway.process.send_signal(signal.SIGTERM)
-                answers = await asyncio.gather(*calls)
+                if second_sigterm:
+                    await stops_accepting(gateway.url)
+                    assert not any(call.done() for call in hanging)  # the drain waits
+                    gateway.process.send_signal(signal.SIGTERM)
+                answers = await asyncio.gather(*hanging)
             assert await asyncio.to_thread(gateway.process.wait, 30) == 0
         finally:
             gateway.stop()
-    assert [a.status_code for a in answers] == [503, 503, 503]
-    assert {a.json()["error"] for a in answers} == {"gateway_stopping"}
-    call_ids = sorted(a.headers["x-breakerdeck-call"] for a in answers)
     with AuditLog(state / "audit.sqlite3") as audit:
         rows = audit.query(types="call.failed")
-    assert sorted(
-        (r.fields["call_id"], r.fields["outcome"], r.fields["counted"]) for r in rows
-    ) == [(call_id, "gateway_busy", False) for call_id in call_ids]
-    assert "Traceback" not in gateway.said()
+    fields = sorted((r.fields["call_id"], r.fields["outcome"], r.fields["counted"]) for r in rows)
+    return Stopped(answers, fields, gateway.said())
+
+
+def _assert_answered_stopping_and_audited(stopped: Stopped) -> None:
+    assert {a.status_code for a in stopped.answers} == {503}
+    assert {a.json()["error"] for a in stopped.answers} == {"gateway_stopping"}
+    call_ids = sorted(a.headers["x-breakerdeck-call"] for a in stopped.answers)
+    assert stopped.rows == [(call_id, "gateway_busy", False) for call_id in call_ids]
+    assert "Traceback" not in stopped.said
+
+
+async def test_a_call_cut_by_the_drains_end_gets_its_answer_and_audit_row(
+    tmp_path: Path,
+) -> None:
+    stopped = await _stop_with_calls_hanging(
+        tmp_path, drain_seconds=1, calls=1, second_sigterm=False
+    )
+    _assert_answered_stopping_and_audited(stopped)
+
+
+async def test_a_second_sigterm_ends_the_drain_with_the_gateways_answer_and_audit_row(
+    tmp_path: Path,
+) -> None:
+    stopped = await _stop_with_calls_hanging(
+        tmp_path, drain_seconds=60, calls=3, second_sigterm=True
+    )
+    assert len(stopped.answers) == 3
+    _assert_answered_stopping_and_audited(stopped)
 
 
 async def test_a_collector_that_never_answers_holds_the_stop_at_most_the_flush_bound(

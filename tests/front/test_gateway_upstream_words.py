@@ -9,6 +9,7 @@ import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.front.conftest import StartRig, body, credential_file, free_socket, write_config
@@ -41,18 +42,23 @@ async def plain_listener() -> AsyncIterator[int]:
     await server.wait_closed()
 
 
+async def _charge(
+    tmp_path: Path, start_gateway: StartRig, base_url: str, credential: str | None = None
+) -> httpx.Response:
+    """One agent's call to `payments` at `base_url`, with a stored credential unless given."""
+    entry = credential or credential_file(tmp_path)
+    config = write_config(tmp_path, {"payments": base_url}, {"billing": {"payments": entry}})
+    rig = await start_gateway(config)
+    answer: httpx.Response = await rig.call("billing", "/p/payments/v1/charges")
+    return answer
+
+
 async def test_a_closed_port_is_a_502_that_names_no_host_or_port(
     tmp_path: Path, start_gateway: StartRig
 ) -> None:
     closed = free_socket()  # bound, never listening: a connect is refused
     port = closed.getsockname()[1]
-    config = write_config(
-        tmp_path,
-        {"payments": f"http://127.0.0.1:{port}/api"},
-        {"billing": {"payments": credential_file(tmp_path)}},
-    )
-    rig = await start_gateway(config)
-    answer = await rig.call("billing", "/p/payments/v1/charges")
+    answer = await _charge(tmp_path, start_gateway, f"http://127.0.0.1:{port}/api")
     closed.close()
     assert answer.status_code == 502
     message = body(answer)["message"]
@@ -63,13 +69,7 @@ async def test_a_closed_port_is_a_502_that_names_no_host_or_port(
 async def test_a_tls_handshake_with_a_plain_socket_is_a_502_that_names_no_host_or_port(
     tmp_path: Path, start_gateway: StartRig, plain_listener: int
 ) -> None:
-    config = write_config(
-        tmp_path,
-        {"payments": f"https://127.0.0.1:{plain_listener}/api"},
-        {"billing": {"payments": credential_file(tmp_path)}},
-    )
-    rig = await start_gateway(config)
-    answer = await rig.call("billing", "/p/payments/v1/charges")
+    answer = await _charge(tmp_path, start_gateway, f"https://127.0.0.1:{plain_listener}/api")
     assert answer.status_code == 502
     assert body(answer)["message"] == "the TLS handshake with payments failed"
     _assert_names_only_the_platform(answer.text, plain_listener, "SSL", "ssl")
@@ -81,13 +81,10 @@ async def test_a_failing_vault_command_is_a_502_that_names_no_command_or_file(
     vault = tmp_path / "secret-vault-cli"
     vault.write_text("#!/bin/sh\necho 'no session for vault.internal:8200' >&2\nexit 3\n")
     vault.chmod(0o700)
-    config = write_config(
-        tmp_path,
-        {"payments": f"http://127.0.0.1:{plain_listener}/api"},
-        {"billing": {"payments": f'{{ command = ["{vault}", "read", "payments"] }}'}},
+    credential = f'{{ command = ["{vault}", "read", "payments"] }}'
+    answer = await _charge(
+        tmp_path, start_gateway, f"http://127.0.0.1:{plain_listener}/api", credential
     )
-    rig = await start_gateway(config)
-    answer = await rig.call("billing", "/p/payments/v1/charges")
     assert answer.status_code == 502
     assert body(answer)["message"] == "the credential vault is unreachable for payments"
     _assert_names_only_the_platform(answer.text, plain_listener, "secret-vault-cli", str(tmp_path))
