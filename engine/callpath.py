@@ -56,6 +56,7 @@ class Budget(Protocol[A_contra, R_co]):
     def report(self, attempt: A_contra) -> None: ...
     def completion(self) -> Completion: ...
     def answer(self) -> R_co: ...
+    def abandoned(self) -> Completion | None: ...
 
 
 B = TypeVar("B", bound=Budget[Any, Any])
@@ -76,6 +77,10 @@ class OneAttempt:
 
     def recheck(self) -> bool:
         return True
+
+    def abandoned(self) -> Completion | None:
+        """An abandoned call is completed as at every door (`Engine.abandon`)."""
+        return None
 
 
 class Tried(Protocol):
@@ -138,6 +143,11 @@ class Retries(Generic[T]):
     def report(self, attempt: T) -> None:
         self.tried = attempt
         self.rounds += 1
+
+    def abandoned(self) -> Completion | None:
+        """An abandoned call is completed as at every door (`Engine.abandon`); a shell that
+        ends calls itself says how (the MCP proxy's drain)."""
+        return None
 
     def circuit_open(self, tool: str, alternatives: tuple[str, ...] = ()) -> ToolResult:
         """The answer of a call the re-check stopped: the breaker opened while it waited."""
@@ -220,7 +230,7 @@ class CallPath(ABC, Generic[B, A, R]):
             # Let in (perhaps as the probe) once admitted, even while its admission was still
             # being committed to disk: it is owed its completion.
             if call.admitted_as is not None:
-                self._abandoned(call)
+                self._abandoned(budget)
             raise
         # Past here a cancellation finds the call completed (or being so): never twice.
         completion = budget.completion()
@@ -267,7 +277,7 @@ class CallPath(ABC, Generic[B, A, R]):
                 call.attempts += 1
                 budget.report(attempt())
         except ABANDONING:
-            self._abandoned(call)
+            self._abandoned(budget)
             raise
         engine.complete(call, *budget.completion())
         answer: R = budget.answer()
@@ -284,10 +294,17 @@ class CallPath(ABC, Generic[B, A, R]):
         runs a sped-up clock (a front door's `--speed`)."""
         return seconds
 
-    def _abandoned(self, call: Call) -> None:
+    def _abandoned(self, budget: B) -> None:
         """The caller went away while the call was out (`ABANDONING`): completed neutral, at
-        once and without awaiting (`Engine.abandon`), before its exception goes on."""
-        self._completed(call, self.engine.abandon(call))
+        once and without awaiting (`Engine.abandon`), before its exception goes on; unless the
+        shell itself ended it (`Budget.abandoned`)."""
+        call = budget.call
+        own = budget.abandoned()
+        if own is None:
+            self._completed(call, self.engine.abandon(call))
+        else:
+            self.engine.complete(call, *own)
+            self._completed(call, own[0])
 
     def _completed(self, call: Call, outcome: Outcome) -> None:
         """After a call's completion: a probe's waiters ask again. A shell that counts its

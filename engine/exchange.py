@@ -123,9 +123,11 @@ class Exchange(OneAttempt):
         platform = transport.platform
         try:
             credential = transport.held() or await transport.fetch()
-        except VaultUnavailable as error:
+        except VaultUnavailable:
+            # The reason (a file's path, a command's name) is the operator's: logged where
+            # it is raised, never in the agent's answer.
             self.fault = "vault_down"
-            detail = f"the credential vault is unreachable: {error}"
+            detail = f"the credential vault is unreachable for {platform}"
             raise self._failed(upstream(platform, detail)) from None
         waiting = transport.connect()
         if waiting is not None:

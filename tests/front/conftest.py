@@ -22,9 +22,10 @@ import pytest
 
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.front.drain import DrainingServer
 from breakerdeck.engine.front.gateway.app import GatewayApp
 from breakerdeck.engine.front.gateway.config import load
-from breakerdeck.engine.front.gateway.server import Options, _Server, uvicorn_config
+from breakerdeck.engine.front.gateway.server import Options, uvicorn_config
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.replica import Store
 
@@ -106,7 +107,7 @@ StartRig = Callable[..., Any]
 @pytest.fixture
 async def start_gateway(tmp_path: Path) -> AsyncIterator[StartRig]:
     """`await start_gateway(config_path)`: a running gateway on its own port."""
-    running: list[tuple[_Server, asyncio.Task[None], Rig]] = []
+    running: list[tuple[DrainingServer, asyncio.Task[None], Rig]] = []
 
     async def start(
         config_path: Path,
@@ -127,7 +128,7 @@ async def start_gateway(tmp_path: Path) -> AsyncIterator[StartRig]:
         )
         sock = sock or free_socket()
         options = Options(config_path, config, digests, "127.0.0.1:0", None, None)
-        server = _Server(uvicorn_config(app, options))
+        server = DrainingServer(uvicorn_config(app, options))
         server.config.timeout_graceful_shutdown = 1
         task = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started:

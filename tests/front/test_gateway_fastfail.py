@@ -13,9 +13,10 @@ import pytest
 
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.front.drain import DrainingServer
 from breakerdeck.engine.front.gateway.app import GatewayApp
 from breakerdeck.engine.front.gateway.config import load
-from breakerdeck.engine.front.gateway.server import Options, _Server, uvicorn_config
+from breakerdeck.engine.front.gateway.server import Options, uvicorn_config
 from breakerdeck.engine.policy import AgentPolicy
 from tests.front.conftest import (
     DEADLINE,
@@ -74,7 +75,7 @@ async def test_with_a_state_dir_each_refusal_is_in_the_audit_log_and_counted(
     engine = Engine(AgentPolicy(deadline_seconds=DEADLINE), clock=ManualClock(), state_dir=state)
     app = GatewayApp(config, digests, config_path=config_path, engine=engine)
     sock = free_socket()
-    server = _Server(
+    server = DrainingServer(
         uvicorn_config(app, Options(config_path, config, digests, "127.0.0.1:0", None, None))
     )
     task = asyncio.create_task(server.serve(sockets=[sock]))

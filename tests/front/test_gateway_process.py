@@ -64,6 +64,12 @@ class Gateway:
                 break
         raise AssertionError(f"the gateway never printed {pattern!r}: {''.join(self.lines)}")
 
+    def said(self) -> str:
+        """Everything the gateway wrote to standard error, once it has exited."""
+        assert self.process.stderr is not None and self.process.poll() is not None
+        self.lines.append(self.process.stderr.read())
+        return "".join(self.lines)
+
     def rss_peak_kib(self) -> int:
         status = Path(f"/proc/{self.process.pid}/status").read_text()
         return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1))  # type: ignore[union-attr]

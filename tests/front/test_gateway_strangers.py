@@ -184,13 +184,13 @@ async def test_a_thousand_malformed_requests_log_one_line_and_the_gateway_serves
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     rig = await _rig(tmp_path, platform, start_gateway, "")
-    with caplog.at_level(logging.WARNING, logger="breakerdeck.engine.front.gateway.protocol"):
+    with caplog.at_level(logging.WARNING, logger="breakerdeck.engine.front.protocol"):
         for _ in range(1000):
             reader, writer = await _open(rig)
             writer.write(b"NOT HTTP\x00\r\n\r\n")
             assert (await _answer(reader))[0] == 400
             writer.close()
-    refused = [r for r in caplog.records if r.name == "breakerdeck.engine.front.gateway.protocol"]
+    refused = [r for r in caplog.records if r.name == "breakerdeck.engine.front.protocol"]
     assert len(refused) == 1
     assert "malformed" in refused[0].getMessage()
     answer = await rig.call("billing", "/p/payments/x")

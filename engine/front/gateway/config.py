@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.front.paths import resolve
+from breakerdeck.engine.front.protocol import StrangerBounds
 from breakerdeck.engine.policy import MAX_DEADLINE_SECONDS, AgentPolicy
 
 MIB = 1024 * 1024
@@ -54,7 +55,9 @@ Address = Annotated[str, Field(min_length=3)]
 Deadline = Annotated[float, Field(gt=0, le=MAX_DEADLINE_SECONDS)]
 
 
-class GatewayTable(_Strict):
+class GatewayTable(_Strict, StrangerBounds):
+    """`[gateway]`; with what a stranger may cost before its token is read (`StrangerBounds`)."""
+
     listen: Address = "127.0.0.1:8080"
     state_dir: str | None = None
     feed_listen: Address | None = None
@@ -69,12 +72,6 @@ class GatewayTable(_Strict):
     # Connections to platforms (a shared service: no agent can take them all).
     max_connections: Annotated[int, Field(ge=1, le=65_536)] = 256
     max_connections_per_agent: Annotated[int, Field(ge=1, le=65_536)] = 64
-    # What a stranger may cost before its token is read (engine.front.gateway.protocol).
-    head_limit_bytes: Annotated[int, Field(ge=1024, le=MIB)] = 32 * 1024
-    header_count_limit: Annotated[int, Field(ge=8, le=10_000)] = 100
-    head_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
-    max_client_connections: Annotated[int, Field(ge=1, le=1_000_000)] = 4096
-    max_client_connections_per_address: Annotated[int, Field(ge=1, le=1_000_000)] = 512
 
     @field_validator("listen", "feed_listen", "metrics_listen")
     @classmethod

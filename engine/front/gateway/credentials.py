@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError, VaultUnavailable
 from breakerdeck.engine.front.gateway.config import Credential, GatewayConfig, Source
 from breakerdeck.engine.front.paths import resolve
+
+log = logging.getLogger(__name__)
 
 #: A credential is a line of text, not a document: a command printing more is misconfigured.
 MAX_OUTPUT_BYTES = 65_536
@@ -42,7 +45,16 @@ class SecretSource:
         return f"SecretSource(command={self.command!r})"
 
     async def read(self, timeout: float) -> str:
-        """The secret now, stripped; `VaultUnavailable` (message without the value) if not."""
+        """The secret now, stripped; `VaultUnavailable` (message without the value) if not.
+        Its reason names a file or a command, so it is said on the operator's log only: the
+        agent's answer says the vault was unreachable, nothing more."""
+        try:
+            return await self._read(timeout)
+        except VaultUnavailable as error:
+            log.warning("credential source unavailable: %s", error)
+            raise
+
+    async def _read(self, timeout: float) -> str:
         if self.env is not None:
             value = self._env_value or ""
         elif self.file is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from breakerdeck.engine.front.gateway.protocol import EXTENSION, BoundedProtocol
+from breakerdeck.engine.front.protocol import EXTENSION, BoundedProtocol
 
 
 class Cut:

@@ -12,13 +12,12 @@ bounded per agent and in total by `slots`, which a call waits on for at most a s
 from __future__ import annotations
 
 import asyncio
+import errno
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
-
-from breakerdeck.engine.text import printable
 
 #: Hop-by-hop headers (RFC 9110 section 7.6.1) and those a relay sets itself. Lower-case bytes,
 #: as ASGI and aiohttp's raw headers give them.
@@ -208,7 +207,8 @@ def fault_and_detail(error: BaseException, platform: str, deadline: float) -> tu
     """The call line's `fault` and the 502's words for a failure below HTTP, naming the
     platform as the agent knows it. Never the URL, host or port (the agent has no use for
     them, and a query string may carry what the agent would not have logged) or a
-    credential: an OS error's text is reduced to its `strerror`, which carries neither."""
+    credential: no exception's text is used at all, since the event loop's connect error
+    reads `Connect call failed ('10.0.0.7', 8443)`; the words are the gateway's own."""
     if isinstance(error, TimeoutError | aiohttp.ServerTimeoutError):
         return "timeout", f"{platform} did not answer within {deadline:g} s"
     if isinstance(error, aiohttp.ClientConnectorCertificateError | ssl.SSLError):
@@ -216,8 +216,7 @@ def fault_and_detail(error: BaseException, platform: str, deadline: float) -> tu
     if isinstance(error, aiohttp.ClientConnectorDNSError):
         return "dns", f"{platform}'s host name could not be resolved"
     if isinstance(error, aiohttp.ClientConnectorError):
-        reason = error.os_error.strerror or type(error.os_error).__name__
-        return "refused", f"could not connect to {platform}: {printable(str(reason))}"
+        return "refused", f"could not connect to {platform}: {_connect_words(error.os_error)}"
     if isinstance(error, aiohttp.ServerDisconnectedError):
         return "reset", f"{platform} closed the connection without an answer"
     if isinstance(error, aiohttp.ClientResponseError):
@@ -225,3 +224,17 @@ def fault_and_detail(error: BaseException, platform: str, deadline: float) -> tu
     if isinstance(error, aiohttp.ClientOSError | ConnectionError):
         return "reset", f"the connection to {platform} failed mid-request"
     return "network", f"the call to {platform} could not be completed ({type(error).__name__})"
+
+
+#: A failed connect's plain words, by errno; any other is only "the connection failed".
+_CONNECT_WORDS = {
+    errno.ECONNREFUSED: "the connection was refused",
+    errno.ETIMEDOUT: "the connection timed out",
+    errno.EHOSTUNREACH: "the host is unreachable",
+    errno.ENETUNREACH: "the network is unreachable",
+    errno.ECONNRESET: "the connection was reset",
+}
+
+
+def _connect_words(error: OSError) -> str:
+    return _CONNECT_WORDS.get(error.errno or 0, "the connection failed")

@@ -1,8 +1,10 @@
 """Running the gateway: the engine on the sped-up clock, uvicorn, the feed, SIGTERM's drain.
 
 On the first SIGTERM (or Ctrl-C) uvicorn stops accepting, lets in-flight calls finish for at
-most `drain_seconds` (real seconds), then cancels what is left (open streams too); the engine
-then flushes its audit log and the process exits 0. A second signal exits at once.
+most `drain_seconds` (real seconds), then cancels what is left (open streams too): a call
+still waiting for its head is answered 503 `gateway_stopping` and audited. A second signal
+ends the drain at once the same way (`front.drain`). The engine then flushes its audit log,
+the exporters theirs in what is left of 2 s, and the process exits 0.
 """
 
 from __future__ import annotations
@@ -10,14 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import resource
 import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import uvicorn
@@ -25,9 +25,10 @@ import uvicorn
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.feed.server import serve_feed
 from breakerdeck.engine.front import logs
+from breakerdeck.engine.front.drain import DrainingServer
 from breakerdeck.engine.front.gateway.app import GatewayApp
-from breakerdeck.engine.front.gateway.config import GatewayConfig, GatewayTable, Shared
-from breakerdeck.engine.front.gateway.protocol import ClientLimits, Clients, bounded_protocol
+from breakerdeck.engine.front.gateway.config import GatewayConfig, Shared
+from breakerdeck.engine.front.protocol import SPARE_FDS, bounded_http
 from breakerdeck.engine.front.serving import (
     OPERATOR_TOKEN_FILE,
     StartError,
@@ -86,41 +87,6 @@ def check_start(options: Options) -> None:
     check_feed(options.feed_listen, options.state_dir)
 
 
-class _Server(uvicorn.Server):
-    """uvicorn, with a second SIGTERM (not only a second Ctrl-C) exiting at once."""
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self.should_exit:
-            self.force_exit = True
-        self.should_exit = True
-
-
-#: File descriptors kept back from agents' connections: the feed, the state dir, Redis, logs.
-_SPARE_FDS = 64
-
-
-def client_limits(table: GatewayTable) -> ClientLimits:
-    """The bounds on strangers, with the connection cap lowered to what the process's file
-    descriptor limit leaves after the platform connections (a cap the process cannot honour
-    is no cap: `accept` would fail for everyone at once)."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    room = table.max_client_connections
-    if soft != resource.RLIM_INFINITY:
-        room = min(room, max(16, soft - table.max_connections - _SPARE_FDS))
-    if room < table.max_client_connections:
-        say(
-            f"client connections capped at {room} (the open-file limit is {soft}; "
-            "raise it with ulimit -n to allow max_client_connections)"
-        )
-    return ClientLimits(
-        head_bytes=table.head_limit_bytes,
-        header_count=table.header_count_limit,
-        head_seconds=table.head_timeout_seconds,
-        connections=room,
-        connections_per_address=min(room, table.max_client_connections_per_address),
-    )
-
-
 def uvicorn_config(app: GatewayApp, options: Options) -> uvicorn.Config:
     """uvicorn with the bounded httptools protocol and no websocket upgrades (an upgrade is
     refused 400 by the protocol: nothing here speaks websocket on the agents' port)."""
@@ -130,7 +96,7 @@ def uvicorn_config(app: GatewayApp, options: Options) -> uvicorn.Config:
         app,
         host=host,
         port=port,
-        http=bounded_protocol(Clients(client_limits(gateway))),
+        http=bounded_http(gateway, gateway.max_connections + SPARE_FDS, say),
         ws="none",
         # uvicorn's own records go through the door's one handler (engine.front.logs).
         log_config=None,
@@ -239,6 +205,7 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
         if trace is not None:
             trace.close()
         raise
+    stop_telemetry: telemetry_setup.Stop = telemetry_setup.no_stop
     try:
         app = GatewayApp(
             options.config,
@@ -252,7 +219,7 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
             say(problem)
         stop_telemetry = telemetry_setup.start("gateway", engine, app.counts, logs.breakers)
         stop_metrics = _serve_metrics(app, options)
-        server = _Server(uvicorn_config(app, options))
+        server = DrainingServer(uvicorn_config(app, options))
         async with _maybe_feed(engine, app, options):
             if sock is None:
                 sock = server.config.bind_socket()
@@ -266,11 +233,9 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
                 await server.serve(sockets=[sock])
             finally:
                 stop_metrics()
-                stop_telemetry()
     finally:
-        engine.close()
-        if trace is not None:
-            trace.close()
+        closes = [engine.close] if trace is None else [engine.close, trace.close]
+        telemetry_setup.flush_after(stop_telemetry, *closes)
 
 
 def _serve_metrics(app: GatewayApp, options: Options) -> Callable[[], None]:

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import jsonschema  # type: ignore[import-untyped]
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -35,6 +36,8 @@ from breakerdeck.engine.text import printable
 Answer = types.CallToolResult | types.InputRequiredResult
 #: The agent named on cards and in the trace is at most this long.
 MAX_AGENT_CHARS = 64
+#: A call in flight when the drain ended (a second SIGTERM): the door's own answer.
+STOPPING = "the proxy is shutting down and its drain ended before the tool answered; call again"
 UNKNOWN_AGENT = "unknown"
 
 
@@ -60,7 +63,16 @@ class McpBudget(Retries[Sent]):
     writes. It also holds what the call's attempts send (the tool, its arguments, the host's
     request for progress)."""
 
-    __slots__ = ("arguments", "called", "ctx", "repeatable", "result", "tool", "upstream")
+    __slots__ = (
+        "arguments",
+        "called",
+        "ctx",
+        "repeatable",
+        "result",
+        "stopping",
+        "tool",
+        "upstream",
+    )
 
     def __init__(
         self,
@@ -81,6 +93,8 @@ class McpBudget(Retries[Sent]):
         self.arguments = arguments
         self.repeatable = classify.may_repeat(tool)
         self.result: ToolResult | None = None
+        #: Set when the drain ends the call: its cancellation is the proxy's, not the host's.
+        self.stopping = False
 
     def completion(self) -> Completion:
         """The line's outcome and status; the proxy's own answer is made here, once."""
@@ -110,6 +124,15 @@ class McpBudget(Retries[Sent]):
         assert tried.result is not None  # a relayed verdict comes with its result
         return tried.result
 
+    def abandoned(self) -> Completion | None:
+        """A call the drain ended (a second SIGTERM) is the proxy's to answer, not the host's
+        abandonment: uncounted, answered `refused` (`ToolCalls.end_all`). None: the host went
+        away, completed as at every door."""
+        if not self.stopping:
+            return None
+        stopped = Outcome(OutcomeClass.REFUSED_PRE_CALL, detail=STOPPING)
+        return stopped, "cancelled", "refused", None, None
+
 
 class ToolCalls(CallPath[McpBudget, Sent, Answer]):
     """The proxy's `tools/call`s, on the one call path."""
@@ -120,6 +143,8 @@ class ToolCalls(CallPath[McpBudget, Sent, Answer]):
         self.clock = clock
         self._validators: dict[tuple[str, str], Any] = {}
         self._attempt_ids = itertools.count(1)
+        #: The calls on the path now, each with the scope that ends it at the drain's end.
+        self._running: dict[anyio.CancelScope, McpBudget] = {}
 
     async def call(
         self,
@@ -143,7 +168,21 @@ class ToolCalls(CallPath[McpBudget, Sent, Answer]):
             outcome, result = refusal
             return self._refused(call, outcome, result["status"], own_result(result))
         budget = McpBudget(self.breakers, call, ctx, upstream, tool, arguments)
-        return await self._run(budget, settings.lease, settings.probe_wait_seconds)
+        with anyio.CancelScope() as scope:
+            self._running[scope] = budget
+            try:
+                return await self._run(budget, settings.lease, settings.probe_wait_seconds)
+            finally:
+                del self._running[scope]
+        # Only the drain's end cancels this scope: the call is completed (`cancelled`).
+        return own_result(results.refused(called, STOPPING))
+
+    def end_all(self) -> None:
+        """The drain ended (a second SIGTERM): every call in flight stops where it is, is
+        completed neutral with its line and audit row, and answers `refused`."""
+        for scope, budget in self._running.items():
+            budget.stopping = True
+            scope.cancel()
 
     def _precheck(
         self,

@@ -13,7 +13,7 @@ import re
 import shutil
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import BreakerdeckError, StateDirError
 from breakerdeck.engine.front.paths import resolve
+from breakerdeck.engine.front.protocol import StrangerBounds
 from breakerdeck.engine.text import printable
 
 #: `<server>__<tool>` may be at most this long: hosts refuse longer tool names.
@@ -147,7 +148,10 @@ class ServerConfig(_Strict):
         return self.attempts * self.deadline_seconds + (self.attempts - 1) * self.backoff_seconds
 
 
-class ProxySection(_Strict):
+class ProxySection(_Strict, StrangerBounds):
+    """`[proxy]`; with what a stranger may cost `--http` before its token is read
+    (`StrangerBounds`, the gateway's keys) and the sessions hosts may hold open."""
+
     state_dir: str | None = None
     feed_listen: str | None = None
     metrics_listen: str | None = None
@@ -158,6 +162,10 @@ class ProxySection(_Strict):
     annotate_unavailable: bool = False
     #: Opt in to the read-only `breakerdeck__status` tool.
     status_tool: bool = False
+    #: `--http`: sessions kept at once (a new one beyond is refused 503), and how long one
+    #: with no request in flight is kept (the SDK's 30 minutes).
+    max_sessions: Annotated[int, Field(ge=1, le=100_000)] = 256
+    session_idle_seconds: Annotated[float, Field(gt=0, le=86_400)] = 1800.0
 
 
 class ProxyConfig(_Strict):

@@ -16,7 +16,6 @@ import math
 import secrets
 from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -26,7 +25,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
+from breakerdeck.engine.front.drain import DrainingServer
 from breakerdeck.engine.front.mcp.classify import WireStatus
+from breakerdeck.engine.front.protocol import SPARE_FDS, bounded_http
 from breakerdeck.engine.front.serving import StartError, split_address
 
 if TYPE_CHECKING:
@@ -123,41 +124,56 @@ def bearer_only(app: Any, token: str) -> Any:
 
 
 def host_app(proxy: Proxy, token: str, host: str) -> Any:
-    """The SDK's streamable HTTP app for the proxy's server, behind the bearer check."""
-    app = proxy.server.streamable_http_app(host=host)
+    """The SDK's streamable HTTP app for the proxy's server, behind the bearer check, with
+    the sessions it keeps bounded (`max_sessions`: a new one beyond it is refused 503 by the
+    SDK; one idle for `session_idle_seconds` is closed)."""
+    table = proxy.config.proxy
+    app = proxy.server.streamable_http_app(
+        host=host,
+        max_sessions=table.max_sessions,
+        session_idle_timeout=table.session_idle_seconds,
+    )
     return bearer_only(app, token)
 
 
-async def serve_http(proxy: Proxy, options: McpOptions) -> None:
-    assert options.http_listen is not None and options.token_file is not None
-    token = read_host_token(options.token_file)
-    host, port = split_address(options.http_listen)
-    tls = options.config.proxy
+#: File descriptors an upstream may hold (a stdio server's pipes, an HTTP one's connections).
+_FDS_PER_SERVER = 8
+#: uvicorn's backlog is also how many connections asyncio's loop accepts at once, before any
+#: is counted against the bounds: 300 at once under `ulimit -n 256` ran the door out of file
+#: descriptors below its cap, and asyncio logged a traceback per retry (723 KB). A burst
+#: within the descriptors kept back (`SPARE_FDS`) cannot.
+ACCEPT_BURST = SPARE_FDS // 2
+
+
+def host_server(proxy: Proxy, token: str, listen: str) -> DrainingServer:
+    """uvicorn for hosts, with the gateway's bounds on strangers before the token is read
+    (`front.protocol`), no websocket upgrades, uvicorn's records through the door's one-line
+    handler, and the doors' drain (`front.drain`)."""
+    from breakerdeck.engine.front.mcp.serve import say
+
+    host, port = split_address(listen)
+    table = proxy.config.proxy
+    reserved = SPARE_FDS + _FDS_PER_SERVER * len(proxy.config.servers)
     config = uvicorn.Config(
         host_app(proxy, token, host),
         host=host,
         port=port,
+        http=bounded_http(table, reserved, say),
+        ws="none",
+        log_config=None,
         lifespan="on",
         log_level="warning",
         access_log=False,
         server_header=False,
         timeout_graceful_shutdown=math.ceil(proxy.clock.real(_longest_budget(proxy))) or 1,
-        ssl_certfile=tls.tls_cert,
-        ssl_keyfile=tls.tls_key,
+        backlog=ACCEPT_BURST,
+        ssl_certfile=table.tls_cert,
+        ssl_keyfile=table.tls_key,
     )
-    await _Server(config, proxy).serve()
+    return DrainingServer(config, on_drain=proxy.stop_taking_calls, end_calls=proxy.end_calls)
 
 
-class _Server(uvicorn.Server):
-    """uvicorn, draining as the design asks: the first SIGTERM stops new calls (and uvicorn
-    waits for the ones in flight, up to the longest budget); a second exits at once."""
-
-    def __init__(self, config: uvicorn.Config, proxy: Proxy) -> None:
-        super().__init__(config)
-        self.proxy = proxy
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        self.proxy.draining = True
-        if self.should_exit:
-            self.force_exit = True
-        self.should_exit = True
+async def serve_http(proxy: Proxy, options: McpOptions) -> None:
+    assert options.http_listen is not None and options.token_file is not None
+    token = read_host_token(options.token_file)
+    await host_server(proxy, token, options.http_listen).serve()

@@ -240,6 +240,14 @@ class Proxy:
         finally:
             self._held -= 1
 
+    def stop_taking_calls(self) -> None:
+        """The drain began: a new call is answered `refused`, those in flight go on."""
+        self.draining = True
+
+    def end_calls(self) -> None:
+        """The drain ended: the calls in flight are answered `refused` now, and audited."""
+        self.calls.end_all()
+
     async def idle(self) -> None:
         """Returns once no call is in flight (after `draining` is set)."""
         if self._in_flight:

@@ -13,7 +13,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,7 +172,7 @@ async def serve(options: McpOptions) -> None:
     trace = open_trace(options.events)
     engine, instance = open_engine(options, clock, loop)
     metrics = None
-    stop_telemetry: Callable[[], None] = lambda: None  # noqa: E731
+    stop_telemetry: telemetry_setup.Stop = telemetry_setup.no_stop
     try:
         if trace is not None:
             engine.subscribe(trace.listener(engine.epoch))
@@ -197,10 +197,8 @@ async def serve(options: McpOptions) -> None:
     finally:
         if metrics is not None:
             metrics.shutdown()
-        stop_telemetry()
-        engine.close()
-        if trace is not None:
-            trace.close()
+        closes = [engine.close] if trace is None else [engine.close, trace.close]
+        telemetry_setup.flush_after(stop_telemetry, *closes)
 
 
 async def _serve_host(proxy: Proxy, options: McpOptions) -> None:

@@ -1,12 +1,16 @@
-"""The gateway's HTTP/1.1 connections: uvicorn's httptools protocol, bounded for strangers.
+"""The HTTP doors' connections (`gateway`, `mcp --http`): uvicorn's httptools protocol,
+bounded for strangers.
 
 The gateway is a shared service, and everything here happens before any token is checked, so
-anyone who reaches the port can try it. uvicorn with httptools bounds none of it: a request
+anyone who reaches the port can try it; so is `mcp --http` (300 unfinished heads held it past
+15 s, and 1,100 of them under `ulimit -n 1024` locked out a host with the right token and
+wrote 661 KB of tracebacks). uvicorn with httptools bounds none of it: a request
 head of any size (20 heads of 50 MB took a gateway to 1 GB), any number of headers, any time to
 send a head (a byte every few seconds holds a connection for ever), and any number of
 connections from one address (a thousand half-sent heads under `ulimit -n 1024` locked every
 other client out). This subclass adds those bounds and nothing else (DESIGN, "A shared
-service"); the parsing, flow control and the ASGI cycle stay uvicorn's.
+service"); the parsing, flow control and the ASGI cycle stay uvicorn's. Both doors' tables
+take the same keys (`StrangerBounds`).
 
 It also gives the app one thing ASGI lacks: `scope["extensions"]["breakerdeck.connection"]`,
 through which a relayed stream learns at once that its agent left (`watch`) and cuts a
@@ -18,12 +22,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import resource
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import httptools
+from pydantic import BaseModel, ConfigDict, Field
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from breakerdeck.engine.feed.repeats import RepeatFilter
@@ -48,6 +54,51 @@ class ClientLimits:
     head_seconds: float = 10.0
     connections: int = 4096
     connections_per_address: int = 512
+
+
+#: File descriptors a door keeps back from its clients' connections, besides its upstreams':
+#: the feed, the state dir, Redis, logs.
+SPARE_FDS = 64
+
+
+class StrangerBounds(BaseModel):
+    """The keys bounding a stranger, in both doors' tables (`[gateway]`, `[proxy]`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    head_limit_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = 32 * 1024
+    header_count_limit: Annotated[int, Field(ge=8, le=10_000)] = 100
+    head_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
+    max_client_connections: Annotated[int, Field(ge=1, le=1_000_000)] = 4096
+    max_client_connections_per_address: Annotated[int, Field(ge=1, le=1_000_000)] = 512
+
+    def limits(self, reserved: int, say: Callable[[str], None]) -> ClientLimits:
+        """The bounds, with the connection cap lowered to what the process's file descriptor
+        limit leaves after the `reserved` ones (a cap the process cannot honour is no cap:
+        `accept` would fail for everyone at once, a traceback each)."""
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        room = self.max_client_connections
+        if soft != resource.RLIM_INFINITY:
+            room = min(room, max(16, soft - reserved))
+        if room < self.max_client_connections:
+            say(
+                f"client connections capped at {room} (the open-file limit is {soft}; "
+                "raise it with ulimit -n to allow max_client_connections)"
+            )
+        return ClientLimits(
+            head_bytes=self.head_limit_bytes,
+            header_count=self.header_count_limit,
+            head_seconds=self.head_timeout_seconds,
+            connections=room,
+            connections_per_address=min(room, self.max_client_connections_per_address),
+        )
+
+
+def bounded_http(
+    bounds: StrangerBounds, reserved: int, say: Callable[[str], None]
+) -> type[HttpToolsProtocol]:
+    """uvicorn's `http=` for one server: the bounded protocol, counting into its own `Clients`."""
+    return bounded_protocol(Clients(bounds.limits(reserved, say)))
 
 
 @dataclass(slots=True)
