@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from breakerdeck.console.output import EXIT_IO, EXIT_USAGE, discard
 from breakerdeck.console.web_command import add_web_parser, served_argv
 from breakerdeck.engine.feed.protocol import MAX_ACTOR_CHARS, MAX_KEY_CHARS, MAX_REASON_CHARS
+from breakerdeck.engine.front.arguments import EXIT_START
 from breakerdeck.engine.front.gateway.cli import add_gateway_parser, run_gateway
 from breakerdeck.engine.front.mcp.cli import add_mcp_parser, run_mcp
 from breakerdeck.engine.text import printable
@@ -340,6 +341,8 @@ def _run(args: argparse.Namespace) -> int:
         from breakerdeck.console.headless import list_scenarios
 
         return list_scenarios(sys.stdout)
+    if args.command == "serve" and not _port_free("the feed", f"{args.host}:{args.port}"):
+        return EXIT_START
     if args.command in ("serve", "status", "reset"):
         from breakerdeck.console import remote
 
@@ -378,6 +381,21 @@ def _run(args: argparse.Namespace) -> int:
     from breakerdeck.console.demo import run_demo
 
     return run_demo(args)
+
+
+def _port_free(what: str, address: str) -> bool:
+    """Checked before the command writes or says anything (its tokens, its address): a port
+    found taken once the tokens were made and announced left a state dir for nothing."""
+    from breakerdeck.console.output import say
+    from breakerdeck.engine.front.ports import check_free
+    from breakerdeck.engine.front.serving import StartError
+
+    try:
+        check_free([(what, address)])
+    except StartError as error:
+        say(str(error))
+        return False
+    return True
 
 
 if __name__ == "__main__":

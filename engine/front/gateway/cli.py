@@ -123,21 +123,27 @@ def _check(options: Options) -> int:
 def _serve(options: Options) -> int:
     from breakerdeck.engine import statedir
     from breakerdeck.engine.errors import StateDirError
-    from breakerdeck.engine.front import logs
+    from breakerdeck.engine.front import logs, ports
     from breakerdeck.engine.front.gateway.server import check_start, run, say, serve
     from breakerdeck.engine.front.serving import StartError
 
     logs.setup("gateway")
     try:
         check_start(options)
+        ports.check_free(
+            [("the feed", options.feed_listen), ("metrics", options.config.gateway.metrics_listen)]
+        )
+        sock = ports.bind("the gateway", options.listen)
         if options.state_dir is not None:
             statedir.prepare(options.state_dir)
-        run(serve(options))
+        with sock:
+            run(serve(options, sock))
     except (StartError, StateDirError) as error:
         say(str(error))
         return EXIT_START
     except OSError as error:
-        say(f"gateway: cannot listen on {options.listen}: {error.strerror or error}")
+        # A port taken between the check above and the feed's own bind.
+        say(f"gateway: cannot start: {error.strerror or error}")
         return EXIT_START
     except KeyboardInterrupt:
         pass

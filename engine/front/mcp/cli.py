@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from breakerdeck.engine.front import logs
+from breakerdeck.engine.front import logs, ports
 from breakerdeck.engine.front.arguments import EXIT_START, add_door_flags, address, speed
 from breakerdeck.engine.front.paths import resolve
 from breakerdeck.engine.text import counted
@@ -102,6 +102,13 @@ def run_mcp(args: argparse.Namespace) -> int:
         return 0
     try:
         check_start(options)
+        ports.check_free(
+            [
+                ("the host's HTTP", options.http_listen),
+                ("the feed", options.feed_listen),
+                ("metrics", options.metrics_listen),
+            ]
+        )
         if options.state_dir is not None:
             statedir.prepare(options.state_dir)
         anyio.run(serve, options)
