@@ -414,10 +414,25 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+#: The extra each command needs beyond the package itself, which is all `make demo` installs.
+_EXTRAS = {"gateway": "front", "mcp": "front", "web": "web"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     try:
         return _run(args)
+    except ModuleNotFoundError as error:
+        extra = _EXTRAS.get(args.command)
+        if extra is None:
+            raise
+        from breakerdeck.console.output import say
+
+        say(
+            f"{args.command} needs breakerdeck's {extra!r} extra ({error}): `make test` installs "
+            f"every extra into .venv, or: pip install -e '.[{extra}]'"
+        )
+        return EXIT_START
     except BrokenPipeError:
         # Standard output goes through `console.output`; this is standard error gone too.
         discard(sys.stdout)
