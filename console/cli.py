@@ -442,7 +442,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+#: The commands whose warnings go through the doors' log (`engine.front.logs`; `gateway` and
+#: `mcp` set it up themselves): one line each, each kind at most once per 10 s. Without it an
+#: engine's `logger.error` reached standard error through Python's last-resort handler, once
+#: per failed write: a full disk under `serve` wrote the same sentence 1,429 times in 40 s. A
+#: console's screen is not standard error's to write on, so `demo`, `watch` and `replay` are
+#: left as they are.
+_LOGGED = {"serve", "web"}
+
+
 def _run(args: argparse.Namespace) -> int:
+    if args.command in _LOGGED or (args.command == "demo" and args.headless):
+        from breakerdeck.engine.front import logs
+
+        logs.setup(args.command)
     if args.command == "scenarios":
         from breakerdeck.console.headless import list_scenarios
 
