@@ -14,12 +14,13 @@ import importlib.metadata
 import math
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 from breakerdeck.console.output import EXIT_IO, EXIT_USAGE, discard
 from breakerdeck.console.web_command import add_web_parser, served_argv
 from breakerdeck.engine.feed.protocol import MAX_ACTOR_CHARS, MAX_KEY_CHARS, MAX_REASON_CHARS
+from breakerdeck.engine.front.arguments import EXIT_START, USAGE_EXITS, exit_codes
 from breakerdeck.engine.front.gateway.cli import add_gateway_parser, run_gateway
 from breakerdeck.engine.front.mcp.cli import add_mcp_parser, run_mcp
 from breakerdeck.engine.text import printable
@@ -129,15 +130,78 @@ _reason = _text(MAX_REASON_CHARS, "the reason")
 _key = _text(MAX_KEY_CHARS, "the key")
 
 
-#: `status`'s exit codes (docs/feed.md); `reset` reads 0 and 1 its own way.
-_EXITS = """exit codes:
-  0   every breaker closed
-  1   something open, half-open or paused
-  2   something paged (open through two cooldowns)
-  3   unreachable: nothing listening, timed out, or not a websocket
-  4   the token was refused, or none could be found or read
-  5   the server refused the request or spoke another protocol version
-  64  a usage mistake; 74 standard output closed"""
+#: Every command's exit codes end with these; a server (`serve`, `web`, `gateway`, `mcp`)
+#: stops on Ctrl-C with 0, so 130 is only the others'.
+_INTERRUPTED = (EXIT_INTERRUPTED, "interrupted (Ctrl-C)")
+#: A feed client's troubles, alike for `status`, `watch` and `reset` (docs/feed.md).
+_FEED_TROUBLES = (
+    (3, "unreachable: nothing listening, timed out, or not a websocket"),
+    (4, "the token was refused, or none could be found or read"),
+    (5, "the server refused the request or spoke another protocol version"),
+)
+_EXITS = {
+    "demo": exit_codes(
+        (0, "the console quit, or the headless run's duration passed"),
+        (2, "cannot start: the scenario or the state dir (said which)"),
+        *USAGE_EXITS,
+        _INTERRUPTED,
+    ),
+    "scenarios": exit_codes((0, "listed"), *USAGE_EXITS),
+    "serve": exit_codes(
+        (0, "stopped (Ctrl-C or SIGTERM)"),
+        (2, "cannot start: the scenario, the state dir, the tokens, or the port (said which)"),
+        *USAGE_EXITS,
+    ),
+    "status": exit_codes(
+        (0, "every breaker closed"),
+        (1, "something open, half-open or paused"),
+        (2, "something paged (open through two cooldowns)"),
+        *_FEED_TROUBLES,
+        *USAGE_EXITS,
+        _INTERRUPTED,
+    ),
+    "watch": exit_codes(
+        (0, "the console quit"),
+        *_FEED_TROUBLES,
+        *USAGE_EXITS,
+        _INTERRUPTED,
+    ),
+    "reset": exit_codes(
+        (0, "reset done"),
+        (1, "not confirmed: nothing sent"),
+        *_FEED_TROUBLES[:2],
+        (
+            5,
+            "the server refused the reset (a viewer token, an unknown key) or spoke another "
+            "protocol version",
+        ),
+        *USAGE_EXITS,
+        _INTERRUPTED,
+    ),
+    "replay": exit_codes(
+        (0, "the console quit"),
+        (2, "the recording cannot be read (said why)"),
+        *USAGE_EXITS,
+        _INTERRUPTED,
+    ),
+}
+
+
+_TOKEN_HELP = (
+    "the token (default: $BREAKERDECK_TOKEN, then viewer.token / operator.token in the default "
+    "state dir)"
+)
+_TIMEOUT_HELP = "seconds to wait for the engine to answer, at most 3600 (default: 10)"
+
+
+def _command(commands: argparse._SubParsersAction, name: str, **kwargs: Any) -> Any:  # type: ignore[type-arg]
+    """A subcommand whose help ends with its own exit codes."""
+    return commands.add_parser(
+        name,
+        epilog=_EXITS[name],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kwargs,
+    )
 
 
 def _version() -> str:
@@ -155,8 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"breakerdeck {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    demo = commands.add_parser(
-        "demo", help="the console on an in-process engine and simulated agents"
+    demo = _command(
+        commands, "demo", help="the console on an in-process engine and simulated agents"
     )
     demo.add_argument(
         "--scenario", default=None, help="scenario name (see `breakerdeck scenarios`)"
@@ -167,7 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="default: the scenario's own (the first its `policies` name; agent if none)",
     )
-    demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument(
+        "--seed", type=int, default=7, help="the simulated agents' random seed (default: 7)"
+    )
     demo.add_argument(
         "--speed",
         type=_speed,
@@ -186,13 +252,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--events", default="-", help="trace output path, or - for stdout (headless)")
     demo.add_argument("--on-page", default=None, help="command run with each page event as JSON")
 
-    commands.add_parser("scenarios", help="list the scenarios and what each demonstrates")
+    _command(commands, "scenarios", help="list the scenarios and what each demonstrates")
 
-    serve = commands.add_parser(
-        "serve", help="simulated agents on an engine, served over the live feed"
+    serve = _command(
+        commands, "serve", help="simulated agents on an engine, served over the live feed"
     )
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=_port, default=8765)
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address the feed listens on (default: 127.0.0.1)"
+    )
+    serve.add_argument(
+        "--port", type=_port, default=8765, help="port the feed listens on (default: 8765)"
+    )
     serve.add_argument(
         "--scenario", default=None, help="scenario name (see `breakerdeck scenarios`)"
     )
@@ -202,15 +272,26 @@ def build_parser() -> argparse.ArgumentParser:
         default=1.0,
         help="simulated seconds per real second, 0.1 to 1000 (default: real time)",
     )
-    serve.add_argument("--seed", type=int, default=7)
+    serve.add_argument(
+        "--seed", type=int, default=7, help="the simulated agents' random seed (default: 7)"
+    )
     serve.add_argument(
         "--policy",
         choices=["agent", "tool"],
         default=None,
         help="default: the scenario's own (the first its `policies` name; agent if none)",
     )
-    serve.add_argument("--operator-token-file", default=None)
-    serve.add_argument("--viewer-token-file", default=None)
+    serve.add_argument(
+        "--operator-token-file",
+        default=None,
+        help="the feed's token that may reset (default: operator.token in the state dir, made "
+        "if missing)",
+    )
+    serve.add_argument(
+        "--viewer-token-file",
+        default=None,
+        help="the feed's read-only token (default: viewer.token in the state dir, made if missing)",
+    )
     serve.add_argument(
         "--state-dir",
         default=None,
@@ -221,19 +302,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--source", default=None, help="this engine's label in consoles (default: hostname:port)"
     )
 
-    status = commands.add_parser(
+    status = _command(
+        commands,
         "status",
         help="one-shot table or JSON of a remote engine's breakers",
-        epilog=_EXITS,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    status.add_argument("url", type=_feed_url)
-    status.add_argument("--json", action="store_true")
-    status.add_argument("--token-file", default=None)
-    status.add_argument("--timeout", type=_timeout, default=10.0)
+    status.add_argument("url", type=_feed_url, help="the engine's feed: ws://host:port")
+    status.add_argument(
+        "--json", action="store_true", help="the snapshot as JSON, with url and exit_status"
+    )
+    status.add_argument("--token-file", default=None, help=_TOKEN_HELP)
+    status.add_argument("--timeout", type=_timeout, default=10.0, help=_TIMEOUT_HELP)
 
-    watch = commands.add_parser(
-        "watch", help="the console on one or more remote engines (replicas of a service)"
+    watch = _command(
+        commands, "watch", help="the console on one or more remote engines (replicas of a service)"
     )
     watch.add_argument(
         "urls", nargs="+", type=_feed_url, metavar="URL", help="ws://host:port of each engine"
@@ -248,27 +330,37 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument(
         "--operator", type=_actor, default=None, help="name written on resets (default: login)"
     )
-    watch.add_argument("--timeout", type=_timeout, default=10.0, help="seconds to connect")
+    watch.add_argument("--timeout", type=_timeout, default=10.0, help=_TIMEOUT_HELP)
 
-    reset = commands.add_parser(
+    reset = _command(
+        commands,
         "reset",
         help="reset one breaker on a remote engine",
-        epilog=_EXITS.replace("every breaker closed", "reset done").replace(
-            "something open, half-open or paused", "not confirmed: nothing sent"
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    reset.add_argument("url", type=_feed_url)
-    reset.add_argument("key", type=_key)
+    reset.add_argument("url", type=_feed_url, help="the engine's feed: ws://host:port")
+    reset.add_argument(
+        "key", type=_key, help="the breaker's key, as `status` lists it (an agent, or server@…)"
+    )
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    reset.add_argument("--reason", type=_reason, default=None)
-    reset.add_argument("--token-file", default=None)
+    reset.add_argument(
+        "--reason",
+        type=_reason,
+        default=None,
+        help="why, written in the audit log (default: reset from the shell)",
+    )
+    reset.add_argument(
+        "--token-file",
+        default=None,
+        help="the operator token (default: $BREAKERDECK_TOKEN, then operator.token in the "
+        "default state dir)",
+    )
     reset.add_argument(
         "--operator", type=_actor, default=None, help="name written on the reset (default: login)"
     )
-    reset.add_argument("--timeout", type=_timeout, default=10.0)
+    reset.add_argument("--timeout", type=_timeout, default=10.0, help=_TIMEOUT_HELP)
 
-    replay = commands.add_parser(
+    replay = _command(
+        commands,
         "replay",
         help="the console on a recorded incident (a trace, or a state dir's audit log)",
         description="Replay a recorded incident in the console, read-only: space plays and "
@@ -322,10 +414,25 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+#: The extra each command needs beyond the package itself, which is all `make demo` installs.
+_EXTRAS = {"gateway": "front", "mcp": "front", "web": "web"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     try:
         return _run(args)
+    except ModuleNotFoundError as error:
+        extra = _EXTRAS.get(args.command)
+        if extra is None:
+            raise
+        from breakerdeck.console.output import say
+
+        say(
+            f"{args.command} needs breakerdeck's {extra!r} extra ({error}): `make test` installs "
+            f"every extra into .venv, or: pip install -e '.[{extra}]'"
+        )
+        return EXIT_START
     except BrokenPipeError:
         # Standard output goes through `console.output`; this is standard error gone too.
         discard(sys.stdout)
@@ -335,11 +442,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+#: The commands whose warnings go through the doors' log (`engine.front.logs`; `gateway` and
+#: `mcp` set it up themselves): one line each, each kind at most once per 10 s. Without it an
+#: engine's `logger.error` reached standard error through Python's last-resort handler, once
+#: per failed write: a full disk under `serve` wrote the same sentence 1,429 times in 40 s. A
+#: console's screen is not standard error's to write on, so `demo`, `watch` and `replay` are
+#: left as they are.
+_LOGGED = {"serve", "web"}
+
+
 def _run(args: argparse.Namespace) -> int:
+    if args.command in _LOGGED or (args.command == "demo" and args.headless):
+        from breakerdeck.engine.front import logs
+
+        logs.setup(args.command)
     if args.command == "scenarios":
         from breakerdeck.console.headless import list_scenarios
 
         return list_scenarios(sys.stdout)
+    if args.command == "serve" and not _port_free("the feed", f"{args.host}:{args.port}"):
+        return EXIT_START
     if args.command in ("serve", "status", "reset"):
         from breakerdeck.console import remote
 
@@ -378,6 +500,21 @@ def _run(args: argparse.Namespace) -> int:
     from breakerdeck.console.demo import run_demo
 
     return run_demo(args)
+
+
+def _port_free(what: str, address: str) -> bool:
+    """Checked before the command writes or says anything (its tokens, its address): a port
+    found taken once the tokens were made and announced left a state dir for nothing."""
+    from breakerdeck.console.output import say
+    from breakerdeck.engine.front.ports import check_free
+    from breakerdeck.engine.front.serving import StartError
+
+    try:
+        check_free([(what, address)])
+    except StartError as error:
+        say(str(error))
+        return False
+    return True
 
 
 if __name__ == "__main__":

@@ -100,11 +100,15 @@ class RemoteFeed:
     opened: dict[str, float] = field(default_factory=dict)
     #: Added to this engine's seqs so they keep growing if it starts over without its state.
     seq_base: int = 0
-    #: Engine seconds per local second (`serve --speed 5`: 5), measured from the snapshot's
-    #: time and the newest event's; 1 until enough local time has passed to tell.
+    #: Engine seconds per local second (`serve --speed 5`: 5), measured from the events'
+    #: times; 1 until two measures in a row agree on another.
     rate: float = 1.0
     #: Local time of the last snapshot.
     synced_at: float = 0.0
+    #: The last measure's (local time, engine time on the local clock); None: the snapshot's.
+    rate_mark: tuple[float, float] | None = None
+    #: The last measure's engine seconds per local second, to be confirmed by the next.
+    slope: float | None = None
     #: The engine's shared store as its last snapshot said: "ok", "lost" (and why), or None.
     shared_store: p.SharedStoreHealth | None = None
     store_reason: str | None = None
@@ -417,6 +421,7 @@ class RemoteSource(Source):
         received = time.time()
         feed.offset = received - parse_iso(snap.at)
         feed.synced_at = received
+        feed.rate_mark = None
         feed.epoch = parse_iso(snap.epoch)
         feed.label = snap.source or feed.url
         feed.role = snap.role
@@ -500,24 +505,34 @@ class RemoteSource(Source):
             task.cancel()
 
 
-#: Local seconds since the snapshot before an engine's speed is read from its events.
+#: Local seconds a measure of an engine's speed spans, at least.
 RATE_AFTER = 2.0
-#: Rates this close to 1 are read as real time (network jitter is not a speed).
+#: Rates this close to 1 are read as real time (network jitter is not a speed), and two
+#: measures this close (relative) agree.
 RATE_SLACK = 0.1
 
 
 def _measure_rate(feed: RemoteFeed, wall: float) -> None:
     """An event's engine time (on the local clock, by the snapshot's offset) against when it
-    arrived: how fast the engine's clock runs. Events arrive as they happen, so the newest
-    one is a fair sample of the engine's clock."""
+    arrived, since the last measure: how fast the engine's clock runs. Events arrive as they
+    happen, so the newest one is a fair sample of the engine's clock.
+
+    A sped-up clock runs at one speed, so one measure after another says the same; a manual
+    clock (a test's, or an example's story) stands still and then jumps, which one measure
+    alone would read as a speed (a 30 s jump five seconds in: ×7, with the header's clock
+    running ahead for good). So a speed is taken only when two measures in a row agree."""
     local = time.time()
-    elapsed = local - feed.synced_at
+    since_local, since_wall = feed.rate_mark or (feed.synced_at, feed.synced_at)
+    elapsed = local - since_local
     if elapsed < RATE_AFTER:
         return
-    rate = (wall - feed.synced_at) / elapsed
-    if not math.isfinite(rate) or rate <= 0:
+    slope = (wall - since_wall) / elapsed
+    previous, feed.slope, feed.rate_mark = feed.slope, slope, (local, wall)
+    if previous is None or not math.isfinite(slope) or slope <= 0:
         return
-    feed.rate = 1.0 if abs(rate - 1.0) < RATE_SLACK else min(max(rate, 0.1), 1000.0)
+    if abs(slope - previous) > RATE_SLACK * max(slope, previous):
+        return
+    feed.rate = 1.0 if abs(slope - 1.0) < RATE_SLACK else min(max(slope, 0.1), 1000.0)
 
 
 def _thresholds(policy: str | None, numbers: dict[str, int]) -> Thresholds:

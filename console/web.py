@@ -33,7 +33,8 @@ from breakerdeck.console.web_guard import ROLE_KEY, Guard
 from breakerdeck.console.web_role import Role, WebSession, web_actor
 from breakerdeck.console.web_service import ConsoleService, clamp_size
 from breakerdeck.engine.feed.client import FeedError, read_token
-from breakerdeck.engine.front.serving import is_loopback, split_address
+from breakerdeck.engine.front import ports
+from breakerdeck.engine.front.serving import StartError, is_loopback, split_address
 
 #: Could not start: the token files, the TLS files, the address (the message says which).
 EXIT_START = 2
@@ -112,7 +113,7 @@ class WebServer(Server):
 
 def run_web(args: argparse.Namespace, argv: list[str]) -> int:
     """Serve `argv` (the console's checked command line, `web_command.served_argv`)."""
-    host, port = split_address(args.listen)
+    host, _ = split_address(args.listen)
     tls = args.tls_cert is not None
     if (args.tls_cert is None) != (args.tls_key is None):
         say("web: --tls-cert and --tls-key go together: give both or neither")
@@ -126,14 +127,9 @@ def run_web(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         tokens = _tokens(args)
         context = _tls(args) if tls else None
-        listening = socket.create_server(
-            (host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET
-        )
-    except (FeedError, ValueError) as error:
+        listening = ports.bind("browsers", args.listen)
+    except (FeedError, ValueError, StartError) as error:
         say(f"web: {error}")
-        return EXIT_START
-    except OSError as error:
-        say(f"web: cannot listen on {args.listen}: {error.strerror or error}")
         return EXIT_START
     bound = listening.getsockname()[1]
     where = f"[{host}]" if ":" in host else host

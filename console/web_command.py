@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import NoReturn
 from urllib.parse import urlsplit
 
+from breakerdeck.engine.front.arguments import USAGE_EXITS, exit_codes
+
 #: `--max-consoles`: each console is a process of its own (about 60 MB).
 CONSOLES_RANGE = (1, 64)
 DEFAULT_CONSOLES = 4
@@ -54,12 +56,30 @@ def add_web_parser(commands: argparse._SubParsersAction) -> None:  # type: ignor
         "console of its own, started from the command given after the options. A browser "
         "opens URL/?token=TOKEN once; the token's role (viewer: read only; operator: resets "
         "too) is then kept in a cookie.",
+        epilog=exit_codes(
+            (0, "stopped (Ctrl-C or SIGTERM)"),
+            (2, "cannot start: the token files, the TLS files, or the address (said which)"),
+            *USAGE_EXITS,
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    web.add_argument("--listen", type=_listen, default="127.0.0.1:8000", metavar="HOST:PORT")
-    web.add_argument("--viewer-token-file", metavar="FILE")
-    web.add_argument("--operator-token-file", metavar="FILE")
-    web.add_argument("--tls-cert", metavar="FILE")
-    web.add_argument("--tls-key", metavar="FILE")
+    web.add_argument(
+        "--listen",
+        type=_listen,
+        default="127.0.0.1:8000",
+        metavar="HOST:PORT",
+        help="where browsers connect (default: 127.0.0.1:8000)",
+    )
+    web.add_argument(
+        "--viewer-token-file", metavar="FILE", help="a token that lets a browser watch, read only"
+    )
+    web.add_argument(
+        "--operator-token-file", metavar="FILE", help="a token that lets a browser reset too"
+    )
+    web.add_argument(
+        "--tls-cert", metavar="FILE", help="serve https with this certificate (with --tls-key)"
+    )
+    web.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert")
     web.add_argument(
         "--insecure-bind", action="store_true", help="allow a non-loopback address without TLS"
     )
@@ -77,7 +97,12 @@ def add_web_parser(commands: argparse._SubParsersAction) -> None:  # type: ignor
         help=f"consoles running at once, {CONSOLES_RANGE[0]} to {CONSOLES_RANGE[1]} "
         f"(default {DEFAULT_CONSOLES})",
     )
-    web.add_argument("console", nargs=argparse.REMAINDER, metavar="COMMAND ...")
+    web.add_argument(
+        "console",
+        nargs=argparse.REMAINDER,
+        metavar="COMMAND ...",
+        help="the console each browser tab gets: demo, watch or replay, with their options",
+    )
 
 
 def served_argv(

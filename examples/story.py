@@ -1,11 +1,16 @@
-"""What every example shares: a CRM on a loopback fixture platform that goes down and comes
-back, one engine, the feed when `--serve HOST:PORT` is given, and the story each agent is run
-through (each example says how its framework's agent is asked and what its model saw).
+"""Not an example: the module every example imports (`from story import …`), and run alone it
+says so. It holds what they share: a CRM on a loopback fixture platform that goes down and
+comes back, one engine, the feed when `--serve HOST:PORT` is given, and the story each agent
+is run through (each example says how its framework's agent is asked and what its model saw).
 
 Run an example from the checkout, offline: `.venv/bin/python examples/pydantic_ai_agent.py`.
 With `--serve 127.0.0.1:8765` it serves the engine's feed, pauses between the acts, and keeps
 serving at the end until Ctrl-C, so `breakerdeck watch ws://127.0.0.1:8765 --token-file
 <state dir>/viewer.token` shows the tool's card trip and recover.
+
+Without `--state-dir` the engine's state dir (its verdicts, audit log and, with `--serve`, the
+feed's tokens) is a temporary one, removed when the example ends: at the end of the story,
+on Ctrl-C, and on SIGTERM, which ends the run as Ctrl-C does.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import signal
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -59,9 +66,11 @@ class Story:
         )
         self.args = parser.parse_args()
         self.framework = framework
-        self.state_dir = self.args.state_dir or Path(
-            tempfile.mkdtemp(prefix="breakerdeck-example-")
-        )
+        #: Removed by `run` when the example ends, however it ends; a given one is kept.
+        self.scratch: tempfile.TemporaryDirectory[str] | None = None
+        if self.args.state_dir is None:
+            self.scratch = tempfile.TemporaryDirectory(prefix="breakerdeck-example-")
+        self.state_dir = self.args.state_dir or Path(self.scratch.name)
         #: Moved by the story: the cooldown passes when the story says so, not in real time.
         self.clock = ManualClock(epoch=time.time())
         self.engine = Engine(ToolPolicy(), clock=self.clock, state_dir=self.state_dir)
@@ -105,7 +114,6 @@ class Story:
 
         if self.args.serve is None:
             yield no_pause
-            self.engine.close()
             return
         host, port = split_address(self.args.serve)
         viewer, operator = feed_tokens(_StateDirTokens(), self.state_dir)
@@ -125,7 +133,6 @@ class Story:
             print("serving until Ctrl-C")
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.Event().wait()
-        self.engine.close()
 
 
 class _StateDirTokens(TokenFiles):
@@ -136,11 +143,26 @@ class _StateDirTokens(TokenFiles):
 
 
 def run(story: Story, main: Callable[[Story, Crm], Awaitable[Ask]]) -> None:
-    """Build the example's agent (`main`, given the story and the CRM) and tell the story."""
+    """Build the example's agent (`main`, given the story and the CRM) and tell the story;
+    then the temporary state dir goes, after a Ctrl-C or a SIGTERM too."""
 
     async def told() -> None:
         async with story.crm() as crm:
             await story.tell(await main(story, crm))
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(told())
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # ends the run as Ctrl-C does
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(told())
+    finally:
+        story.engine.close()
+        if story.scratch is not None:
+            story.scratch.cleanup()
+
+
+if __name__ == "__main__":
+    examples = sorted(p.name for p in Path(__file__).parent.glob("*.py") if p.name != "story.py")
+    sys.exit(
+        "story.py is the examples' shared module, not an example; run one of them:\n"
+        + "".join(f"  .venv/bin/python examples/{name}\n" for name in examples)
+    )

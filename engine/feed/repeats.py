@@ -7,7 +7,9 @@ seconds, and adds how many it dropped to the next record of that kind it lets th
 
 "The same" is the same logger, level and line; for a record with a traceback, the same
 logger, level, message template and exception type (the arguments, such as a peer's address,
-may differ: it is still the same failure).
+may differ: it is still the same failure). A record can name its kind itself, as
+`extra={"repeat_kind": …}`: `web`'s refusals are one kind per reason, whatever the address
+and path each names (2,300 refused requests once wrote 2,301 lines).
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ class RepeatFilter(logging.Filter):
 
 
 def _kind(record: logging.LogRecord) -> Hashable:
+    named: Hashable | None = getattr(record, "repeat_kind", None)
+    if named is not None:
+        return (record.name, record.levelno, named)
     if record.exc_info and record.exc_info[0] is not None:
         return (record.name, record.levelno, str(record.msg), record.exc_info[0])
     return (record.name, record.levelno, record.getMessage())

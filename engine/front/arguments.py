@@ -42,5 +42,24 @@ def add_door_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--insecure-bind", action="store_true", help="allow a non-loopback address without TLS"
     )
-    parser.add_argument("--viewer-token-file", metavar="FILE")
-    parser.add_argument("--operator-token-file", metavar="FILE")
+    parser.add_argument(
+        "--viewer-token-file",
+        metavar="FILE",
+        help="the feed's read-only token (default: viewer.token in the state dir, made if missing)",
+    )
+    parser.add_argument(
+        "--operator-token-file",
+        metavar="FILE",
+        help="the feed's token that may reset (default: operator.token in the state dir, made "
+        "if missing)",
+    )
+
+
+def exit_codes(*rows: tuple[int, str]) -> str:
+    """A command's help epilog: its own exit codes, one a line (print it with argparse's
+    RawDescriptionHelpFormatter)."""
+    return "exit codes:\n" + "\n".join(f"  {code:<3} {meaning}" for code, meaning in rows)
+
+
+#: The end of every command's exit codes.
+USAGE_EXITS = ((64, "a usage mistake (one line on standard error)"), (74, "standard output closed"))

@@ -101,7 +101,7 @@ async def test_the_cards_text_is_in_the_page(browser_context, web_server):
 
 
 async def test_a_request_without_the_token_starts_no_console(browser_context, web_server):
-    started, refused_before = web_server.consoles_started(), len(web_server.refusals())
+    started = web_server.consoles_started()
     page = await browser_context.new_page()
     response = await page.goto(f"{web_server.url}/")
     assert response is not None and response.status == 401
@@ -115,7 +115,8 @@ async def test_a_request_without_the_token_starts_no_console(browser_context, we
     ):
         pass
     assert refused.value.response.status_code == 401
-    assert web_server.refused_since(refused_before, "/ws: present a token", 2) == 2
+    # Each was answered 401 by the guard, before any handler: no console could have started.
+    # The server's log says a reason once per 10 s (the first here may be an earlier test's).
     assert web_server.consoles_started() == started
 
 
@@ -151,7 +152,8 @@ async def test_a_page_for_another_host_is_refused(web_server):
         },
     )
     assert upgrade.status_code == 421
-    assert web_server.refused_since(refused_before, "/ws: this console answers at", 1) == 1
+    # One line for both: the same reason is said once per 10 s (test_web.py counts them).
+    assert web_server.refused_since(refused_before, "/: this console answers at", 1) == 1
     assert web_server.consoles_started() == started
 
 

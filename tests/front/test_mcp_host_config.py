@@ -174,3 +174,42 @@ def test_a_disk_that_fills_half_way_leaves_nothing_and_a_rerun_succeeds(
     monkeypatch.setattr(os, "fsync", real_fsync)
     again, _, said, _ = converted(tmp_path)
     assert again == 0, said
+
+
+def test_a_server_whose_command_is_missing_is_written_and_named_with_what_to_do(
+    tmp_path: Path,
+) -> None:
+    host = tmp_path / "host.json"
+    servers = {
+        "ghost": {"command": "breakerdeck-no-such-server", "args": ["--x"]},
+        "plain": {"command": PLAIN[0], "args": PLAIN[1:]},
+    }
+    host.write_text(json.dumps({"mcpServers": servers}))
+    err = io.StringIO()
+    status = from_host_config(host, tmp_path / "proxy", stdout=io.StringIO(), stderr=err)
+    assert status == 0, err.getvalue()
+    warnings = [line for line in err.getvalue().splitlines() if "warning" in line]
+    assert len(warnings) == 1
+    assert "ghost: 'breakerdeck-no-such-server' not found on PATH" in warnings[0]
+    assert "install it" in warnings[0] and "--check-config" in warnings[0]
+    assert sorted(load(tmp_path / "proxy" / "mcp.toml").servers) == ["ghost", "plain"]
+
+
+def test_a_host_file_nested_100000_deep_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    host = tmp_path / "deep.json"
+    host.write_text('{"mcpServers": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    done = mcp("--from-host-config", str(host), "--out", str(tmp_path / "proxy"))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f"breakerdeck mcp: {host}: nested over 64 deep; not a host's config"
+    ]
+    assert not (tmp_path / "proxy").exists()
+
+
+def test_brackets_inside_strings_are_not_nesting(tmp_path: Path) -> None:
+    host = tmp_path / "host.json"
+    args = ["[" * 100, "{" * 100, '\\"[[[']
+    host.write_text(json.dumps({"mcpServers": {"plain": {"command": PLAIN[0], "args": args}}}))
+    err = io.StringIO()
+    status = from_host_config(host, tmp_path / "proxy", stdout=io.StringIO(), stderr=err)
+    assert status == 0, err.getvalue()

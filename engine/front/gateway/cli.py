@@ -12,7 +12,14 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from breakerdeck.engine.front.arguments import EXIT_START, add_door_flags, address, speed
+from breakerdeck.engine.front.arguments import (
+    EXIT_START,
+    USAGE_EXITS,
+    add_door_flags,
+    address,
+    exit_codes,
+    speed,
+)
 from breakerdeck.engine.text import counted
 
 if TYPE_CHECKING:
@@ -35,18 +42,45 @@ def add_gateway_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
         help="the agent policy on HTTP: agents call their platforms through the breaker",
         description="Agents call METHOD /p/<platform>/<path> with their bearer token; the "
         "gateway adds the platform credential and keeps one breaker per agent.",
+        epilog=exit_codes(
+            (0, "stopped (Ctrl-C or SIGTERM), or --check-config found the file good"),
+            (2, "cannot start: the config, the state dir, TLS, or a port in use (said which)"),
+            *USAGE_EXITS,
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     gateway.add_argument("--config", metavar="FILE", help="the gateway's TOML file")
-    gateway.add_argument("--listen", type=address, metavar="HOST:PORT")
-    gateway.add_argument("--state-dir", metavar="DIR")
-    gateway.add_argument("--feed-listen", type=address, metavar="HOST:PORT")
+    gateway.add_argument(
+        "--listen",
+        type=address,
+        metavar="HOST:PORT",
+        help="where agents call (default: [gateway] listen, else 127.0.0.1:8080)",
+    )
+    gateway.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="verdicts, audit log and the feed's tokens (default: [gateway] state_dir; none: "
+        "verdicts are not kept)",
+    )
+    gateway.add_argument(
+        "--feed-listen",
+        type=address,
+        metavar="HOST:PORT",
+        help="serve the live feed for `watch` and `status` here (needs a state dir)",
+    )
     gateway.add_argument(
         "--shared",
         metavar="URL",
         help="share each agent's breaker with other replicas through Redis: redis://host:port/db "
         "or rediss://…, the password from [shared] password_env or password_file",
     )
-    gateway.add_argument("--speed", type=speed, default=1.0, metavar="N")
+    gateway.add_argument(
+        "--speed",
+        type=speed,
+        default=1.0,
+        metavar="N",
+        help="the breakers' clock runs N times real time, 0.1 to 1000 (default: 1; for demos)",
+    )
     gateway.add_argument(
         "--clock-anchor",
         type=_wall,
@@ -123,21 +157,27 @@ def _check(options: Options) -> int:
 def _serve(options: Options) -> int:
     from breakerdeck.engine import statedir
     from breakerdeck.engine.errors import StateDirError
-    from breakerdeck.engine.front import logs
+    from breakerdeck.engine.front import logs, ports
     from breakerdeck.engine.front.gateway.server import check_start, run, say, serve
     from breakerdeck.engine.front.serving import StartError
 
     logs.setup("gateway")
     try:
         check_start(options)
+        ports.check_free(
+            [("the feed", options.feed_listen), ("metrics", options.config.gateway.metrics_listen)]
+        )
+        sock = ports.bind("the gateway", options.listen)
         if options.state_dir is not None:
             statedir.prepare(options.state_dir)
-        run(serve(options))
+        with sock:
+            run(serve(options, sock))
     except (StartError, StateDirError) as error:
         say(str(error))
         return EXIT_START
     except OSError as error:
-        say(f"gateway: cannot listen on {options.listen}: {error.strerror or error}")
+        # A port taken between the check above and the feed's own bind.
+        say(f"gateway: cannot start: {error.strerror or error}")
         return EXIT_START
     except KeyboardInterrupt:
         pass

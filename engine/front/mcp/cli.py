@@ -10,8 +10,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from breakerdeck.engine.front import logs
-from breakerdeck.engine.front.arguments import EXIT_START, add_door_flags, address, speed
+from breakerdeck.engine.front import logs, ports
+from breakerdeck.engine.front.arguments import (
+    EXIT_START,
+    USAGE_EXITS,
+    add_door_flags,
+    address,
+    exit_codes,
+    speed,
+)
 from breakerdeck.engine.front.paths import resolve
 from breakerdeck.engine.text import counted
 
@@ -23,12 +30,47 @@ def add_mcp_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         description="An MCP server to the host (stdio, or streamable HTTP with --http) in front "
         "of the upstream MCP servers the config names; their tools are listed as "
         "<server>__<tool>, each server behind its own breaker.",
+        epilog=exit_codes(
+            (
+                0,
+                "stopped (the host closed stdio, Ctrl-C or SIGTERM), --check-config found the "
+                "file good, or --from-host-config wrote the config",
+            ),
+            (
+                2,
+                "cannot start: the config, the state dir, a port in use (said which); or "
+                "--from-host-config wrote nothing",
+            ),
+            *USAGE_EXITS,
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     mcp.add_argument("--config", metavar="FILE", help="the proxy's TOML file")
-    mcp.add_argument("--state-dir", metavar="DIR")
-    mcp.add_argument("--feed-listen", type=address, metavar="HOST:PORT")
-    mcp.add_argument("--metrics-listen", type=address, metavar="HOST:PORT")
-    mcp.add_argument("--speed", type=speed, default=1.0, metavar="N")
+    mcp.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="verdicts, audit log, tool lists and the feed's tokens (default: [proxy] state_dir; "
+        "none: nothing is kept)",
+    )
+    mcp.add_argument(
+        "--feed-listen",
+        type=address,
+        metavar="HOST:PORT",
+        help="serve the live feed for `watch` and `status` here (needs a state dir)",
+    )
+    mcp.add_argument(
+        "--metrics-listen",
+        type=address,
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics",
+    )
+    mcp.add_argument(
+        "--speed",
+        type=speed,
+        default=1.0,
+        metavar="N",
+        help="the breakers' clock runs N times real time, 0.1 to 1000 (default: 1; for demos)",
+    )
     mcp.add_argument(
         "--http", type=address, metavar="HOST:PORT", help="serve streamable HTTP, not stdio"
     )
@@ -102,6 +144,13 @@ def run_mcp(args: argparse.Namespace) -> int:
         return 0
     try:
         check_start(options)
+        ports.check_free(
+            [
+                ("the host's HTTP", options.http_listen),
+                ("the feed", options.feed_listen),
+                ("metrics", options.metrics_listen),
+            ]
+        )
         if options.state_dir is not None:
             statedir.prepare(options.state_dir)
         anyio.run(serve, options)

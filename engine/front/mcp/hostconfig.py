@@ -9,6 +9,9 @@ refused. A server's `args` are copied as they are: a secret passed on a command 
 host config's own choice, and docs/mcp.md says to move it into `env` first. Only the host's
 one new entry is printed (absolute paths); the original file still holds the secrets, and the
 command says so. A server the proxy cannot wrap is named and left out; the others are written.
+A stdio server whose program cannot be found here is written too (the host may yet install it)
+but named with what to do: unnamed, its tools were missing on a first run and the model read
+`no tool named '<server>__…'` as its own mistake.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from urllib.parse import urlsplit
 
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
-from breakerdeck.engine.front.mcp.config import ENV_NAME, RESERVED, SERVER_NAME
+from breakerdeck.engine.front.mcp.config import ENV_NAME, RESERVED, SERVER_NAME, command_problem
 from breakerdeck.engine.text import counted, printable
 
 CONFIG_NAME = "mcp.toml"
@@ -33,6 +36,11 @@ SECRETS = "secrets"
 STATE = "state"
 #: A host's file is read with this bound (they are a few kilobytes).
 HOST_FILE_LIMIT = 1024 * 1024
+#: Objects and arrays inside each other: a host's file nests four or five deep. Counted before
+#: the parse, whose recursion a file nested 100,000 deep would exhaust.
+MAX_NESTING = 64
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
 KNOWN_KEYS = frozenset({"command", "args", "env", "cwd", "url", "headers", "type"})
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BEARER = re.compile(r"Bearer\s+(\S+)\s*", re.IGNORECASE)
@@ -51,6 +59,7 @@ class Converted:
     secrets: dict[str, str] = field(default_factory=dict)
     left_out: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
 
 
 def strip_comments(text: str) -> str:
@@ -78,6 +87,16 @@ def strip_comments(text: str) -> str:
     return "".join(out)
 
 
+def nesting(text: str) -> int:
+    """How deep JSON's objects and arrays go in `text`, brackets inside strings not counted
+    (a malformed text gets some number; the parse then says what is wrong with it)."""
+    depth = deepest = 0
+    for bracket in _BRACKET.finditer(_STRING.sub("", text)):
+        depth += 1 if bracket.group() in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def read_host_file(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as handle:
@@ -87,7 +106,10 @@ def read_host_file(path: Path) -> dict[str, Any]:
     if len(data) > HOST_FILE_LIMIT:
         raise HostConfigError(f"{path}: over {HOST_FILE_LIMIT} bytes; not a host's config")
     try:
-        document = json.loads(strip_comments(data.decode("utf-8")))
+        text = strip_comments(data.decode("utf-8"))
+        if nesting(text) > MAX_NESTING:
+            raise HostConfigError(f"{path}: nested over {MAX_NESTING} deep; not a host's config")
+        document = json.loads(text)
     except (UnicodeDecodeError, ValueError) as error:
         raise HostConfigError(f"{path}: not JSON ({printable(str(error))[:200]})") from None
     servers = document.get("mcpServers") if isinstance(document, dict) else None
@@ -183,6 +205,8 @@ def _stdio(
     if os.sep in program and not os.path.isabs(program):
         program = str((host_file.parent / program).resolve())
     lines = [f"command = {_toml([program, *entry.get('args', [])])}"]
+    if problem := command_problem([program]):
+        done.missing.append(f"{printable(name)}: {printable(problem)}")
     secrets = []
     for var, value in entry.get("env", {}).items():
         file = out / SECRETS / f"{name}.{var}"
@@ -283,6 +307,12 @@ def from_host_config(host_file: Path, out: Path, *, stdout: TextIO, stderr: Text
         say(line)
     for line in converted.left_out:
         say(f"left out: {line}")
+    for line in converted.missing:
+        say(
+            f"warning: {line}: written, but its tools stay missing until it starts; install it, "
+            f"or give its full path in {out / CONFIG_NAME}, then check with "
+            f"`breakerdeck mcp --config {out / CONFIG_NAME} --check-config`"
+        )
     say(f"wrote {config} ({counted(len(converted.tables) - 1, 'server')}); the host's entry:")
     entry = {"mcpServers": {RESERVED: host_entry(config)}}
     print(json.dumps(entry, indent=2), file=stdout, flush=True)
