@@ -14,6 +14,7 @@ are built from its state the way the engine builds them.
 
 from __future__ import annotations
 
+import copy
 import json
 import sqlite3
 import tempfile
@@ -149,26 +150,51 @@ class _Key:
     shown: BreakerView | None = None
 
 
-def fold(
-    events: Sequence[Event],
-    policy: AgentPolicy | ToolPolicy,
-    *,
-    complete: bool,
-    epoch: float | None = None,
-) -> Replay:
-    """Each event with the view of its breaker after it, the core driven as the engine did."""
-    replay = Replay([], policy, complete, epoch=epoch)
-    changes = replay.changes
-    keys: dict[str, _Key] = {}
-    walls = {e.seq: e.wall for e in events}
-    admissions = _probe_admissions(events, walls, epoch)
-    tripped_by = {e.fields.get("cause_seq") for e in events if e.type == ev.TRIPPED}
-    for event in events:
+class Folder:
+    """The core driven one event at a time, as the engine drove it: what a whole-file fold
+    and a replay played as it is read both run. Its state is a few breakers, so a copy of it
+    (`copy`) is a checkpoint a replay moves back to without folding from the start."""
+
+    def __init__(
+        self,
+        policy: AgentPolicy | ToolPolicy,
+        *,
+        complete: bool,
+        epoch: float | None,
+        admissions: dict[int, list[tuple[str, str, float]]],
+        tripped_by: set[Any] | frozenset[Any] = frozenset(),
+    ) -> None:
+        #: Where divergences and approximate keys are gathered; its events stay empty.
+        self.replay = Replay([], policy, complete, epoch=epoch)
+        self.keys: dict[str, _Key] = {}
+        self.admissions = admissions
+        self.tripped_by = tripped_by
+
+    def copy(self) -> Folder:
+        twin = copy.copy(self)
+        policy = self.replay.policy
+        twin.keys = copy.deepcopy(self.keys, {id(policy): policy})
+        twin.replay = replace(
+            self.replay,
+            divergences=list(self.replay.divergences),
+            approximate=set(self.replay.approximate),
+        )
+        return twin
+
+    def views(self) -> list[BreakerView]:
+        """Each breaker's view after the last event folded (a key with none yet aside)."""
+        return [k.shown for k in self.keys.values() if k.shown is not None]
+
+    def step(self, event: Event) -> tuple[Event, list[BreakerView]]:
+        """The event with the view of its breaker after it (where it changed), and every
+        view that changed with it."""
+        replay, keys, policy = self.replay, self.keys, self.replay.policy
+        changed: list[BreakerView] = []
         k = keys.get(event.key)
         if k is None:
             k = keys[event.key] = _Key(Breaker(event.key, policy))
         if event.type in _CALLS:
-            _call(replay, k, event, tripped_by)
+            _call(replay, k, event, self.tripped_by)
         elif event.type in ev.TRANSITIONS:
             _transition(replay, k, event)
         elif event.type == ev.CREDENTIAL_REVOKED:
@@ -177,12 +203,11 @@ def fold(
             k.paused = False
         _agent(k, event, policy)
         admitted = []
-        for key, call_id, wall in admissions.get(event.seq, ()):
+        for key, call_id, wall in self.admissions.get(event.seq, ()):
             other = keys.setdefault(key, _Key(Breaker(key, policy)))
             _admit(replay, other, call_id, wall)
             if other is not k:
                 admitted.append(other)
-        index = len(replay.events)
         view = _view(k, event.seq)
         # As the engine does, a change's view rides on the last line it writes: a call that
         # tripped its breaker carries none, its `tripped` line (or the page after) does.
@@ -190,7 +215,7 @@ def fold(
             pass
         elif k.shown is None or _differs(k.shown, view):
             k.shown = view
-            changes.append((index, view))
+            changed.append(view)
             event = decoded(event.seq, event.type, event.key, event.agent, event.wall,
                             event.fields, view)  # fmt: skip
         # A probe admitted on another key writes no line: its view changed all the same.
@@ -198,12 +223,37 @@ def fold(
             view = _view(other, event.seq)
             if other.shown is None or _differs(other.shown, view):
                 other.shown = view
-                changes.append((index, view))
-        replay.events.append(event)
+                changed.append(view)
+        return event, changed
+
+
+def fold(
+    events: Sequence[Event],
+    policy: AgentPolicy | ToolPolicy,
+    *,
+    complete: bool,
+    epoch: float | None = None,
+) -> Replay:
+    """Each event with the view of its breaker after it, the core driven as the engine did."""
+    walls = {e.seq: e.wall for e in events}
+    tripped_by = {e.fields.get("cause_seq") for e in events if e.type == ev.TRIPPED}
+    folder = Folder(
+        policy,
+        complete=complete,
+        epoch=epoch,
+        admissions=probe_admissions(events, walls, epoch),
+        tripped_by=tripped_by,
+    )
+    replay = folder.replay
+    for event in events:
+        index = len(replay.events)
+        shown, changed = folder.step(event)
+        replay.changes.extend((index, view) for view in changed)
+        replay.events.append(shown)
     return replay
 
 
-def _probe_admissions(
+def probe_admissions(
     events: Sequence[Event], walls: dict[int, float], epoch: float | None
 ) -> dict[int, list[tuple[str, str, float]]]:
     """Probes by the seq of the line after which each was admitted: (key, call id, wall)."""
