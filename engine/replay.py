@@ -20,7 +20,6 @@ import sqlite3
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +29,8 @@ from breakerdeck.engine.events import BreakerView, Event, Transition, decoded
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.state import State
+from breakerdeck.engine.traceindex import TraceLineError, line_event, parse_iso, parse_line
 
-#: The trace's fixed keys; the rest of a line is the type's own fields.
-_LINE_KEYS = frozenset({"seq", "t", "at", "type", "key", "agent"})
 _CALLS = frozenset({ev.CALL_COMPLETED, ev.CALL_FAILED})
 #: Transitions a call's line causes, written right after it (`cause_seq`).
 _CAUSED = frozenset({ev.TRIPPED, ev.REOPENED, ev.RECOVERED, ev.PAGE})
@@ -66,30 +64,21 @@ class Replay:
     changes: list[tuple[int, BreakerView]] = field(default_factory=list)
 
 
-def parse_iso(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
 def read_trace(lines: Iterable[str], *, name: str = "trace") -> tuple[list[Event], float]:
-    """A trace's lines as events (wall = the recording's epoch + `t`) and that epoch."""
+    """A trace's lines, all of them, as events (wall = the recording's epoch + `t`) and that
+    epoch: the whole-file read a replay's index is checked against."""
     events: list[Event] = []
     epoch: float | None = None
     for number, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
         try:
-            line = json.loads(raw)
-            seq, t, kind, key = int(line["seq"]), float(line["t"]), str(line["type"]), line["key"]
-            if epoch is None:
-                epoch = round(parse_iso(str(line["at"])) - t, 3)
-        except (ValueError, KeyError, TypeError) as error:
-            raise ReplayError(
-                f"{name}, line {number}: not a trace line ({error.__class__.__name__}: {error}); "
-                "expected the JSON lines `demo --headless` or a door's --events writes"
-            ) from None
-        fields = {k: v for k, v in line.items() if k not in _LINE_KEYS}
-        agent = line.get("agent")
-        events.append(decoded(seq, kind, str(key), agent, epoch + t, fields))
+            line = parse_line(raw)
+        except TraceLineError as error:
+            raise ReplayError(f"{name}, line {number}: {error}") from None
+        if epoch is None:
+            epoch = round(parse_iso(str(line["at"])) - float(line["t"]), 3)
+        events.append(line_event(line, epoch))
     if epoch is None:
         raise ReplayError(f"{name} holds no events")
     return events, epoch
@@ -131,10 +120,10 @@ def _read_rows(uri: str) -> list[Event]:
     return [decoded(s, t, k, a, w, json.loads(f)) for s, t, k, a, w, f in rows]
 
 
-def policy_for(events: Sequence[Event], asked: str | None = None) -> AgentPolicy | ToolPolicy:
+def policy_for(keys: Iterable[str], asked: str | None = None) -> AgentPolicy | ToolPolicy:
     """The policy the recording ran under: as asked, else `tool` when its keys read
     `<backend>@<credential>`, else `agent`."""
-    kind = asked or ("tool" if any("@" in e.key for e in events[:2000]) else "agent")
+    kind = asked or ("tool" if any("@" in key for key in keys) else "agent")
     return ToolPolicy() if kind == "tool" else AgentPolicy()
 
 
@@ -297,7 +286,7 @@ def _outcome(f: dict[str, Any]) -> Outcome:
     return Outcome(cls, counted, retry_after, str(f.get("fault") or ""))
 
 
-def _call(replay: Replay, k: _Key, event: Event, tripped_by: set[Any]) -> None:
+def _call(replay: Replay, k: _Key, event: Event, tripped_by: set[Any] | frozenset[Any]) -> None:
     f = event.fields
     if f.get("admitted_as") is None:
         return  # refused before the breaker: the core never saw it
@@ -497,7 +486,7 @@ def replay_trace(path: Path, policy: str | None = None) -> Replay:
         raise ReplayError(f"cannot read {path}: {error.strerror or error}") from None
     except UnicodeDecodeError as error:
         raise ReplayError(f"{path} is not UTF-8 text: {error}") from None
-    return fold(events, policy_for(events, policy), complete=True, epoch=epoch)
+    return fold(events, policy_for(_first_keys(events), policy), complete=True, epoch=epoch)
 
 
 def replay_audit(state_dir: Path, policy: str | None = None) -> Replay:
@@ -505,4 +494,8 @@ def replay_audit(state_dir: Path, policy: str | None = None) -> Replay:
     events = read_audit(state_dir / "audit.sqlite3")
     if not events:
         raise ReplayError(f"the audit log in {state_dir} holds no events")
-    return fold(events, policy_for(events, policy), complete=False)
+    return fold(events, policy_for(_first_keys(events), policy), complete=False)
+
+
+def _first_keys(events: Sequence[Event]) -> list[str]:
+    return [e.key for e in events[:2000]]
