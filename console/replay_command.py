@@ -20,6 +20,7 @@ def run_replay(args: argparse.Namespace) -> int:
         return EXIT_START
     source = ReplaySource(playback, label=label, speed=args.speed or DEFAULT_SPEED)
     if args.at:
+        playback.store.reach(source.start + args.at)
         source.seek(source.start + args.at)
     app = BreakerdeckApp(source, operator=getpass.getuser())
     app.run()

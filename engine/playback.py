@@ -78,6 +78,8 @@ class Store(Protocol):
 
     def event(self, index: int) -> Event: ...
 
+    def reach(self, wall: float) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -115,6 +117,9 @@ class MemoryStore:
 
     def event(self, index: int) -> Event:
         return self.events[index]
+
+    def reach(self, wall: float) -> None:
+        pass  # read whole
 
     def close(self) -> None:
         pass

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import threading
+import time
 from array import array
 from collections.abc import Generator
 from datetime import datetime
@@ -137,11 +138,18 @@ class TraceIndex:
             kind, _ = self.kind(index)
             return decoded(self.seqs[index], kind, "?", None, self.walls[index], {})
 
+    def reach(self, wall: float) -> None:
+        """Wait until the player can reach `wall` (or the scan is done): `--at` far in."""
+        while not self.done and (not self.walls or self.walls[-1] - LOOKAHEAD < wall):
+            time.sleep(0.01)
+
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        os.close(self._fd)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     # -- the scan ------------------------------------------------------------------------------
 
