@@ -98,9 +98,10 @@ class ReplaySource(Source):
         return [view for view in self.playback.views() if view.key in wanted]
 
     def recent(self, limit: int) -> list[Event]:
-        """The board's history at the cursor: every transition before it, and the events the
-        cards tell from among the last few thousand (`engine.playback.WINDOW`)."""
-        return self.playback.recent()
+        """The board's history at the cursor: the last `limit` transitions before the last few
+        thousand events (`engine.playback.WINDOW`), then the events of those the cards tell
+        from."""
+        return self.playback.recent(limit)
 
     async def updates(self) -> AsyncIterator[list[Event] | Missed | Restart | Notice]:
         yield Missed(0)
@@ -156,7 +157,7 @@ class ReplaySource(Source):
         raise PermissionError("a replay is read-only")
 
     def close(self) -> None:
-        self.store.close()
+        self.playback.close()
 
     # -- the player ------------------------------------------------------------------------
 

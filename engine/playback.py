@@ -15,6 +15,7 @@ a line), the checkpoints (a few breakers per `CHECKPOINT` events) and the window
 from __future__ import annotations
 
 import bisect
+import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -134,12 +135,15 @@ class Playback:
         self.complete = complete
         self.folder = self._fresh()
         self.position = 0
-        #: The folder as it was after `i * CHECKPOINT` events, for each i reached so far.
+        #: The folder as it was after `i * CHECKPOINT` events, for each i folded so far.
         self.checkpoints: list[Folder] = [self.folder.copy()]
         #: The told events among the last `WINDOW` folded, with their views: (index, event).
         self.told: deque[tuple[int, Event]] = deque(maxlen=WINDOW)
         #: Divergences handed out so far (the folder's list restarts with a checkpoint's).
         self.said = 0
+        self._stop = threading.Event()
+        self._ahead = threading.Thread(target=self._checkpoint, name="checkpoints", daemon=True)
+        self._ahead.start()
 
     def _fresh(self) -> Folder:
         s = self.store
@@ -171,15 +175,38 @@ class Playback:
         for _ in self._fold(to):
             pass
 
+    def _checkpoint(self) -> None:
+        """Folds the recording ahead of the player in the background, keeping a copy every
+        `CHECKPOINT` events, so that a jump anywhere folds at most a window and a checkpoint's
+        span. Only this thread adds checkpoints; the player reads them."""
+        store, folder, position = self.store, self.checkpoints[0].copy(), 0
+        while not self._stop.is_set():
+            goal = len(self.checkpoints) * CHECKPOINT
+            if store.playable() < goal:
+                if store.done:
+                    return
+                self._stop.wait(0.05)
+                continue
+            for index in range(position, goal):
+                folder.step(store.event(index))
+            position = goal
+            self.checkpoints.append(folder.copy())
+
+    @property
+    def checkpointed(self) -> bool:
+        """Whether the background fold reached the recording's end."""
+        return not self._ahead.is_alive()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._ahead.join()
+        self.store.close()
+
     def _fold(self, to: int) -> Iterator[Event]:
         store, folder = self.store, self.folder
         for index in range(self.position, to):
             event, _changed = folder.step(store.event(index))
             self.position = index + 1
-            if self.position % CHECKPOINT == 0 and self.position // CHECKPOINT == len(
-                self.checkpoints
-            ):
-                self.checkpoints.append(folder.copy())
             if _told(event):
                 self.told.append((index, event))
             yield event
@@ -191,12 +218,15 @@ class Playback:
         self.said = len(found)
         return fresh
 
-    def recent(self) -> list[Event]:
-        """What the board's history is read from at the position: every transition before the
-        window, read back as an audit log gives them, then the window's told events."""
+    def recent(self, limit: int) -> list[Event]:
+        """What the board's history is read from at the position: the last `limit` transitions
+        before the window, read back as an audit log gives them, then the window's told
+        events."""
         first = self.told[0][0] if self.told else self.position
-        before = self.store.transitions[: bisect.bisect_left(self.store.transitions, first)]
-        return [self.store.event(i) for i in before] + [e for _, e in self.told]
+        transitions = self.store.transitions
+        end = bisect.bisect_left(transitions, first)
+        before = [self.store.event(transitions[i]) for i in range(max(0, end - limit), end)]
+        return before + [e for _, e in self.told]
 
     def rows(self, key: str, limit: int, kinds: frozenset[str] | None = None) -> list[Event]:
         """The key's rows before the position as its audit log has them (no quiet calls),

@@ -21,18 +21,22 @@ import re
 import threading
 import time
 from array import array
-from collections.abc import Generator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import Event, decoded
 
-#: The head the trace's writer gives every line: seq, t, at, type, key, in that order.
-_HEAD = re.compile(
-    rb'\{"seq":(\d+),"t":(-?[0-9.eE+-]+),"at":"[^"]*","type":"([^"\\]+)","key":"((?:[^"\\]|\\.)*)"'
+#: A whole line as the trace's writer puts it: seq, t, at, type, key first, no spaces, one
+#: object. Any other line is parsed whole.
+_LINE = re.compile(
+    rb'^\{"seq":(\d+),"t":(-?[0-9.eE+-]+),"at":"[^"\n]*","type":"([^"\\\n]+)",'
+    rb'"key":"((?:[^"\\\n]|\\.)*)"[^\n]*\}[ \t\r]*(?:\n|\Z)',
+    re.MULTILINE,
 )
+#: Bytes read at a time (the first chunk before the console opens).
+CHUNK = 1 << 20
 _PROBE = b'"admitted_as":"probe"'
 #: A call that is not history (a success, a relayed 1xx-3xx): what an audit log would not keep.
 _QUIET = (b'"outcome":"success"', b'"outcome":"platform_answer"')
@@ -44,8 +48,6 @@ CHANGES = frozenset({*ev.TRANSITIONS, ev.CREDENTIAL_REVOKED, ev.CREDENTIAL_RESTO
 #: A probe's line comes within its deadline of its admission: the player stays this many
 #: recorded seconds behind the scan, so every admission is known before its line is played.
 LOOKAHEAD = 120.0
-#: Lines `open` reads before it returns (a few milliseconds): the policy is guessed from them.
-FIRST = 2000
 
 
 class TraceLineError(ValueError):
@@ -103,6 +105,8 @@ class TraceIndex:
         self.done = False
         self.lines = 0  # physical lines scanned
         self._fd = os.open(path, os.O_RDONLY)
+        self._left = b""
+        self._offset = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -155,71 +159,104 @@ class TraceIndex:
 
     @classmethod
     def open(cls, path: Path) -> TraceIndex:
-        """The index with the trace's first `FIRST` lines in, the rest scanned in the background.
-        A trace whose first line is not a trace line, or with no line at all, is an error
-        (`TraceLineError`, its message naming the line)."""
+        """The index with the trace's first `CHUNK` in, the rest scanned in the background. A
+        trace with no trace line there is an error (`TraceLineError`, naming the line)."""
         index = cls(path)
-        lines = index._scan()
+        file = path.open("rb")
         try:
-            for _ in lines:
-                if index.problems and not index.count():
-                    raise TraceLineError(index.problems[0])
-                if index.lines >= FIRST:
-                    break
+            more = index._scan(file)
             if not index.count():
-                raise TraceLineError(f"{index.name} holds no events")
+                raise TraceLineError(
+                    index.problems[0] if index.problems else f"{index.name} holds no events"
+                )
         except BaseException:
-            lines.close()
-            os.close(index._fd)
+            file.close()
+            index.close()
             raise
+        if not more:
+            file.close()
+            return index
         index._thread = threading.Thread(
-            target=lambda: any(index._stop.is_set() for _ in lines),
-            name=f"index {path.name}",
-            daemon=True,
+            target=index._scan_rest, args=(file,), name=f"index {path.name}", daemon=True
         )
         index._thread.start()
         return index
 
-    def _scan(self) -> Generator[None, None, None]:
-        """Takes one line per step (a generator, so `open` can stop after the first)."""
-        offset = 0
-        try:
-            with self.path.open("rb") as file:
-                for raw in file:
-                    self.lines += 1
-                    start, offset = offset, offset + len(raw)
-                    if raw.strip():
-                        self._take(raw, start, offset)
-                    yield
-        finally:
-            self.done = True
+    def _scan_rest(self, file: BinaryIO) -> None:
+        with file:
+            while not self._stop.is_set() and self._scan(file):
+                pass
 
-    def _take(self, raw: bytes, start: int, end: int) -> None:
-        head = _HEAD.match(raw)
-        if head is None or not self.starts or _PROBE in raw or not raw.rstrip().endswith(b"}"):
-            try:
-                line = parse_line(raw)
-            except TraceLineError as error:
-                self.problems.append(f"{self.name}, line {self.lines}: {error}")
-                return
-            if not self.starts:
-                self.epoch = round(parse_iso(str(line["at"])) - float(line["t"]), 3)
-            seq, t, kind, key = int(line["seq"]), float(line["t"]), str(line["type"]), line["key"]
-            key = str(key)
-            if line.get("admitted_as") == "probe":
-                self._admitted(line, key)
-        else:
-            seq, t = int(head[1]), float(head[2])
-            kind = head[3].decode()
-            key = json.loads(b'"' + head[4] + b'"')
+    def _scan(self, file: BinaryIO) -> bool:
+        """One chunk's whole lines in (a line cut by the chunk's end waits for the next);
+        whether there is more."""
+        data = self._left + file.read(CHUNK)
+        if not data:
+            self.done = True
+            return False
+        base = self._offset
+        whole = data.rfind(b"\n") + 1
+        if whole == 0 and len(data) <= len(self._left):  # the last line, without its newline
+            whole = len(data)
+        self._left = data[whole:]
+        self._offset = base + whole
+        taken = 0
+        for match in _LINE.finditer(data, 0, whole):
+            if match.start() != taken:
+                self._slow(data[taken : match.start()], base + taken)
+            taken = match.end()
+            self.lines += 1
+            head = match.groups()
+            key = head[3].decode() if b"\\" not in head[3] else json.loads(b'"' + head[3] + b'"')
+            self._add(int(head[0]), float(head[1]), head[2].decode(), key,
+                      base + match.start(), base + taken, match[0])  # fmt: skip
+        if taken != whole:
+            self._slow(data[taken:whole], base + taken)
+        return True
+
+    def _slow(self, lines: bytes, start: int) -> None:
+        """Lines the writer's head did not match: parsed whole, or listed as problems."""
+        for raw in lines.splitlines(keepends=True):
+            self.lines += 1
+            end = start + len(raw)
+            if raw.strip():
+                try:
+                    line = parse_line(raw)
+                except TraceLineError as error:
+                    self.problems.append(f"{self.name}, line {self.lines}: {error}")
+                else:
+                    key = str(line["key"])
+                    self._add(int(line["seq"]), float(line["t"]), str(line["type"]), key,
+                              start, end, raw, line)  # fmt: skip
+            start = end
+
+    def _add(
+        self,
+        seq: int,
+        t: float,
+        kind: str,
+        key: str,
+        start: int,
+        end: int,
+        raw: bytes,
+        line: dict[str, Any] | None = None,
+    ) -> None:
+        index = len(self.starts)
+        if not index:
+            line = line or parse_line(raw)
+            self.epoch = round(parse_iso(str(line["at"])) - t, 3)
+        if _PROBE in raw:
+            self._admitted(line or json.loads(raw), key)
         code = self._kind_codes.get(kind)
         if code is None:
             code = self._kind_codes[kind] = len(self.kind_names)
             self.kind_names.append(kind)
-        if any(quiet in raw for quiet in _QUIET) and kind == ev.CALL_COMPLETED:
+        if kind == ev.CALL_COMPLETED and (_QUIET[0] in raw or _QUIET[1] in raw):
             code |= QUIET
-        index = len(self.starts)
-        self.by_key.setdefault(key, array("q")).append(index)
+        lines = self.by_key.get(key)
+        if lines is None:
+            lines = self.by_key[key] = array("q")
+        lines.append(index)
         if kind in CHANGES:
             self.changes.append(index)
             if kind in ev.TRANSITIONS:
