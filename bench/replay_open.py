@@ -37,9 +37,10 @@ def make(seed: Path, out: Path, lines: int) -> None:
                 for name in _TIMES:
                     if isinstance(row.get(name), int | float):
                         moved[name] = round(row[name] + copy * span, 3)
-                moved["at"] = time.strftime(
-                    "%Y-%m-%dT%H:%M:%S", time.gmtime(1767225600 + moved["t"])
-                ) + f".{round(moved['t'] % 1 * 1000):03d}Z"[-5:]
+                moved["at"] = (
+                    time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(1767225600 + moved["t"]))
+                    + f".{round(moved['t'] % 1 * 1000):03d}Z"[-5:]
+                )
                 if "call_id" in row:
                     moved["call_id"] = f"{row['call_id']}-{copy}"
                 file.write(json.dumps(moved, separators=(",", ":")) + "\n")

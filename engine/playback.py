@@ -34,9 +34,9 @@ from breakerdeck.engine.replay import (
 from breakerdeck.engine.traceindex import CHANGES, TraceIndex, TraceLineError
 
 #: Events between two checkpoints of the folded state.
-CHECKPOINT = 4096
+CHECKPOINT = 2048
 #: Events before the cursor kept decoded (the told ones among them), for the board's history.
-WINDOW = 4096
+WINDOW = 2048
 
 
 class Store(Protocol):

@@ -162,7 +162,18 @@ class Folder:
     def copy(self) -> Folder:
         twin = copy.copy(self)
         policy = self.replay.policy
-        twin.keys = copy.deepcopy(self.keys, {id(policy): policy})
+        memo = {id(policy): policy}
+        twin.keys = {
+            key: _Key(
+                copy.deepcopy(k.breaker, memo),
+                list(k.agents),
+                k.paused,
+                k.probe,
+                list(k.owed),
+                k.shown,
+            )
+            for key, k in self.keys.items()
+        }
         twin.replay = replace(
             self.replay,
             divergences=list(self.replay.divergences),

@@ -54,7 +54,9 @@ def demo_trace(tmp_path_factory):
     sim = Simulation(scenarios.load("live-demo"), policy="agent", seed=7)
     lines: list[str] = []
     epoch = sim.engine.epoch
-    sim.engine.subscribe(lambda e: lines.append(json.dumps(record(e, epoch), separators=(",", ":"))))  # noqa: E501
+    sim.engine.subscribe(
+        lambda e: lines.append(json.dumps(record(e, epoch), separators=(",", ":")))
+    )
     sim.run_headless(1100.0)
     trace = where / "trace.jsonl"
     trace.write_text("\n".join(lines) + "\n")
