@@ -14,14 +14,13 @@ from breakerdeck.engine.replay import ReplayError
 
 def run_replay(args: argparse.Namespace) -> int:
     try:
-        replay, label = load(args)
+        playback, label = load(args)
     except ReplayError as error:
         say(str(error))
         return EXIT_START
-    for divergence in replay.divergences[:5]:
-        say(f"the core disagrees with the recording: {divergence}")
-    source = ReplaySource(replay, label=label, speed=args.speed or DEFAULT_SPEED)
+    source = ReplaySource(playback, label=label, speed=args.speed or DEFAULT_SPEED)
     if args.at:
+        playback.store.reach(source.start + args.at)
         source.seek(source.start + args.at)
     app = BreakerdeckApp(source, operator=getpass.getuser())
     app.run()

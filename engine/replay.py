@@ -14,12 +14,12 @@ are built from its state the way the engine builds them.
 
 from __future__ import annotations
 
+import copy
 import json
 import sqlite3
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +29,8 @@ from breakerdeck.engine.events import BreakerView, Event, Transition, decoded
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.state import State
+from breakerdeck.engine.traceindex import TraceLineError, line_event, parse_iso, parse_line
 
-#: The trace's fixed keys; the rest of a line is the type's own fields.
-_LINE_KEYS = frozenset({"seq", "t", "at", "type", "key", "agent"})
 _CALLS = frozenset({ev.CALL_COMPLETED, ev.CALL_FAILED})
 #: Transitions a call's line causes, written right after it (`cause_seq`).
 _CAUSED = frozenset({ev.TRIPPED, ev.REOPENED, ev.RECOVERED, ev.PAGE})
@@ -65,30 +64,21 @@ class Replay:
     changes: list[tuple[int, BreakerView]] = field(default_factory=list)
 
 
-def parse_iso(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
 def read_trace(lines: Iterable[str], *, name: str = "trace") -> tuple[list[Event], float]:
-    """A trace's lines as events (wall = the recording's epoch + `t`) and that epoch."""
+    """A trace's lines, all of them, as events (wall = the recording's epoch + `t`) and that
+    epoch: the whole-file read a replay's index is checked against."""
     events: list[Event] = []
     epoch: float | None = None
     for number, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
         try:
-            line = json.loads(raw)
-            seq, t, kind, key = int(line["seq"]), float(line["t"]), str(line["type"]), line["key"]
-            if epoch is None:
-                epoch = round(parse_iso(str(line["at"])) - t, 3)
-        except (ValueError, KeyError, TypeError) as error:
-            raise ReplayError(
-                f"{name}, line {number}: not a trace line ({error.__class__.__name__}: {error}); "
-                "expected the JSON lines `demo --headless` or a door's --events writes"
-            ) from None
-        fields = {k: v for k, v in line.items() if k not in _LINE_KEYS}
-        agent = line.get("agent")
-        events.append(decoded(seq, kind, str(key), agent, epoch + t, fields))
+            line = parse_line(raw)
+        except TraceLineError as error:
+            raise ReplayError(f"{name}, line {number}: {error}") from None
+        if epoch is None:
+            epoch = round(parse_iso(str(line["at"])) - float(line["t"]), 3)
+        events.append(line_event(line, epoch))
     if epoch is None:
         raise ReplayError(f"{name} holds no events")
     return events, epoch
@@ -130,10 +120,10 @@ def _read_rows(uri: str) -> list[Event]:
     return [decoded(s, t, k, a, w, json.loads(f)) for s, t, k, a, w, f in rows]
 
 
-def policy_for(events: Sequence[Event], asked: str | None = None) -> AgentPolicy | ToolPolicy:
+def policy_for(keys: Iterable[str], asked: str | None = None) -> AgentPolicy | ToolPolicy:
     """The policy the recording ran under: as asked, else `tool` when its keys read
     `<backend>@<credential>`, else `agent`."""
-    kind = asked or ("tool" if any("@" in e.key for e in events[:2000]) else "agent")
+    kind = asked or ("tool" if any("@" in key for key in keys) else "agent")
     return ToolPolicy() if kind == "tool" else AgentPolicy()
 
 
@@ -149,26 +139,62 @@ class _Key:
     shown: BreakerView | None = None
 
 
-def fold(
-    events: Sequence[Event],
-    policy: AgentPolicy | ToolPolicy,
-    *,
-    complete: bool,
-    epoch: float | None = None,
-) -> Replay:
-    """Each event with the view of its breaker after it, the core driven as the engine did."""
-    replay = Replay([], policy, complete, epoch=epoch)
-    changes = replay.changes
-    keys: dict[str, _Key] = {}
-    walls = {e.seq: e.wall for e in events}
-    admissions = _probe_admissions(events, walls, epoch)
-    tripped_by = {e.fields.get("cause_seq") for e in events if e.type == ev.TRIPPED}
-    for event in events:
+class Folder:
+    """The core driven one event at a time, as the engine drove it: what a whole-file fold
+    and a replay played as it is read both run. Its state is a few breakers, so a copy of it
+    (`copy`) is a checkpoint a replay moves back to without folding from the start."""
+
+    def __init__(
+        self,
+        policy: AgentPolicy | ToolPolicy,
+        *,
+        complete: bool,
+        epoch: float | None,
+        admissions: dict[int, list[tuple[str, str, float]]],
+        tripped_by: set[Any] | frozenset[Any] = frozenset(),
+    ) -> None:
+        #: Where divergences and approximate keys are gathered; its events stay empty.
+        self.replay = Replay([], policy, complete, epoch=epoch)
+        self.keys: dict[str, _Key] = {}
+        self.admissions = admissions
+        self.tripped_by = tripped_by
+
+    def copy(self) -> Folder:
+        twin = copy.copy(self)
+        policy = self.replay.policy
+        memo = {id(policy): policy}
+        twin.keys = {
+            key: _Key(
+                copy.deepcopy(k.breaker, memo),
+                list(k.agents),
+                k.paused,
+                k.probe,
+                list(k.owed),
+                k.shown,
+            )
+            for key, k in self.keys.items()
+        }
+        twin.replay = replace(
+            self.replay,
+            divergences=list(self.replay.divergences),
+            approximate=set(self.replay.approximate),
+        )
+        return twin
+
+    def views(self) -> list[BreakerView]:
+        """Each breaker's view after the last event folded (a key with none yet aside)."""
+        return [k.shown for k in self.keys.values() if k.shown is not None]
+
+    def step(self, event: Event) -> tuple[Event, list[BreakerView]]:
+        """The event with the view of its breaker after it (where it changed), and every
+        view that changed with it."""
+        replay, keys, policy = self.replay, self.keys, self.replay.policy
+        changed: list[BreakerView] = []
         k = keys.get(event.key)
         if k is None:
             k = keys[event.key] = _Key(Breaker(event.key, policy))
         if event.type in _CALLS:
-            _call(replay, k, event, tripped_by)
+            _call(replay, k, event, self.tripped_by)
         elif event.type in ev.TRANSITIONS:
             _transition(replay, k, event)
         elif event.type == ev.CREDENTIAL_REVOKED:
@@ -177,12 +203,11 @@ def fold(
             k.paused = False
         _agent(k, event, policy)
         admitted = []
-        for key, call_id, wall in admissions.get(event.seq, ()):
+        for key, call_id, wall in self.admissions.get(event.seq, ()):
             other = keys.setdefault(key, _Key(Breaker(key, policy)))
             _admit(replay, other, call_id, wall)
             if other is not k:
                 admitted.append(other)
-        index = len(replay.events)
         view = _view(k, event.seq)
         # As the engine does, a change's view rides on the last line it writes: a call that
         # tripped its breaker carries none, its `tripped` line (or the page after) does.
@@ -190,7 +215,7 @@ def fold(
             pass
         elif k.shown is None or _differs(k.shown, view):
             k.shown = view
-            changes.append((index, view))
+            changed.append(view)
             event = decoded(event.seq, event.type, event.key, event.agent, event.wall,
                             event.fields, view)  # fmt: skip
         # A probe admitted on another key writes no line: its view changed all the same.
@@ -198,12 +223,37 @@ def fold(
             view = _view(other, event.seq)
             if other.shown is None or _differs(other.shown, view):
                 other.shown = view
-                changes.append((index, view))
-        replay.events.append(event)
+                changed.append(view)
+        return event, changed
+
+
+def fold(
+    events: Sequence[Event],
+    policy: AgentPolicy | ToolPolicy,
+    *,
+    complete: bool,
+    epoch: float | None = None,
+) -> Replay:
+    """Each event with the view of its breaker after it, the core driven as the engine did."""
+    walls = {e.seq: e.wall for e in events}
+    tripped_by = {e.fields.get("cause_seq") for e in events if e.type == ev.TRIPPED}
+    folder = Folder(
+        policy,
+        complete=complete,
+        epoch=epoch,
+        admissions=probe_admissions(events, walls, epoch),
+        tripped_by=tripped_by,
+    )
+    replay = folder.replay
+    for event in events:
+        index = len(replay.events)
+        shown, changed = folder.step(event)
+        replay.changes.extend((index, view) for view in changed)
+        replay.events.append(shown)
     return replay
 
 
-def _probe_admissions(
+def probe_admissions(
     events: Sequence[Event], walls: dict[int, float], epoch: float | None
 ) -> dict[int, list[tuple[str, str, float]]]:
     """Probes by the seq of the line after which each was admitted: (key, call id, wall)."""
@@ -247,7 +297,7 @@ def _outcome(f: dict[str, Any]) -> Outcome:
     return Outcome(cls, counted, retry_after, str(f.get("fault") or ""))
 
 
-def _call(replay: Replay, k: _Key, event: Event, tripped_by: set[Any]) -> None:
+def _call(replay: Replay, k: _Key, event: Event, tripped_by: set[Any] | frozenset[Any]) -> None:
     f = event.fields
     if f.get("admitted_as") is None:
         return  # refused before the breaker: the core never saw it
@@ -447,7 +497,7 @@ def replay_trace(path: Path, policy: str | None = None) -> Replay:
         raise ReplayError(f"cannot read {path}: {error.strerror or error}") from None
     except UnicodeDecodeError as error:
         raise ReplayError(f"{path} is not UTF-8 text: {error}") from None
-    return fold(events, policy_for(events, policy), complete=True, epoch=epoch)
+    return fold(events, policy_for(_first_keys(events), policy), complete=True, epoch=epoch)
 
 
 def replay_audit(state_dir: Path, policy: str | None = None) -> Replay:
@@ -455,4 +505,8 @@ def replay_audit(state_dir: Path, policy: str | None = None) -> Replay:
     events = read_audit(state_dir / "audit.sqlite3")
     if not events:
         raise ReplayError(f"the audit log in {state_dir} holds no events")
-    return fold(events, policy_for(events, policy), complete=False)
+    return fold(events, policy_for(_first_keys(events), policy), complete=False)
+
+
+def _first_keys(events: Sequence[Event]) -> list[str]:
+    return [e.key for e in events[:2000]]

@@ -23,6 +23,7 @@ from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.widgets.cards import CardList
 from breakerdeck.console.words import clock_text
 from breakerdeck.engine.events import record
+from breakerdeck.engine.playback import play_audit, play_trace
 from breakerdeck.engine.replay import replay_audit, replay_trace
 from breakerdeck.fixtures import scenario as scenarios
 from breakerdeck.fixtures.simulation import Simulation
@@ -68,7 +69,7 @@ def replay_app(source: ReplaySource) -> BreakerdeckApp:
 
 def replaying(recorded, speed: float = 10.0) -> tuple[ReplaySource, BreakerdeckApp]:
     """The recorded trace's replay, at its start and paused, and a console on it."""
-    source = ReplaySource(recorded.replay, label="replay", speed=speed)
+    source = ReplaySource(play_trace(recorded.trace), label="replay", speed=speed)
     return source, replay_app(source)
 
 
@@ -77,9 +78,8 @@ def log_words(rows) -> list[tuple[str, str, str, str]]:
 
 
 async def test_a_replayed_trace_shows_the_live_cards_at_three_recorded_moments(recorded):
-    replay = replay_trace(recorded.trace)
-    assert replay.divergences == []
-    source = ReplaySource(replay, label="replay")
+    assert replay_trace(recorded.trace).divergences == []
+    source = ReplaySource(play_trace(recorded.trace), label="replay")
     app = replay_app(source)
     async with app.run_test(size=(200, 60)) as pilot:
         shown = []
@@ -105,7 +105,7 @@ async def test_an_audit_log_replays_what_it_proves_with_the_counter_marked_appro
     from_log, from_trace = replay_audit(recorded.state), recorded.replay
     assert {f.name: f.read_bytes() for f in recorded.state.iterdir()} == files  # read only
     assert from_log.divergences == []
-    source = ReplaySource(from_log, label="replay")
+    source = ReplaySource(play_audit(recorded.state), label="replay")
     app = replay_app(source)
     async with app.run_test(size=(80, 24)) as pilot:
         source.seek(recorded.epoch + MOMENTS[1])
