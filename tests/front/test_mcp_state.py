@@ -16,6 +16,7 @@ from breakerdeck.engine.feed.client import fetch_snapshot, read_token
 from breakerdeck.fixtures.mcp_server import FixtureControl
 from tests.front.mcp_support import FIXTURE, free_port
 from tests.front.test_mcp_cli import COMMAND
+from tests.waiting import signal_taken, wait_until
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -60,11 +61,9 @@ def stop(process: subprocess.Popen[str]) -> str:
     return err
 
 
-def wait_for(path: Path, seconds: float = 15.0) -> str:
-    deadline = time.monotonic() + seconds
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
+def written(path: Path) -> str:
+    """What a process writes to `path`, once the file is there."""
+    wait_until(path.exists, f"{path} written")
     return path.read_text().strip()
 
 
@@ -77,7 +76,7 @@ async def test_a_second_proxy_on_a_held_state_dir_serves_as_an_instance_with_its
     try:
         second = start(path, "--state-dir", str(state))
         try:
-            url = wait_for(state / "instances" / "1" / "feed.url")
+            url = written(state / "instances" / "1" / "feed.url")
             assert url.startswith("ws://127.0.0.1:")
             snapshot = await fetch_snapshot(url, read_token(state / "viewer.token"))
             assert snapshot.breakers == []
@@ -158,12 +157,9 @@ def answer(process: subprocess.Popen[str], number: int, seconds: float = 30.0) -
     return found[0]
 
 
-def reached(upstream: FixtureControl, seconds: float = 30.0) -> None:
-    """Waits until a call is on the upstream's wire (fails rather than waits on)."""
-    deadline = time.monotonic() + seconds
-    while upstream.calls() == 0:
-        assert time.monotonic() < deadline, f"no call reached the upstream within {seconds} s"
-        time.sleep(0.02)
+def reached(upstream: FixtureControl) -> None:
+    """Waits until a call is on the upstream's wire."""
+    wait_until(lambda: upstream.calls() > 0, "a call at the upstream")
 
 
 def test_sigterm_lets_the_call_in_flight_finish_refuses_new_ones_and_exits_0(
@@ -175,7 +171,7 @@ def test_sigterm_lets_the_call_in_flight_finish_refuses_new_ones_and_exits_0(
     send(process, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call(2))
     reached(upstream)  # call 2 is in flight, held at the upstream until released
     process.send_signal(signal.SIGTERM)
-    time.sleep(0.5)  # nothing shows that the drain began: a generous margin for the signal
+    wait_until(lambda: signal_taken(process.pid, signal.SIGTERM), "the signal taken")
     send(process, call(3))
     assert answer(process, 3)["structuredContent"]["status"] == "refused"
     upstream.release()
@@ -191,7 +187,7 @@ def test_a_second_sigterm_stops_at_once(tmp_path: Path) -> None:
     send(process, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call(2))
     reached(upstream)  # call 2 hangs at the upstream: the drain would wait for it
     process.send_signal(signal.SIGTERM)
-    time.sleep(0.2)
+    wait_until(lambda: signal_taken(process.pid, signal.SIGTERM), "the signal taken")
     assert process.poll() is None  # draining, the call still in flight
     began = time.monotonic()
     process.send_signal(signal.SIGTERM)
