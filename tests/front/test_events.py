@@ -100,5 +100,7 @@ def test_the_mcp_demo_writes_its_calls_with_server_and_tool_names(tmp_path: Path
     _check_format(lines)
     calls = [line for line in lines if line["type"] == "call.completed"]
     assert {(c["platform"], c["tool"]) for c in calls} >= {("search", "search__lookup")}
-    tripped = [line for line in lines if line["type"] == "circuit_breaker.tripped"]
-    assert tripped and tripped[0]["key"].startswith("search@")
+    # Which server's breaker trips first depends on how many of search's calls timed out
+    # within its hang, which a loaded machine changes: search's trip is the one awaited.
+    tripped = [line["key"] for line in lines if line["type"] == "circuit_breaker.tripped"]
+    assert any(key.startswith("search@") for key in tripped), tripped
