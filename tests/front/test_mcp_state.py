@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import subprocess
@@ -16,7 +17,7 @@ from breakerdeck.engine.feed.client import fetch_snapshot, read_token
 from breakerdeck.fixtures.mcp_server import FixtureControl
 from tests.front.mcp_support import FIXTURE, free_port
 from tests.front.test_mcp_cli import COMMAND
-from tests.waiting import signal_taken, wait_until
+from tests.waiting import BOUND_SECONDS, signal_taken, wait_until
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -107,8 +108,8 @@ async def test_the_feed_and_the_metrics_serve_the_proxys_breakers(tmp_path: Path
             "method": "tools/call",
             "params": {"name": "search__lookup", "arguments": {"query": "q"}},
         }
-        process.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        process.stdin.write("\n" + json.dumps(call) + "\n")
+        ready(process)
+        process.stdin.write(json.dumps(call) + "\n")
         process.stdin.flush()
         assert json.loads(process.stdout.readline())["id"] == 2
         token = read_token(state / "viewer.token")
@@ -138,7 +139,7 @@ def call(number: int, tool: str = "search__charge") -> dict[str, object]:
     return {"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params}
 
 
-def answer(process: subprocess.Popen[str], number: int, seconds: float = 30.0) -> Any:
+def answer(process: subprocess.Popen[str], number: int, seconds: float = BOUND_SECONDS) -> Any:
     """The result of request `number`, read past notifications; fails rather than waits on."""
     assert process.stdout is not None
     stdout, found = process.stdout, []
@@ -157,6 +158,20 @@ def answer(process: subprocess.Popen[str], number: int, seconds: float = 30.0) -
     return found[0]
 
 
+def ready(process: subprocess.Popen[str]) -> None:
+    """Initialized, and search's tools listed: a server that missed its start deadline on a
+    loaded machine is started again by a later listing (docs/mcp.md)."""
+    send(process, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    numbers = itertools.count(100)
+
+    def listed() -> bool:
+        number = next(numbers)
+        send(process, {"jsonrpc": "2.0", "id": number, "method": "tools/list"})
+        return any(tool["name"].startswith("search__") for tool in answer(process, number)["tools"])
+
+    wait_until(listed, "search's tools listed")
+
+
 def reached(upstream: FixtureControl) -> None:
     """Waits until a call is on the upstream's wire."""
     wait_until(lambda: upstream.calls() > 0, "a call at the upstream")
@@ -168,7 +183,8 @@ def test_sigterm_lets_the_call_in_flight_finish_refuses_new_ones_and_exits_0(
     upstream = FixtureControl(tmp_path / "s")
     upstream.set_mode("progress", steps=0, every=0.05, until_released=True)
     process = start(config(tmp_path))
-    send(process, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call(2))
+    ready(process)
+    send(process, call(2))
     reached(upstream)  # call 2 is in flight, held at the upstream until released
     process.send_signal(signal.SIGTERM)
     wait_until(lambda: signal_taken(process.pid, signal.SIGTERM), "the signal taken")
@@ -184,7 +200,8 @@ def test_a_second_sigterm_stops_at_once(tmp_path: Path) -> None:
     upstream = FixtureControl(tmp_path / "s")
     upstream.set_mode("hang")
     process = start(config(tmp_path))
-    send(process, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call(2))
+    ready(process)
+    send(process, call(2))
     reached(upstream)  # call 2 hangs at the upstream: the drain would wait for it
     process.send_signal(signal.SIGTERM)
     wait_until(lambda: signal_taken(process.pid, signal.SIGTERM), "the signal taken")
