@@ -9,7 +9,6 @@ moments, must show the same cards and event log, line for line.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from types import SimpleNamespace
 
@@ -29,6 +28,7 @@ from breakerdeck.fixtures import scenario as scenarios
 from breakerdeck.fixtures.simulation import Simulation
 from tests.console.conftest import settle
 from tests.console.helpers import cards_text, header_text, status_text
+from tests.waiting import eventually
 
 #: After the first trips (open, counting down); between a half-open and its page, another
 #: breaker paged; after the recoveries, the timelines holding the whole first episode.
@@ -153,7 +153,7 @@ async def test_space_plays_at_the_speed_and_pauses(recorded):
     source, app = replaying(recorded, speed=300.0)
     async with app.run_test(size=(80, 24)) as pilot:
         app.action_replay("play")  # space's action (a press waits for a playing app to idle)
-        await asyncio.sleep(0.3)  # real time: at ×300 more than a minute of the recording
+        await eventually(lambda: source.clock - source.start > 60, "a minute of it played")
         await pilot.press("space")
         await settle(pilot)
         paused_at = source.clock

@@ -7,8 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -18,11 +17,13 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from tests.console.web_server import OPERATOR_TOKEN, TERMINAL_TEXT, VIEWER_TOKEN, WebServer
+from tests.waiting import BOUND_SECONDS, wait_until
 
 pytestmark = [pytest.mark.xdist_group("browser"), pytest.mark.asyncio(loop_scope="session")]
 
-#: Real seconds a console gets to start and draw (a Python process and Textual's first paint).
-START_MS = 20_000
+#: What a console gets to start and draw (a Python process, Textual's first paint) or to show
+#: a change: only a hang runs out of it, however loaded the machine.
+START_MS = BOUND_SECONDS * 1000
 
 
 @pytest.fixture(scope="module")
@@ -175,13 +176,6 @@ async def test_consoles_are_capped_before_a_process_starts(web_server):
         assert refused.value.response.status_code == 503
         assert web_server.refused_since(refused_before, "/ws: 2 consoles are open", 1) == 1
         assert web_server.consoles_started() == started + 2
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 async def test_a_malformed_message_ends_its_console(web_server):

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.waiting import BOUND_SECONDS
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
@@ -77,7 +79,7 @@ class WebServer:
     said: list[str] = field(default_factory=list)
     process: subprocess.Popen[str] | None = None
 
-    def start(self, timeout: float = 20.0) -> WebServer:
+    def start(self, timeout: float = BOUND_SECONDS) -> WebServer:
         viewer, operator = self.directory / "viewer.token", self.directory / "operator.token"
         for path, token in ((viewer, VIEWER_TOKEN), (operator, OPERATOR_TOKEN)):
             path.write_text(token + "\n")
@@ -125,7 +127,9 @@ class WebServer:
     def refusals(self) -> list[str]:
         return [line for line in self.said if "web: refused" in line]
 
-    def refused_since(self, mark: int, what: str, count: int, timeout: float = 10.0) -> int:
+    def refused_since(
+        self, mark: int, what: str, count: int, timeout: float = BOUND_SECONDS
+    ) -> int:
         """How many refusals after the `mark`th say `what`, waiting until there are `count`:
         each is said before any handler would have run, so a console that request was let
         through to would have been started by then."""

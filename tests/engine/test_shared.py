@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import random
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.shared import SharedStore
 from tests.redis_server import RedisServer
 from tests.tcp_cut import Cuttable
+from tests.waiting import wait_until
 
 AGENT = "billing-assistant"
 UPSTREAM = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="connection refused")
@@ -117,15 +117,6 @@ def fleet(session_redis: RedisServer, tmp_path: Path) -> Iterator[Fleet]:
     made.close()
 
 
-def eventually(check: Callable[[], bool], seconds: float = 5.0) -> None:
-    """Wait for a message to cross Redis's pub/sub (real time, never a cooldown)."""
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("not within the time a relayed change takes")
-        time.sleep(0.005)
-
-
 def knows_the_probe(replica: Replica) -> bool:
     """The replica has heard that another's probe is out: until then its own call, on a breaker
     it knows nothing of, is let through locally and runs no script (a race under load)."""
@@ -155,7 +146,7 @@ def test_five_upstream_failures_spread_over_three_replicas_trip_the_agent(fleet:
     trip([a, b, c], times=4)
     assert [r.state() for r in (a, b, c)] == ["closed"] * 3
     assert c.call(UPSTREAM).allowed
-    eventually(lambda: all(r.state() == "open" for r in (a, b, c)))
+    wait_until(lambda: all(r.state() == "open" for r in (a, b, c)))
     assert len(c.seen(ev.TRIPPED)) == 1
     assert c.seen(ev.TRIPPED)[0].fields["count"] == 5
 
@@ -165,7 +156,7 @@ def test_every_replica_refuses_after_a_trip_without_a_round_trip(
 ) -> None:
     a, b, c = (fleet.replica(name) for name in ("a", "b", "c"))
     trip([a])
-    eventually(lambda: b.state() == c.state() == "open")
+    wait_until(lambda: b.state() == c.state() == "open")
     before = round_trips(session_redis)
     refusals = [r.call() for r in (a, b, c) for _ in range(10)]
     assert {refusal.reason for refusal in refusals} == {DenyReason.OPEN}
@@ -192,11 +183,11 @@ def test_a_success_clears_a_shared_count_with_one_round_trip(
 ) -> None:
     a, b = fleet.replica("a"), fleet.replica("b")
     trip([a], times=3)
-    eventually(lambda: b.count() == 3)
+    wait_until(lambda: b.count() == 3)
     before = round_trips(session_redis)
     b.call(SUCCESS)
     assert round_trips(session_redis) - before == 1
-    eventually(lambda: a.count() == 0)
+    wait_until(lambda: a.count() == 0)
 
 
 def test_the_window_and_the_auth_threshold_hold_across_replicas(fleet: Fleet) -> None:
@@ -208,7 +199,7 @@ def test_the_window_and_the_auth_threshold_hold_across_replicas(fleet: Fleet) ->
     b.call(AUTH)
     assert b.state() == "closed"
     a.call(AUTH)
-    eventually(lambda: b.state() == "open")
+    wait_until(lambda: b.state() == "open")
     assert a.seen(ev.TRIPPED)[0].fields == {
         "failure_class": "auth_failure",
         "count": 3,
@@ -234,7 +225,7 @@ def test_150_concurrent_calls_over_three_replicas_at_half_open_admit_one_probe(
 ) -> None:
     replicas = [fleet.replica(name) for name in ("a", "b", "c")]
     trip(replicas)
-    eventually(lambda: all(r.state() == "open" for r in replicas))
+    wait_until(lambda: all(r.state() == "open" for r in replicas))
     fleet.clock.advance(300)
     admissions: list[Any] = []
     start = threading.Barrier(150)
@@ -274,7 +265,7 @@ def test_a_dead_replicas_probe_expires_at_its_lease_on_the_engines_clock(fleet: 
     fleet.clock.advance(300)
     assert a.call().as_probe  # and a dies holding it: it never reports back
     a.engine.close()
-    eventually(lambda: knows_the_probe(b))
+    wait_until(lambda: knows_the_probe(b))
     fleet.clock.advance(LEASE)
     assert b.call().reason is DenyReason.PROBE_IN_FLIGHT  # within the lease and its grace
     fleet.clock.advance(2)
@@ -293,10 +284,10 @@ def test_the_dead_probes_late_outcome_counts_as_late(fleet: Fleet) -> None:
     fleet.clock.advance(300)
     call = a.engine.new_call(AGENT, AGENT, "payments", "charge", 30.0)
     assert a.engine.admit(call, LEASE).as_probe
-    eventually(lambda: knows_the_probe(b))
+    wait_until(lambda: knows_the_probe(b))
     fleet.clock.advance(LEASE + 2)
     assert b.call().reason is DenyReason.OPEN  # b expired a's probe
-    eventually(lambda: a.engine.breaker(AGENT).probe_id is None)
+    wait_until(lambda: a.engine.breaker(AGENT).probe_id is None)
     line = a.engine.complete(call, UPSTREAM, "refused", 502)
     assert line is not None and line.fields["probe"] is False
     assert b.seen(ev.REOPENED) and not a.seen(ev.PAGE)  # a late failure reopens nothing
@@ -313,7 +304,7 @@ def test_a_transition_is_audited_and_paged_only_by_the_replica_whose_script_made
     for _ in range(2):  # two failed probes: a page
         fleet.clock.advance(300)
         assert a.call(UPSTREAM).as_probe
-    eventually(lambda: len(b.seen(ev.PAGE)) == 1)
+    wait_until(lambda: len(b.seen(ev.PAGE)) == 1)
     assert len(a.pages) == 1 and b.pages == []
     relayed = b.seen(ev.TRIPPED)[0]
     assert relayed.relayed and relayed.fields["origin"] == "a"
@@ -327,9 +318,9 @@ def test_a_transition_is_audited_and_paged_only_by_the_replica_whose_script_made
 def test_a_reset_from_one_replica_resets_the_agent_everywhere(fleet: Fleet) -> None:
     a, b, c = (fleet.replica(name) for name in ("a", "b", "c"))
     trip([a])
-    eventually(lambda: b.state() == c.state() == "open")  # b resets what it has heard of
+    wait_until(lambda: b.state() == c.state() == "open")  # b resets what it has heard of
     b.engine.reset(AGENT, actor="oncall", reason="vault fixed")
-    eventually(lambda: a.state() == c.state() == "closed")
+    wait_until(lambda: a.state() == c.state() == "closed")
     assert a.seen(ev.RESET)[0].fields == {
         "actor": "oncall",
         "reason": "vault fixed",
@@ -377,8 +368,8 @@ def test_on_return_a_replicas_open_verdict_of_the_outage_is_written(
     trip([a])
     assert b.state() == "unknown"
     link.mend()
-    eventually(lambda: a.engine.shared_lost is None)
-    eventually(lambda: b.state() == "open")
+    wait_until(lambda: a.engine.shared_lost is None)
+    wait_until(lambda: b.state() == "open")
     assert not any(p.startswith("shared store lost") for p in a.engine.problems)
     assert b.seen(ev.RESTORED)[-1].fields["origin"] == "a"
 
@@ -388,13 +379,13 @@ def test_on_return_a_reset_made_meanwhile_wins(
 ) -> None:
     a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
     trip([b])
-    eventually(lambda: a.state() == "open")
+    wait_until(lambda: a.state() == "open")
     link.cut()
     fleet.clock.advance(300)
     assert a.call(UPSTREAM).as_probe  # a's probe fails alone: open again, locally
     b.engine.reset(AGENT, actor="oncall", reason="fixed")
     link.mend()
-    eventually(lambda: a.engine.shared_lost is None and a.state() == "closed")
+    wait_until(lambda: a.engine.shared_lost is None and a.state() == "closed")
     assert b.state() == "closed"
 
 
@@ -426,7 +417,7 @@ def test_a_slow_store_costs_one_timeout_then_the_replica_decides_alone(
             assert a.state() == "open"
         finally:
             redis_server.resume()
-        eventually(lambda: a.engine.shared_lost is None)
+        wait_until(lambda: a.engine.shared_lost is None)
         with redis_server.client() as client:
             assert client.hget(f"breakerdeck:breaker:{AGENT}", "state") == b"open"
     finally:
@@ -438,11 +429,11 @@ def test_a_wiped_store_gets_the_replicas_verdicts_back(
 ) -> None:
     a, b = fleet.replica("a"), fleet.replica("b")
     trip([a], times=3)
-    eventually(lambda: b.count() == 3)
+    wait_until(lambda: b.count() == 3)
     session_redis.flushall()
     b.call(UPSTREAM)
     b.call(UPSTREAM)
-    eventually(lambda: a.state() == "open")
+    wait_until(lambda: a.state() == "open")
     assert any("vanished from the shared store" in p for p in b.engine.problems)
 
 
@@ -547,10 +538,10 @@ def test_a_store_that_hangs_is_noticed_with_no_call_made(
         a = fleet.replica("a")
         redis_server.pause()
         try:
-            eventually(lambda: a.engine.shared_lost is not None)
+            wait_until(lambda: a.engine.shared_lost is not None)
         finally:
             redis_server.resume()
-        eventually(lambda: a.engine.shared_lost is None)
+        wait_until(lambda: a.engine.shared_lost is None)
     finally:
         fleet.close()
 
@@ -571,8 +562,8 @@ def test_replicas_returning_from_one_outage_keep_the_graver_verdict(
         for name in order:
             replica = a if name == "a" else b
             links[name].mend()
-            eventually(lambda replica=replica: replica.engine.shared_lost is None)
-        eventually(lambda: a.state() == b.state() == "open")
+            wait_until(lambda replica=replica: replica.engine.shared_lost is None)
+        wait_until(lambda: a.state() == b.state() == "open")
         with session_redis.client() as client:
             assert client.hget(f"breakerdeck:breaker:{AGENT}", "state") == b"open"
     finally:
@@ -585,10 +576,10 @@ def test_our_probe_expired_by_the_store_gets_its_expired_line(fleet: Fleet) -> N
     trip([a])
     fleet.clock.advance(300)
     assert a.call().as_probe  # never reported back
-    eventually(lambda: knows_the_probe(b))
+    wait_until(lambda: knows_the_probe(b))
     fleet.clock.advance(LEASE + 2)
     assert b.call().reason is DenyReason.OPEN  # b's script expires a's probe
-    eventually(lambda: any(e.fields.get("fault") == "expired" for e in a.events))
+    wait_until(lambda: any(e.fields.get("fault") == "expired" for e in a.events))
     line = next(e for e in a.events if e.fields.get("fault") == "expired")
     assert line.fields["probe"] is True and not line.relayed
 
@@ -600,7 +591,7 @@ def test_another_replicas_probe_expires_here_while_the_store_is_lost(
     trip([a])
     fleet.clock.advance(300)
     assert a.call().as_probe
-    eventually(lambda: knows_the_probe(b))
+    wait_until(lambda: knows_the_probe(b))
     link.cut()
     fleet.clock.advance(LEASE + 2)
     assert b.call().reason is DenyReason.OPEN  # expired here, alone: a failed probe
@@ -615,7 +606,7 @@ def test_garbage_published_on_the_channel_leaves_the_listener_relaying(
         for junk in (b"\xff", b"[[[[[[[[[[" * 10_000, b'{"ver": 1e400}'):
             client.publish("breakerdeck:changes", junk)
     trip([a])
-    eventually(lambda: b.state() == "open")
+    wait_until(lambda: b.state() == "open")
 
 
 def test_a_foreign_key_does_not_stop_a_returning_replica_adopting_the_others(
@@ -628,8 +619,8 @@ def test_a_foreign_key_does_not_stop_a_returning_replica_adopting_the_others(
         client.hset("breakerdeck:breaker:aaa", mapping={"v": "2"})
     trip([a], times=5)
     link.mend()
-    eventually(lambda: b.engine.shared_lost is None)
-    eventually(lambda: b.state() == "open")
+    wait_until(lambda: b.engine.shared_lost is None)
+    wait_until(lambda: b.state() == "open")
 
 
 def test_a_probe_taken_alone_stays_the_fleets_one_probe_when_the_store_returns(
@@ -637,13 +628,13 @@ def test_a_probe_taken_alone_stays_the_fleets_one_probe_when_the_store_returns(
 ) -> None:
     a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
     trip([b])
-    eventually(lambda: a.state() == "open")
+    wait_until(lambda: a.state() == "open")
     link.cut()
     fleet.clock.advance(300)
     assert a.call().as_probe  # taken alone, still out
     link.mend()
-    eventually(lambda: a.engine.shared_lost is None)
-    eventually(lambda: b.engine.breaker(AGENT).probe_id is not None)
+    wait_until(lambda: a.engine.shared_lost is None)
+    wait_until(lambda: b.engine.breaker(AGENT).probe_id is not None)
     assert b.call().reason is DenyReason.PROBE_IN_FLIGHT
 
 

@@ -25,6 +25,7 @@ from breakerdeck.engine.feed.server import serve_feed
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import ToolPolicy
 from tests.feed.feedkit import AUTH, OPERATOR, VIEWER, call, trip
+from tests.waiting import BOUND_SECONDS
 
 
 @pytest.fixture
@@ -172,7 +173,7 @@ async def test_serve_runs_a_simulation_behind_the_feed(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, env=env)
     try:
         token_file = state / "viewer.token"
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + BOUND_SECONDS
         snapshot = None
         while snapshot is None and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
@@ -189,6 +190,6 @@ async def test_serve_runs_a_simulation_behind_the_feed(tmp_path: Path) -> None:
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     finally:
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=10)
+        _, err = proc.communicate(timeout=BOUND_SECONDS)
     assert proc.returncode == 0, err.decode()
     assert b"viewer token in" in err

@@ -22,6 +22,7 @@ from tests.console.test_headless import CALL_FIELDS, KEYS
 from tests.front.conftest import auth, credential_file, write_config
 from tests.front.mcp_support import free_port
 from tests.front.test_gateway_process import Gateway
+from tests.waiting import BOUND_SECONDS
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -88,7 +89,8 @@ def test_the_mcp_demo_writes_its_calls_with_server_and_tool_names(tmp_path: Path
     command += ["--feed-listen", f"127.0.0.1:{free_port()}"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
-    deadline = time.monotonic() + 60
+    # Starts that miss their 10 s on a loaded machine are made good by later listings.
+    deadline = time.monotonic() + 3 * BOUND_SECONDS
     try:
         while time.monotonic() < deadline:
             if "search__lookup: circuit_open" in process.stderr.readline():
@@ -100,5 +102,7 @@ def test_the_mcp_demo_writes_its_calls_with_server_and_tool_names(tmp_path: Path
     _check_format(lines)
     calls = [line for line in lines if line["type"] == "call.completed"]
     assert {(c["platform"], c["tool"]) for c in calls} >= {("search", "search__lookup")}
-    tripped = [line for line in lines if line["type"] == "circuit_breaker.tripped"]
-    assert tripped and tripped[0]["key"].startswith("search@")
+    # Which server's breaker trips first depends on how many of search's calls timed out
+    # within its hang, which a loaded machine changes: search's trip is the one awaited.
+    tripped = [line["key"] for line in lines if line["type"] == "circuit_breaker.tripped"]
+    assert any(key.startswith("search@") for key in tripped), tripped

@@ -13,6 +13,7 @@ import pytest
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import Event
+from breakerdeck.engine.front.gateway import transport
 from tests.front.conftest import (
     SHORT_DEADLINE,
     Rig,
@@ -23,6 +24,7 @@ from tests.front.conftest import (
     write_config,
 )
 from tests.front.upstream import Recorder
+from tests.waiting import BOUND_SECONDS, eventually
 
 
 @pytest.fixture
@@ -103,18 +105,26 @@ async def test_a_call_over_its_agents_bound_is_gateway_busy_uncounted_and_never_
 
 
 async def test_an_agent_waiting_at_its_own_bound_never_holds_up_another_agents_call(
-    tmp_path: Path, platform: Recorder, start_gateway: StartRig
+    tmp_path: Path, platform: Recorder, start_gateway: StartRig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Hog's calls wait for a slot until its streams end, however slowly the machine runs:
+    # billing's answer must come while they still wait.
+    monkeypatch.setattr(transport, "SLOT_WAIT_SECONDS", BOUND_SECONDS)
     rig = await _rig(tmp_path, platform, start_gateway, "max_connections_per_agent = 2")
     async with _streams(rig, "hog", 2):
         waiting = [asyncio.create_task(rig.call("hog", "/p/payments/x")) for _ in range(3)]
-        await asyncio.sleep(0.1)  # hog's three calls are queued for a slot of its own
-        async with asyncio.timeout(0.5):  # well inside the second a blocked call would wait
-            answer = await rig.call("billing", "/p/payments/x")
+        await eventually(lambda: queued(rig) == 3, "hog's three calls queued for its slots")
+        answer = await rig.call("billing", "/p/payments/x")
         assert answer.status_code == 200
-        assert [body(await call)["limit"] for call in waiting] == ["max_connections_per_agent"] * 3
+        assert not any(call.done() for call in waiting)
         for _ in range(2):
             platform.gate.put_nowait(None)
+    assert [(await call).status_code for call in waiting] == [200] * 3
+
+
+def queued(rig: Rig) -> int:
+    """Calls waiting at the gateway for a connection slot."""
+    return len(rig.app.slots._waiters)
 
 
 async def test_a_call_that_finds_the_total_bound_full_names_it(
@@ -129,12 +139,13 @@ async def test_a_call_that_finds_the_total_bound_full_names_it(
 
 
 async def test_a_slot_freed_within_the_wait_serves_the_waiting_call(
-    tmp_path: Path, platform: Recorder, start_gateway: StartRig
+    tmp_path: Path, platform: Recorder, start_gateway: StartRig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(transport, "SLOT_WAIT_SECONDS", BOUND_SECONDS)  # a wait load cannot end
     rig = await _rig(tmp_path, platform, start_gateway, "max_connections_per_agent = 1")
     async with _streams(rig, "billing", 1):
         waiting = asyncio.create_task(rig.call("billing", "/p/payments/x"))
-        await asyncio.sleep(0.2)
+        await eventually(lambda: queued(rig) == 1, "the call queued for the slot")
         assert not waiting.done()
         platform.gate.put_nowait(None)  # the stream ends, and its slot goes to the waiter
     answer = await waiting

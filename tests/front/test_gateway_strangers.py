@@ -16,6 +16,7 @@ import pytest
 
 from tests.front.conftest import Rig, StartRig, credential_file, write_config
 from tests.front.upstream import Recorder
+from tests.waiting import BOUND_SECONDS, eventually
 
 TOKEN_LINE = b"Authorization: Bearer token-of-billing\r\n"
 
@@ -103,7 +104,8 @@ async def test_a_refused_request_whose_body_trickles_in_is_closed_without_readin
     trickling = asyncio.create_task(trickle())
     try:
         assert await _answer(reader) == (401, {"error": "unauthenticated"})
-        await asyncio.wait_for(trickling, 5.0)  # the gateway closed it: the trickle's write failed
+        # The gateway closed it: the trickle's write failed.
+        await asyncio.wait_for(trickling, BOUND_SECONDS)
     finally:
         trickling.cancel()
 
@@ -158,9 +160,11 @@ async def test_one_address_holds_at_most_its_connections_and_others_are_still_se
         {"error": "too_many_connections", "limit": "max_client_connections_per_address"},
     )
     held.pop()[1].close()
-    await asyncio.sleep(0.1)  # the gateway hears of the close
-    answer = await rig.call("billing", "/p/payments/x")
-    assert answer.status_code == 200
+
+    async def served() -> bool:
+        return (await rig.call("billing", "/p/payments/x")).status_code == 200
+
+    await eventually(served, "a call served once the gateway hears of the close")
 
 
 async def test_a_websocket_upgrade_is_refused_400(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tests.front.mcp_support import free_port
 from tests.front.test_mcp_cli import COMMAND
+from tests.waiting import BOUND_SECONDS
 
 
 def test_the_demo_trips_the_hanging_servers_breaker_and_says_how_to_watch(tmp_path: Path) -> None:
@@ -30,7 +31,8 @@ def test_the_demo_trips_the_hanging_servers_breaker_and_says_how_to_watch(tmp_pa
     )
     assert process.stderr is not None
     seen: list[str] = []
-    deadline = time.monotonic() + 60
+    # Starts that miss their 10 s on a loaded machine are made good by later listings.
+    deadline = time.monotonic() + 3 * BOUND_SECONDS
     try:
         while time.monotonic() < deadline:
             line = process.stderr.readline()
@@ -44,4 +46,5 @@ def test_the_demo_trips_the_hanging_servers_breaker_and_says_how_to_watch(tmp_pa
     assert f"breakerdeck watch ws://127.0.0.1:{port}" in said
     assert "search__lookup: tool_error" in said
     assert "search__lookup: circuit_open" in said
+    assert "t=200s" not in said  # tripped in the script's first hang, however slow the start
     assert process.stdout is not None and process.stdout.read() == ""

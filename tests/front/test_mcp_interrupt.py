@@ -18,8 +18,8 @@ from tests.front.test_mcp_stdio_files import (
     START_SECONDS,
     answers,
     frame,
-    wait_for,
 )
+from tests.waiting import signal_taken, wait_until
 
 #: The demo calls one tool of each of its three fixture servers.
 TOOLS = ("search__lookup", "billing__charge", "docs__lookup")
@@ -40,15 +40,6 @@ def default_sigint() -> Iterator[None]:
             signal.signal(signal.SIGINT, previous)
 
 
-def pending(pid: int, signum: int) -> bool:
-    """The signal is sent but not yet taken by any of the process's threads (Linux's ShdPnd):
-    once taken, its C handler has run, and the Python one runs before the main thread goes on."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("ShdPnd:"):
-            return bool(int(line.split()[1], 16) & (1 << (signum - 1)))
-    raise AssertionError(f"no ShdPnd line for process {pid}")
-
-
 def test_a_fixture_server_interrupted_ends_without_a_traceback_when_its_host_leaves(
     tmp_path: Path,
 ) -> None:
@@ -64,11 +55,11 @@ def test_a_fixture_server_interrupted_ends_without_a_traceback_when_its_host_lea
     os.close(read_end)
     try:
         os.write(write_end, frame(INITIALIZE))
-        wait_for(lambda: len(answers(out)) == 1, START_SECONDS, "answer to initialize")
+        wait_until(lambda: len(answers(out)) == 1, "answer to initialize")
         server.send_signal(signal.SIGINT)
         # Interrupted before the host goes away: on a loaded machine the end of input could
         # otherwise reach it first, and it would end as a server whose host left (0).
-        wait_for(lambda: not pending(server.pid, signal.SIGINT), EXIT_SECONDS, "the signal taken")
+        wait_until(lambda: signal_taken(server.pid, signal.SIGINT), "the signal taken")
     finally:
         os.close(write_end)  # the host goes away too, as the interrupted proxy does
         try:
@@ -92,9 +83,8 @@ def test_ctrl_c_on_the_demo_prints_no_traceback_and_exits_0(tmp_path: Path) -> N
         )
     try:
         # Every server has answered a call: all three children are up and serving.
-        wait_for(
+        wait_until(
             lambda: all(f"{tool}: ok" in errors.read_text() for tool in TOOLS),
-            START_SECONDS,
             "a call answered by each server",
         )
         os.killpg(demo.pid, signal.SIGINT)  # what Ctrl-C in a terminal does

@@ -14,12 +14,11 @@ from tests.front.test_mcp_stdio_files import (
     INITIALIZE,
     INITIALIZED,
     LIST_TOOLS,
-    START_SECONDS,
     answers,
     frame,
     proxy,
-    wait_for,
 )
+from tests.waiting import wait_until
 
 GHOST = '[servers.ghost]\ncommand = ["nonexistent-server-bin", "--stdio"]\n'
 
@@ -55,7 +54,7 @@ def test_a_server_that_cannot_start_is_one_stderr_line_and_the_others_are_served
     with out.open("wb") as stdout, proxy(tmp_path, read_end, stdout, path) as (process, errors):
         os.close(read_end)
         os.write(write_end, frame(INITIALIZE, INITIALIZED, LIST_TOOLS))
-        wait_for(lambda: len(answers(out)) == 2, START_SECONDS, "answer to tools/list")
+        wait_until(lambda: len(answers(out)) == 2, "answer to tools/list")
         os.close(write_end)
         assert process.wait(EXIT_SECONDS) == 0, errors.read_text()
     tools = {tool["name"] for tool in answers(out)[1]["result"]["tools"]}

@@ -7,8 +7,7 @@ import json
 import os
 import pty
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -16,6 +15,7 @@ from typing import IO, Any
 from tests.front.mcp_support import FIXTURE
 from tests.front.test_mcp_cli import COMMAND
 from tests.front.test_mcp_state import INITIALIZE
+from tests.waiting import wait_until
 
 #: Generous bounds: a loaded machine takes seconds to start Python and a fixture server.
 START_SECONDS = 60.0
@@ -34,14 +34,6 @@ def write_config(tmp_path: Path) -> Path:
     command = json.dumps([*FIXTURE, "--control", str(tmp_path / "search")])
     path.write_text(f"[servers.search]\ncommand = {command}\n")
     return path
-
-
-def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    """Polls until `condition` holds; fails naming `what` after `seconds`."""
-    end = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < end, f"no {what} within {seconds:g} s"
-        time.sleep(0.05)
 
 
 def answers(path: Path) -> list[Any]:
@@ -79,7 +71,7 @@ def test_answers_reach_a_stdout_redirected_to_a_regular_file(tmp_path: Path) -> 
     with out.open("wb") as stdout, proxy(tmp_path, read_end, stdout) as (process, errors):
         os.close(read_end)
         os.write(write_end, frame(INITIALIZE, INITIALIZED, LIST_TOOLS))
-        wait_for(lambda: len(answers(out)) == 2, START_SECONDS, "answers in the file")
+        wait_until(lambda: len(answers(out)) == 2, "answers in the file")
         os.close(write_end)
         assert process.wait(EXIT_SECONDS) == 0, errors.read_text()
     assert [answer["id"] for answer in answers(out)] == [1, 2]
@@ -109,12 +101,12 @@ def test_a_terminal_on_stdin_is_told_once_what_the_command_is_for_and_it_keeps_s
         with out.open("wb") as stdout, proxy(tmp_path, tty, stdout) as (process, errors):
             os.close(tty)
             tty = -1
-            wait_for(lambda: "docs/mcp.md" in errors.read_text(), START_SECONDS, "hint")
+            wait_until(lambda: "docs/mcp.md" in errors.read_text(), "hint")
             hint = [line for line in errors.read_text().splitlines() if "docs/mcp.md" in line]
             assert len(hint) == 1
             assert "MCP" in hint[0] and "stdin/stdout" in hint[0]
             os.write(terminal, frame(INITIALIZE))
-            wait_for(lambda: len(answers(out)) == 1, START_SECONDS, "answer to initialize")
+            wait_until(lambda: len(answers(out)) == 1, "answer to initialize")
             assert answers(out)[0]["id"] == 1
             os.close(terminal)  # the terminal hangs up: the end of input
             terminal = -1

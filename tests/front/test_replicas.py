@@ -13,7 +13,6 @@ everything after is theirs. Every wait polls for a condition under a deadline.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import itertools
 import signal
 import threading
@@ -38,6 +37,7 @@ from breakerdeck.fixtures.server import PlatformServer
 from tests.front.conftest import auth, credential_file, write_config
 from tests.front.test_gateway_process import Gateway
 from tests.redis_server import RedisServer
+from tests.waiting import BOUND_SECONDS, eventually, wait_until
 
 SPEED = 10
 POLICY = AgentPolicy()
@@ -63,15 +63,14 @@ class Replica:
 
     def _serving(self) -> None:
         """The gateway prints its address before it listens: wait for its first answer."""
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                httpx.get(self.url + "/-/healthz", timeout=1).raise_for_status()
-                return
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
+        wait_until(self._answers, "the replica's first answer")
+
+    def _answers(self) -> bool:
+        try:
+            httpx.get(self.url + "/-/healthz", timeout=1).raise_for_status()
+        except httpx.TransportError:
+            return False
+        return True
 
     def _drain(self) -> None:
         stream = self.gateway.process.stderr
@@ -170,20 +169,6 @@ async def health(http: httpx.AsyncClient, replica: Replica) -> dict[str, str]:
     return found
 
 
-async def eventually(
-    check: Callable[[], Awaitable[bool] | bool], seconds: float, what: str
-) -> None:
-    deadline = time.monotonic() + seconds
-    while not await _read(check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {seconds} s: {what}")
-        await asyncio.sleep(0.05)
-
-
-async def _read(value: Awaitable[bool] | bool) -> bool:
-    return await value if inspect.isawaitable(value) else value
-
-
 def everywhere(
     replicas: list[Replica], probe: Callable[[Replica], Awaitable[object]], expected: object
 ) -> Callable[[], Awaitable[bool]]:
@@ -223,7 +208,6 @@ def trip_a_cooldown_ago(redis_url: str, agent: str) -> None:
 async def half_open_on(http: httpx.AsyncClient, replicas: list[Replica], agent: str) -> None:
     await eventually(
         everywhere(replicas, lambda r: state(http, r, agent), "half_open"),
-        5,
         f"{agent} half-open on every replica",
     )
 
@@ -260,14 +244,15 @@ async def test_a_killed_replicas_probe_holds_the_fleet_off_the_wire_until_its_le
     platform.set_fault(TIMEOUT)  # the probe's request hangs at the platform
     sent = time.monotonic()
     probe = asyncio.create_task(call(http, holder))
-    await eventually(lambda: platform.requests == 1, 5, "the probe at the platform")
+    await eventually(lambda: platform.requests == 1, "the probe at the platform")
     holder.kill()
     with pytest.raises(httpx.TransportError):
         await probe
 
     seen: list[str | None] = []
     while "circuit_breaker_open" not in seen:
-        assert time.monotonic() - sent < lease_real + 3, f"the lease never ended: {seen}"
+        ended = time.monotonic() - sent < lease_real + BOUND_SECONDS
+        assert ended, f"the lease never ended: {seen}"
         answers = [await call(http, replica) for replica in others]
         seen = [reason(answer) for answer in answers]
         assert set(seen) <= {"probe_in_flight", "circuit_breaker_open"}, seen
@@ -297,12 +282,12 @@ async def test_redis_down_leaves_every_replica_on_its_verdicts_and_the_outages_v
     for n in range(POLICY.upstream_threshold):
         assert (await call(http, replicas[n % 3])).status_code == 502
     await eventually(
-        everywhere(replicas, lambda r: state(http, r, "billing"), "open"), 5, "billing open"
+        everywhere(replicas, lambda r: state(http, r, "billing"), "open"), "billing open"
     )
 
     fleet.redis.kill()
     lost = {"status": "ok", "shared": "lost"}
-    await eventually(everywhere(replicas, lambda r: health(http, r), lost), 5, "the loss said")
+    await eventually(everywhere(replicas, lambda r: health(http, r), lost), "the loss said")
     reached = platform.requests
     answers = [await call(http, replica) for replica in replicas]
     assert [reason(answer) for answer in answers] == ["circuit_breaker_open"] * 3
@@ -317,11 +302,11 @@ async def test_redis_down_leaves_every_replica_on_its_verdicts_and_the_outages_v
 
     fleet.redis.start()  # on the same port, and empty: wiped too
     ok = {"status": "ok"}
-    await eventually(everywhere(replicas, lambda r: health(http, r), ok), 5, "the return said")
+    await eventually(everywhere(replicas, lambda r: health(http, r), ok), "the return said")
     with fleet.redis.client() as client:
         assert client.hget("breakerdeck:breaker:crm", "state") == b"open"
         assert client.hget("breakerdeck:breaker:billing", "state") == b"open"
-    await eventually(everywhere(others, lambda r: state(http, r, "crm"), "open"), 5, "crm adopted")
+    await eventually(everywhere(others, lambda r: state(http, r, "crm"), "open"), "crm adopted")
 
 
 # -- joining late ------------------------------------------------------------------------------

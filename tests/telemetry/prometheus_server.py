@@ -15,12 +15,14 @@ from typing import Any
 
 import httpx
 
+from tests.waiting import BOUND_SECONDS
+
 PROGRAM = "prometheus"
 MISSING = (
     "prometheus is not on PATH: the dashboard tests need Debian's prometheus package "
     "(apt-get install prometheus; `make test` installs it when run as root)"
 )
-START_SECONDS = 20.0
+START_SECONDS = BOUND_SECONDS
 
 _CONFIG = """\
 global:

@@ -17,6 +17,7 @@ from tests.front.conftest import StartRig, credential_file, write_config
 from tests.front.test_gateway_streams import platform
 from tests.front.upstream import Recorder
 from tests.telemetry.conftest import Scraped
+from tests.waiting import BOUND_SECONDS
 
 __all__ = ["platform"]
 
@@ -41,7 +42,7 @@ def queries() -> dict[str, str]:
     return found
 
 
-async def until(seen: Callable[[], Any], seconds: float = 15.0) -> Any:
+async def until(seen: Callable[[], Any], seconds: float = BOUND_SECONDS) -> Any:
     """Polls Prometheus until `seen()` is truthy (it scrapes every second)."""
     deadline = time.monotonic() + seconds
     while not (found := await asyncio.to_thread(seen)):
