@@ -54,7 +54,7 @@ async def door(tmp_path: Path, **proxy_table: Any) -> AsyncIterator[str]:
     ctl = control(tmp_path)
     async with proxied({"search": fixture_server(ctl.dir)}, proxy_table=proxy_table) as bench:
         sock = free_socket()
-        server: DrainingServer = host_server(bench.proxy, TOKEN, "127.0.0.1:0")
+        server: DrainingServer = host_server(bench.proxy, TOKEN, "127.0.0.1:0", print)
         task = asyncio.create_task(server.serve(sockets=[sock]))
         try:
             async with asyncio.timeout(30):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import secrets
-from collections.abc import AsyncIterator, MutableMapping
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -145,12 +145,12 @@ _FDS_PER_SERVER = 8
 ACCEPT_BURST = SPARE_FDS // 2
 
 
-def host_server(proxy: Proxy, token: str, listen: str) -> DrainingServer:
+def host_server(
+    proxy: Proxy, token: str, listen: str, say: Callable[[str], None]
+) -> DrainingServer:
     """uvicorn for hosts, with the gateway's bounds on strangers before the token is read
     (`front.protocol`), no websocket upgrades, uvicorn's records through the door's one-line
-    handler, and the doors' drain (`front.drain`)."""
-    from breakerdeck.engine.front.mcp.serve import say
-
+    handler (`say`), and the doors' drain (`front.drain`)."""
     host, port = split_address(listen)
     table = proxy.config.proxy
     reserved = SPARE_FDS + _FDS_PER_SERVER * len(proxy.config.servers)
@@ -173,7 +173,7 @@ def host_server(proxy: Proxy, token: str, listen: str) -> DrainingServer:
     return DrainingServer(config, on_drain=proxy.stop_taking_calls, end_calls=proxy.end_calls)
 
 
-async def serve_http(proxy: Proxy, options: McpOptions) -> None:
+async def serve_http(proxy: Proxy, options: McpOptions, say: Callable[[str], None]) -> None:
     assert options.http_listen is not None and options.token_file is not None
     token = read_host_token(options.token_file)
-    await host_server(proxy, token, options.http_listen).serve()
+    await host_server(proxy, token, options.http_listen, say).serve()

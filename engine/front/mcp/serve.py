@@ -205,7 +205,7 @@ async def _serve_host(proxy: Proxy, options: McpOptions) -> None:
     if options.http_listen is not None:
         from breakerdeck.engine.front.mcp.http import serve_http
 
-        await serve_http(proxy, options)  # uvicorn drains on SIGTERM, as the gateway does
+        await serve_http(proxy, options, say)  # uvicorn drains on SIGTERM, as the gateway does
         return
     if os.isatty(0):
         say(TTY_HINT)
