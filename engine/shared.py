@@ -72,6 +72,12 @@ RETRY_SECONDS = 1.0
 #: closing an engine may wait for it.
 LISTEN_SECONDS = 0.1
 
+#: How often a replica compares its real wall clock with Redis's `TIME` (real seconds, and on
+#: every join), and how far apart the two may be before it says so: shared deadlines are
+#: wall-clock times, so a clock an hour ahead half-opens a breaker an hour early.
+CLOCK_CHECK_SECONDS = 60.0
+CLOCK_TOLERANCE_SECONDS = 2.0
+
 
 _MAX_TEXT = 500
 #: Versions and generations beyond this are damage: Lua counts exactly only up to 2**53.
@@ -80,7 +86,6 @@ _MAX_NAME = 256
 _SCHEMES = ("redis", "rediss")
 #: The kinds a script makes that carry no fields.
 _BARE: dict[str, type[Transition]] = {
-    ev.PAGE: Paged,
     ev.HALF_OPEN: HalfOpened,
     ev.RECOVERED: Recovered,
 }
@@ -139,7 +144,10 @@ class SharedStore:
         password: str | None = None,
         prefix: str = "breakerdeck",
         timeout: float = 0.25,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """`clock` is this replica's real wall clock (before any `--speed`), the one checked
+        against Redis's."""
         parts = urlsplit(url)
         if parts.scheme not in _SCHEMES:
             raise ValueError(
@@ -172,6 +180,10 @@ class SharedStore:
         self._on_join: OnJoin | None = None
         self._wall: Callable[[], float] = time.time
         self._policy = AgentPolicy()
+        self._clock = clock
+        #: Seconds this replica's clock is ahead of Redis's (behind: negative) when beyond
+        #: the tolerance at the last check, else None.
+        self._offset: float | None = None
 
     def describe(self) -> str:
         """Where the store is, never with its password."""
@@ -182,10 +194,40 @@ class SharedStore:
         """Why the store cannot be used right now, or None while it can."""
         return self._lost
 
+    @property
+    def clock_warning(self) -> str | None:
+        """What is wrong with this replica's clock, as the store's `TIME` showed at the last
+        check, or None while it is within `CLOCK_TOLERANCE_SECONDS`."""
+        offset = self._offset
+        if offset is None:
+            return None
+        way = "ahead of" if offset > 0 else "behind"
+        return (
+            f"this replica's clock is {abs(offset):.1f} s {way} the shared store's "
+            f"({self._where}): its cooldowns, probe leases and pages come "
+            f"{abs(offset):.1f} s {'early' if offset > 0 else 'late'}; set its clock right (NTP)"
+        )
+
     def problems(self) -> list[str]:
-        lost = self._lost
+        lost, clock = self._lost, self.clock_warning
         lines = [] if lost is None else [f"shared store lost: {lost}"]
+        lines += [] if clock is None else [clock]
         return lines + self._notes.lines()
+
+    def check_clock(self) -> None:
+        """Compare this replica's real wall clock with Redis's `TIME`, the round trip halved
+        (DESIGN, "Replicas", "Clocks"). Raises `redis.RedisError`: the caller is the
+        listener, or the join."""
+        sent = time.monotonic()
+        seconds, micros = self._client.time()
+        mine = self._clock() - (time.monotonic() - sent) / 2
+        offset = mine - (seconds + micros / 1_000_000)
+        was = self._offset
+        self._offset = offset if abs(offset) > CLOCK_TOLERANCE_SECONDS else None
+        if self._offset is not None and was is None:
+            log.error("%s", self.clock_warning)
+        elif self._offset is None and was is not None:
+            log.warning("this replica's clock agrees with the shared store's again")
 
     def note(self, problem: str) -> None:
         self._notes.add(problem)
@@ -243,7 +285,7 @@ class SharedStore:
         except redis.RedisError as error:
             self._lose(error)
             return None
-        return self.read_reply(text, now)
+        return self.read_reply(text, now, warning=self.clock_warning)
 
     def _refused(self, name: str, error: Exception) -> None:
         """The store answered with an error for one key (its data, a full memory, a read-only
@@ -334,21 +376,22 @@ class SharedStore:
     def use_policy(self, policy: AgentPolicy) -> None:
         self._policy = policy
 
-    def read_reply(self, text: object, now: float) -> Reply | None:
+    def read_reply(self, text: object, now: float, *, warning: str | None = None) -> Reply | None:
         """A script's answer (or a published message), validated and read within bounds; None
-        (and a note in `problems`) for anything else."""
+        (and a note in `problems`) for anything else. A page this replica's script raised
+        carries `warning` (its clock's, if any)."""
         try:
             data = json.loads(_text(text)) if isinstance(text, str | bytes) else None
             if isinstance(data, dict) and data.get("missing"):
                 return Missing()
             if isinstance(data, dict) and "foreign" in data:
                 return Foreign(printable(str(data["foreign"]))[:64])
-            return self._bounded(_Answer.model_validate(data), now)
+            return self._bounded(_Answer.model_validate(data), now, warning)
         except Exception as error:  # anything at all: it came from outside
             self.note(f"an unreadable answer from the shared store was ignored ({error!r:.200})")
             return None
 
-    def _bounded(self, answer: _Answer, now: float) -> Shared:
+    def _bounded(self, answer: _Answer, now: float, warning: str | None) -> Shared:
         f = answer.s
         policy = self._policy
         cause = f.cause if f.cause in _COUNTED else None
@@ -402,7 +445,7 @@ class SharedStore:
             ),
             probe=f.probe if state is State.HALF_OPEN else "",
             probe_deadline=min(probe_deadline, now + 4 * policy.probe_lease(MAX_DEADLINE_SECONDS)),
-            transitions=_transitions(answer.name, answer.tr),
+            transitions=_transitions(answer.name, answer.tr, warning),
             expired=answer.expired,
             expired_count=answer.expired_tr,
             admit=answer.admit,
@@ -434,6 +477,7 @@ class SharedStore:
         self._joining = True
         try:
             pubsub.subscribe(self.channel)
+            self.check_clock()
             assert self._on_join is not None
             self._on_join()
         except Exception as error:  # a Redis error, or anything the store's data provoked
@@ -450,6 +494,7 @@ class SharedStore:
         """Relay what others publish; every `RETRY_SECONDS` of quiet, ping (a Redis that hangs
         keeps its sockets open, and a fleet with nothing to write would never notice)."""
         heartbeat = time.monotonic() + RETRY_SECONDS
+        clock_due = time.monotonic() + CLOCK_CHECK_SECONDS
         while not self._stopping.is_set():
             if pubsub is None:
                 if self._stopping.wait(RETRY_SECONDS):
@@ -463,6 +508,9 @@ class SharedStore:
                 if message is None and time.monotonic() > heartbeat:
                     self._client.ping()
                     heartbeat = time.monotonic() + RETRY_SECONDS
+                if time.monotonic() > clock_due:
+                    self.check_clock()
+                    clock_due = time.monotonic() + CLOCK_CHECK_SECONDS
             except redis.RedisError as error:
                 self._lose(error)
                 message = None
@@ -494,7 +542,7 @@ class SharedStore:
 
 
 def _transitions(
-    key: str, raw: list[tuple[str, dict[str, Any]]] | dict[str, Any]
+    key: str, raw: list[tuple[str, dict[str, Any]]] | dict[str, Any], warning: str | None
 ) -> tuple[Transition, ...]:
     """The transitions a script made, with only the fields the design gives each kind."""
     if isinstance(raw, dict):
@@ -516,6 +564,8 @@ def _transitions(
         elif kind == ev.RESET:
             actor = printable(str(fields.get("actor", "")))[:64]
             made.append(Reset(key, actor, printable(str(fields.get("reason", "")))[:_MAX_TEXT]))
+        elif kind == ev.PAGE:
+            made.append(Paged(key, warning=warning))
         elif kind in _BARE:
             made.append(_BARE[kind](key))
     return tuple(made)

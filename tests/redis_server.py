@@ -39,7 +39,7 @@ class RedisServer:
         if program is None:
             raise RedisServerMissing(MISSING)
         self._program = program
-        self._directory = directory
+        self._directory = directory.resolve()
         self._directory.mkdir(parents=True, exist_ok=True)
         self._process: subprocess.Popen[bytes] | None = None
         self._paused = False
@@ -110,6 +110,8 @@ class RedisServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                # Its own folder from the first instant, not only once `--dir` is read.
+                cwd=self._directory,
             )
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:

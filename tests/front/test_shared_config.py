@@ -18,8 +18,10 @@ import httpx
 import pytest
 
 from breakerdeck.console.cli import main
+from breakerdeck.engine.front.gateway.app import GatewayApp
 from breakerdeck.engine.front.gateway.config import GatewayConfig, Shared
 from breakerdeck.engine.front.gateway.server import Options, open_engine, open_shared
+from breakerdeck.engine.shared import SharedStore
 from breakerdeck.fixtures.faults import REFUSED
 from breakerdeck.fixtures.platform import FakePlatform
 from breakerdeck.fixtures.server import PlatformServer
@@ -412,3 +414,20 @@ async def _until_open(client: httpx.AsyncClient, url: str, key: str) -> None:
     while shown not in (await client.get(url + "/-/metrics")).text:
         assert time.monotonic() < deadline, f"{url} never showed {key} open"
         await asyncio.sleep(0.02)
+
+
+async def test_healthz_names_a_clock_an_hour_off_the_shared_stores_and_serves_on(
+    session_redis: RedisServer,
+) -> None:
+    options = _options(session_redis)
+    store = SharedStore(session_redis.url, clock=lambda: time.time() + 3600)
+    engine = open_engine(options, asyncio.get_running_loop(), store)
+    try:
+        app = GatewayApp(GatewayConfig(), {}, config_path="gateway.toml", engine=engine)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+            health = (await client.get("/-/healthz")).json()
+    finally:
+        engine.close()
+    assert health["status"] == "ok" and "shared" not in health
+    assert "3600.0 s ahead of the shared store's" in health["shared_warning"]
