@@ -21,12 +21,12 @@ import time
 from collections.abc import Callable, Iterable
 from importlib.resources import files
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import redis
 from pydantic import BaseModel, ConfigDict, Field
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.breaker import BreakerState
@@ -46,6 +46,7 @@ from breakerdeck.engine.policy import MAX_DEADLINE_SECONDS, AgentPolicy
 from breakerdeck.engine.replica import (
     MAX_SHARED_KEYS,
     Arg,
+    Behind,
     Foreign,
     Missing,
     OnChange,
@@ -55,6 +56,7 @@ from breakerdeck.engine.replica import (
 )
 from breakerdeck.engine.state import State
 from breakerdeck.engine.store import Problems
+from breakerdeck.engine.store_url import StoreUrl, parse_store_url
 from breakerdeck.engine.text import printable
 from breakerdeck.engine.verdict import Verdict, bounded
 
@@ -83,7 +85,8 @@ _MAX_TEXT = 500
 #: Versions and generations beyond this are damage: Lua counts exactly only up to 2**53.
 _MAX_COUNTER = 2**53
 _MAX_NAME = 256
-_SCHEMES = ("redis", "rediss")
+#: The longest a transition waits for one of the primary's replicas to have it (`WAIT`).
+WAIT_MS = 100
 #: The kinds a script makes that carry no fields.
 _BARE: dict[str, type[Transition]] = {
     ev.HALF_OPEN: HalfOpened,
@@ -142,31 +145,22 @@ class SharedStore:
         url: str,
         *,
         password: str | None = None,
+        sentinel_password: str | None = None,
         prefix: str = "breakerdeck",
         timeout: float = 0.25,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`clock` is this replica's real wall clock (before any `--speed`), the one checked
-        against Redis's."""
-        parts = urlsplit(url)
-        if parts.scheme not in _SCHEMES:
-            raise ValueError(
-                f"the shared store's URL must start redis:// or rediss://, got {url!r}"
-            )
+        """`url` as `store_url` reads it (`ValueError` when it does not); `sentinel_password`
+        for sentinels that have their own. `clock` is this replica's real wall clock (before
+        any `--speed`), the one checked against Redis's."""
+        where = parse_store_url(url)
         self.prefix = prefix
         self.channel = f"{prefix}:changes"
-        self._where = f"{parts.hostname or 'localhost'}:{parts.port or 6379}{parts.path or '/0'}"
-        self._client = redis.Redis.from_url(
-            url,
-            password=password,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            retry=Retry(NoBackoff(), 0),
-            # Bytes: whatever another writer left in Redis (not UTF-8, say) is decoded here,
-            # with replacement, never inside the client where it would raise.
-            decode_responses=False,
-            health_check_interval=0,
-        )
+        self._where = where.where()
+        self._client = _client(where, password, sentinel_password, timeout)
+        #: How many replicas the primary had at the last look: a transition then waits for
+        #: one of them to have it (`WAIT`), so a failover loses no verdict.
+        self._replicas = 0
         self._script = self._client.register_script(SCRIPT)
         self._lost: str | None = None
         #: While a lost store is being rejoined, scripts run (the engine reconciles) though
@@ -213,6 +207,15 @@ class SharedStore:
         lines = [] if lost is None else [f"shared store lost: {lost}"]
         lines += [] if clock is None else [clock]
         return lines + self._notes.lines()
+
+    def _look(self) -> None:
+        """On joining and every `CLOCK_CHECK_SECONDS`: this replica's clock against Redis's,
+        how many replicas the primary has, and the script loaded (a restarted Redis or a new
+        primary has none, and the first call would pay for it). Raises `redis.RedisError`."""
+        self.check_clock()
+        self._client.script_load(SCRIPT)
+        info = self._client.info("replication")
+        self._replicas = int(info.get("connected_slaves", 0)) if info.get("role") == "master" else 0
 
     def check_clock(self) -> None:
         """Compare this replica's real wall clock with Redis's `TIME`, the round trip halved
@@ -272,20 +275,30 @@ class SharedStore:
         seen: tuple[int, int],
         *extra: Arg,
     ) -> Reply | None:
-        """One script on one breaker; None when the store is lost (or just got lost)."""
+        """One script on one breaker; None when the store is lost (or just got lost). Where
+        the primary has replicas, a script that made a transition waits (at most `WAIT_MS`)
+        for one of them to have it, on the script's own connection, which is what `WAIT`
+        counts: a failover right after then loses no verdict."""
         if self._lost is not None and not (self._joining and self._losses == self._joined_at):
             return None  # lost (or lost again while joining: the rest of the join is moot)
+        keys, args = [self._key(name)], self._args(op, name, now, origin, seen, extra)
+        warning = self.clock_warning
         try:
-            text = self._script(
-                keys=[self._key(name)], args=self._args(op, name, now, origin, seen, extra)
-            )
+            if not self._replicas:
+                return self.read_reply(self._script(keys=keys, args=args), now, warning=warning)
+            pool = self._client.connection_pool
+            with redis.Redis(connection_pool=pool, single_connection_client=True) as pinned:
+                text = self._script(keys=keys, args=args, client=pinned)
+                reply = self.read_reply(text, now, warning=warning)
+                if isinstance(reply, Shared) and reply.transitions:
+                    pinned.wait(1, WAIT_MS)
+                return reply
         except redis.ResponseError as error:
             self._refused(name, error)
             return None
         except redis.RedisError as error:
             self._lose(error)
             return None
-        return self.read_reply(text, now, warning=self.clock_warning)
 
     def _refused(self, name: str, error: Exception) -> None:
         """The store answered with an error for one key (its data, a full memory, a read-only
@@ -384,6 +397,8 @@ class SharedStore:
             data = json.loads(_text(text)) if isinstance(text, str | bytes) else None
             if isinstance(data, dict) and data.get("missing"):
                 return Missing()
+            if isinstance(data, dict) and data.get("behind"):
+                return Behind()
             if isinstance(data, dict) and "foreign" in data:
                 return Foreign(printable(str(data["foreign"]))[:64])
             return self._bounded(_Answer.model_validate(data), now, warning)
@@ -477,7 +492,7 @@ class SharedStore:
         self._joining = True
         try:
             pubsub.subscribe(self.channel)
-            self.check_clock()
+            self._look()
             assert self._on_join is not None
             self._on_join()
         except Exception as error:  # a Redis error, or anything the store's data provoked
@@ -509,7 +524,7 @@ class SharedStore:
                     self._client.ping()
                     heartbeat = time.monotonic() + RETRY_SECONDS
                 if time.monotonic() > clock_due:
-                    self.check_clock()
+                    self._look()
                     clock_due = time.monotonic() + CLOCK_CHECK_SECONDS
             except redis.RedisError as error:
                 self._lose(error)
@@ -539,6 +554,41 @@ class SharedStore:
         if self._thread is not None:
             self._thread.join(5)
         self._client.close()
+
+
+def _client(
+    url: StoreUrl, password: str | None, sentinel_password: str | None, timeout: float
+) -> redis.Redis:
+    """A client for the store: one node, or the primary that Sentinel names now (each new
+    connection asks the sentinels again, so after a failover the next connection is the new
+    primary's). Every command has `timeout` and no retry: the store is then lost, and the
+    listener finds it again."""
+    options: dict[str, Any] = {
+        "password": password,
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "retry": Retry(NoBackoff(), 0),
+        # Bytes: whatever another writer left in Redis (not UTF-8, say) is decoded here,
+        # with replacement, never inside the client where it would raise.
+        "decode_responses": False,
+        "health_check_interval": 0,
+    }
+    if url.kind == "sentinel":
+        sentinels = Sentinel(
+            list(url.nodes),
+            sentinel_kwargs={
+                "password": sentinel_password,
+                "socket_timeout": timeout,
+                "socket_connect_timeout": timeout,
+                "ssl": url.tls,
+            },
+            db=url.db,
+            ssl=url.tls,
+            **options,
+        )  # type: ignore[no-untyped-call]
+        client: redis.Redis = sentinels.master_for(url.service)  # type: ignore[no-untyped-call]
+        return client
+    return redis.Redis.from_url(url.redis_url(), **options)
 
 
 def _transitions(
