@@ -727,3 +727,22 @@ def test_a_page_raised_by_a_replica_whose_clock_is_off_carries_the_warning(fleet
     assert ahead.seen(ev.PAGE)[0].fields["warning"] == page["warning"]
     eventually(lambda: len(other.seen(ev.PAGE)) == 1)
     assert "warning" not in other.seen(ev.PAGE)[0].fields  # relayed: not its clock's page
+
+
+def test_a_store_behind_what_a_replica_saw_gets_the_replicas_verdict_back(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a = fleet.replica("a")
+    key = f"breakerdeck:breaker:{AGENT}"
+    trip([a], times=4)
+    with session_redis.client() as client:
+        before_the_trip = client.hgetall(key)
+        assert a.call(UPSTREAM).allowed  # the fifth: tripped
+        # A failover's new primary that missed the trip holds the breaker as it was before.
+        client.delete(key)
+        client.hset(key, mapping=before_the_trip)
+    fleet.clock.advance(300)
+    assert a.call().as_probe  # the open verdict stood: half-open, and this call its probe
+    assert any("older in the shared store" in line for line in a.engine.problems)
+    with session_redis.client() as client:
+        assert client.hget(key, "state") == b"half_open"
