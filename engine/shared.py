@@ -573,6 +573,8 @@ def _client(
         "decode_responses": False,
         "health_check_interval": 0,
     }
+    if url.kind == "cluster":
+        raise ValueError(f"{url.where()}: redis+cluster:// is not served yet")
     if url.kind == "sentinel":
         sentinels = Sentinel(
             list(url.nodes),
@@ -586,9 +588,31 @@ def _client(
             ssl=url.tls,
             **options,
         )  # type: ignore[no-untyped-call]
+        _check_sentinels(sentinels, url)
         client: redis.Redis = sentinels.master_for(url.service)  # type: ignore[no-untyped-call]
         return client
     return redis.Redis.from_url(url.redis_url(), **options)
+
+
+def _check_sentinels(sentinels: Sentinel, url: StoreUrl) -> None:
+    """A Sentinel URL is checked when the store is made (at start): no sentinel answering, or
+    none knowing the service, is a mistake in the URL far more often than an outage, and a
+    fleet started on it would never share a verdict."""
+    why = ""
+    for sentinel in sentinels.sentinels:
+        try:
+            sentinel.ping()
+            break
+        except redis.RedisError as error:
+            why = printable(str(error))[:_MAX_TEXT] or type(error).__name__
+    else:
+        raise ValueError(f"{url.where()}: no sentinel answers ({why})")
+    try:
+        sentinels.discover_master(url.service)  # type: ignore[no-untyped-call]
+    except redis.RedisError:
+        raise ValueError(
+            f"{url.where()}: no sentinel knows a primary named {url.service!r}"
+        ) from None
 
 
 def _transitions(

@@ -16,9 +16,12 @@ import pytest
 
 from breakerdeck.engine import AgentPolicy, Engine
 from breakerdeck.engine.clock import ManualClock
+from breakerdeck.engine.front.gateway.config import GatewayConfig, Shared
+from breakerdeck.engine.front.gateway.server import Options, open_shared
+from breakerdeck.engine.front.serving import StartError
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.shared import SharedStore
-from tests.redis_server import RedisServerMissing, SentinelSet
+from tests.redis_server import SERVICE, RedisServerMissing, SentinelSet
 
 pytestmark = pytest.mark.xdist_group("sentinel")
 
@@ -152,3 +155,39 @@ def test_a_failover_while_two_replicas_take_calls_loses_no_verdict_and_keeps_one
     for thread in threads:
         thread.join()
     assert admitted.count(True) == 1
+
+
+# -- bad input, refused at start ---------------------------------------------------------------
+
+
+def test_a_service_no_sentinel_knows_is_refused_at_start(sentinels: SentinelSet) -> None:
+    url = sentinels.url.replace(f"/{SERVICE}/", "/nobody/")
+    with pytest.raises(ValueError, match="no sentinel knows a primary named 'nobody'"):
+        SharedStore(url, password="hunter2")
+
+
+def test_unreachable_sentinels_are_refused_at_start_without_the_password() -> None:
+    with pytest.raises(ValueError, match="no sentinel answers") as raised:
+        SharedStore("redis+sentinel://127.0.0.1:1,127.0.0.1:2/fleet", password="hunter2")
+    assert str(raised.value).startswith("sentinel 127.0.0.1:1,127.0.0.1:2/fleet/0: ")
+    assert "hunter2" not in str(raised.value)
+
+
+def test_a_gateway_on_a_service_no_sentinel_knows_stops_at_start_naming_it(
+    sentinels: SentinelSet,
+) -> None:
+    url = sentinels.url.replace(f"/{SERVICE}/", "/nobody/")
+    options = Options(
+        Path("gateway.toml"),
+        GatewayConfig(),
+        {},
+        "127.0.0.1:0",
+        state_dir=None,
+        feed_listen=None,
+        shared=Shared(url, "hunter2", "breakerdeck", 0.25),
+    )
+    with pytest.raises(StartError) as raised:
+        open_shared(options)
+    assert str(raised.value).startswith("gateway: shared store: sentinel 127.0.0.1:")
+    assert "no sentinel knows a primary named 'nobody'" in str(raised.value)
+    assert "hunter2" not in str(raised.value)

@@ -746,3 +746,11 @@ def test_a_store_behind_what_a_replica_saw_gets_the_replicas_verdict_back(
     assert any("older in the shared store" in line for line in a.engine.problems)
     with session_redis.client() as client:
         assert client.hget(key, "state") == b"half_open"
+
+
+def test_a_valkey_url_names_the_same_store(fleet: Fleet, session_redis: RedisServer) -> None:
+    a = fleet.replica("a")
+    b = fleet.replica("b", url=session_redis.url.replace("redis://", "valkey://"))
+    trip([b])
+    eventually(lambda: a.state() == "open")
+    assert b.engine.shared_lost is None
