@@ -258,6 +258,7 @@ answer.s = {
 answer.tr = transitions
 local encoded = cjson.encode(answer)
 if changed then
-  redis.call("PUBLISH", channel, encoded)
+  -- A channel with a hash tag is a cluster's shard channel, in this key's slot.
+  redis.call(string.find(channel, "{", 1, true) and "SPUBLISH" or "PUBLISH", channel, encoded)
 end
 return encoded

@@ -19,12 +19,16 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable
+from functools import cache
 from importlib.resources import files
 from typing import Any, Literal
 
 import redis
 from pydantic import BaseModel, ConfigDict, Field
 from redis.backoff import NoBackoff
+from redis.cluster import ClusterNode, RedisCluster
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
@@ -157,7 +161,12 @@ class SharedStore:
         self.prefix = prefix
         self.channel = f"{prefix}:changes"
         self._where = where.where()
-        self._client = _client(where, password, sentinel_password, timeout)
+        #: On a Redis Cluster an agent's key carries its hash tag, `{<agent>}`, and changes
+        #: travel by sharded pub/sub on one channel per slot (`_shard_channel`).
+        self._cluster = where.kind == "cluster"
+        self._client: redis.Redis | RedisCluster = _client(
+            where, password, sentinel_password, timeout
+        )
         #: How many replicas the primary had at the last look: a transition then waits for
         #: one of them to have it (`WAIT`), so a failover loses no verdict.
         self._replicas = 0
@@ -214,6 +223,8 @@ class SharedStore:
         primary has none, and the first call would pay for it). Raises `redis.RedisError`."""
         self.check_clock()
         self._client.script_load(SCRIPT)
+        if self._cluster:
+            return  # WAIT would go to any node, not the key's: not asked (docs/replicas.md)
         info = self._client.info("replication")
         self._replicas = int(info.get("connected_slaves", 0)) if info.get("role") == "master" else 0
 
@@ -286,6 +297,7 @@ class SharedStore:
         try:
             if not self._replicas:
                 return self.read_reply(self._script(keys=keys, args=args), now, warning=warning)
+            assert isinstance(self._client, redis.Redis)  # no replicas counted on a cluster
             pool = self._client.connection_pool
             with redis.Redis(connection_pool=pool, single_connection_client=True) as pinned:
                 text = self._script(keys=keys, args=args, client=pinned)
@@ -319,6 +331,8 @@ class SharedStore:
         """The same argument-less script on many breakers in one pipeline (a joining replica
         reading the fleet's verdicts). Raises `redis.RedisError`: the caller is the listener."""
         listed = list(names)
+        if self._cluster:  # one script at a time: a pipeline of scripts spans the nodes
+            return [self._run_one(op, name, now, origin, seen.get(name, (0, 0))) for name in listed]
         pipe = self._client.pipeline(transaction=False)
         for name in listed:
             self._script(
@@ -337,12 +351,26 @@ class SharedStore:
                 replies.append(self.read_reply(text, now))
         return replies
 
+    def _run_one(
+        self, op: str, name: str, now: float, origin: str, seen: tuple[int, int]
+    ) -> Reply | None:
+        try:
+            text = self._script(
+                keys=[self._key(name)], args=self._args(op, name, now, origin, seen, ())
+            )
+        except redis.ResponseError as error:
+            self._refused(name, error)
+            return None
+        return self.read_reply(text, now)
+
     def names(self) -> list[str]:
         """Every breaker in the store (bounded). Raises `redis.RedisError`."""
         head = f"{self.prefix}:breaker:"
         found = []
         for key in self._client.scan_iter(match=f"{head}*", count=1000):
             name = _text(key)[len(head) :]
+            if self._cluster and name.startswith("{") and name.endswith("}"):
+                name = name[1:-1]
             if not name or len(name) > _MAX_NAME or printable(name) != name:
                 self.note(f"a key in the shared store was not adopted: {printable(name)[:80]!r}")
                 continue
@@ -355,7 +383,14 @@ class SharedStore:
         return found
 
     def _key(self, name: str) -> str:
+        if self._cluster:
+            return f"{self.prefix}:breaker:{{{name}}}"
         return f"{self.prefix}:breaker:{name}"
+
+    def _shard_channel(self, slot: int) -> str:
+        """The sharded channel of one slot: its hash tag hashes to that slot, so a script on
+        a key of the slot may publish on it (SPUBLISH stays within the key's slot)."""
+        return f"{self.prefix}:changes:{{{_slot_tags()[slot]}}}"
 
     def _args(
         self,
@@ -374,7 +409,9 @@ class SharedStore:
             origin,
             *seen,
             GARBAGE_AFTER_MS,
-            self.channel,
+            self._shard_channel(key_slot(self._key(name).encode()))
+            if self._cluster
+            else self.channel,
             name,
             repr(policy.window_seconds),
             repr(policy.cooldown_seconds),
@@ -484,14 +521,12 @@ class SharedStore:
         )
         self._thread.start()
 
-    def _join(self) -> redis.client.PubSub | None:
-        pubsub: redis.client.PubSub = self._client.pubsub(  # type: ignore[no-untyped-call]
-            ignore_subscribe_messages=True
-        )
+    def _join(self) -> _Listening | None:
         losses = self._joined_at = self._losses
         self._joining = True
+        pubsub: _Listening | None = None
         try:
-            pubsub.subscribe(self.channel)
+            pubsub = self._subscribe()
             self._look()
             assert self._on_join is not None
             self._on_join()
@@ -500,12 +535,28 @@ class SharedStore:
         finally:
             self._joining = False
         if self._losses != losses:  # lost again while joining
-            pubsub.close()
+            if pubsub is not None:
+                pubsub.close()
             return None
         self._lost = None
         return pubsub
 
-    def _listen(self, pubsub: redis.client.PubSub | None) -> None:
+    def _subscribe(self) -> _Listening:
+        """The store's change notices: its channel, or on a cluster every slot's shard channel,
+        each node subscribed to its own slots' in one command."""
+        if isinstance(self._client, RedisCluster):
+            return _Shards(self._client, self._shard_channel)
+        pubsub: redis.client.PubSub = self._client.pubsub(  # type: ignore[no-untyped-call]
+            ignore_subscribe_messages=True
+        )
+        try:
+            pubsub.subscribe(self.channel)
+        except Exception:
+            pubsub.close()
+            raise
+        return pubsub
+
+    def _listen(self, pubsub: _Listening | None) -> None:
         """Relay what others publish; every `RETRY_SECONDS` of quiet, ping (a Redis that hangs
         keeps its sockets open, and a fleet with nothing to write would never notice)."""
         heartbeat = time.monotonic() + RETRY_SECONDS
@@ -533,7 +584,7 @@ class SharedStore:
                 pubsub.close()
                 pubsub = None
                 continue
-            if message is not None and message.get("type") == "message":
+            if message is not None and message.get("type") in ("message", "smessage"):
                 self._deliver(message.get("data"))
         if pubsub is not None:
             pubsub.close()
@@ -558,8 +609,8 @@ class SharedStore:
 
 def _client(
     url: StoreUrl, password: str | None, sentinel_password: str | None, timeout: float
-) -> redis.Redis:
-    """A client for the store: one node, or the primary that Sentinel names now (each new
+) -> redis.Redis | RedisCluster:
+    """A client for the store: one node, a cluster, or the primary that Sentinel names now (each new
     connection asks the sentinels again, so after a failover the next connection is the new
     primary's). Every command has `timeout` and no retry: the store is then lost, and the
     listener finds it again."""
@@ -574,7 +625,20 @@ def _client(
         "health_check_interval": 0,
     }
     if url.kind == "cluster":
-        raise ValueError(f"{url.where()}: redis+cluster:// is not served yet")
+        # Moved slots and a node's failover are the cluster client's to follow (a few
+        # retries, re-reading the slot map); a server that is no cluster stops the start.
+        options["retry"] = Retry(NoBackoff(), 3)
+        try:
+            return RedisCluster(
+                startup_nodes=[
+                    ClusterNode(host, port)  # type: ignore[no-untyped-call]
+                    for host, port in url.nodes
+                ],
+                ssl=url.tls,
+                **options,
+            )
+        except (redis.RedisError, RedisClusterException) as error:
+            raise ValueError(f"{url.where()}: {printable(str(error))[:_MAX_TEXT]}") from None
     if url.kind == "sentinel":
         sentinels = Sentinel(
             list(url.nodes),
@@ -592,6 +656,71 @@ def _client(
         client: redis.Redis = sentinels.master_for(url.service)  # type: ignore[no-untyped-call]
         return client
     return redis.Redis.from_url(url.redis_url(), **options)
+
+
+class _Shards:
+    """Sharded pub/sub on a cluster: one subscriber per primary, on the shard channels of the
+    slots it holds, their SSUBSCRIBEs sent in one write (the cluster client's own subscriber
+    sends them one by one: six seconds for 16,384). A slot that moves away unsubscribes its channel,
+    and Redis says so: the store is then taken as lost, and the listener's next join reads the
+    slot map again and reconciles, so a moved slot costs a rejoin, never a lost change."""
+
+    def __init__(self, cluster: RedisCluster, channel: Callable[[int], str]) -> None:
+        owned: dict[str, tuple[redis.Redis, list[str]]] = {}
+        for slot in range(REDIS_CLUSTER_HASH_SLOTS):
+            node = cluster.nodes_manager.get_node_from_slot(slot)
+            client = node.redis_connection
+            assert client is not None
+            owned.setdefault(node.name, (client, []))[1].append(channel(slot))
+        self._subscribers: list[redis.client.PubSub] = []
+        try:
+            for client, channels in owned.values():
+                subscriber = client.pubsub()  # type: ignore[no-untyped-call]
+                self._subscribers.append(subscriber)
+                # SSUBSCRIBE takes the channels of one slot: the first through the client
+                # (which opens the connection and marks it subscribed), the rest sent at once.
+                subscriber.ssubscribe(channels[0])
+                connection = subscriber.connection
+                assert connection is not None
+                connection.send_packed_command(
+                    connection.pack_commands([("SSUBSCRIBE", name) for name in channels[1:]])
+                )
+        except Exception:
+            self.close()
+            raise
+
+    def get_message(self, timeout: float) -> dict[str, Any] | None:
+        """The next change from any node, within about `timeout`."""
+        each = timeout / max(1, len(self._subscribers))
+        for subscriber in self._subscribers:
+            message = subscriber.get_message(timeout=each)
+            while message is not None:  # past the confirmations of the subscription
+                kind = message.get("type")
+                if kind == "sunsubscribe":
+                    raise redis.ConnectionError("a slot of the cluster moved; joining again")
+                if kind == "smessage":
+                    change: dict[str, Any] = message
+                    return change
+                message = subscriber.get_message(timeout=0.0)
+        return None
+
+    def close(self) -> None:
+        for subscriber in self._subscribers:
+            subscriber.close()
+
+
+_Listening = redis.client.PubSub | _Shards
+
+
+@cache
+def _slot_tags() -> list[str]:
+    """For each of the cluster's slots, a short text that hashes to it (computed once)."""
+    tags: dict[int, str] = {}
+    number = 0
+    while len(tags) < REDIS_CLUSTER_HASH_SLOTS:
+        tags.setdefault(key_slot(str(number).encode()), str(number))
+        number += 1
+    return [tags[slot] for slot in range(REDIS_CLUSTER_HASH_SLOTS)]
 
 
 def _check_sentinels(sentinels: Sentinel, url: StoreUrl) -> None:
