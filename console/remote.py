@@ -274,6 +274,8 @@ def run_status(args: argparse.Namespace) -> int:
         lines = table_lines(snapshot)
     if snapshot.shared_store == "lost":
         say(store_lost_line(snapshot))
+    elif snapshot.shared_store == "ok" and snapshot.shared_store_reason:
+        say(f"shared store: {snapshot.shared_store_reason}")
     return _deliver(lines, code)
 
 

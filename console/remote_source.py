@@ -263,6 +263,13 @@ class RemoteSource(Source):
             if feed.shared_store == "lost"
         ]
 
+    def shared_store_warnings(self) -> list[tuple[str | None, str]]:
+        return [
+            (feed.label if self.multi else None, feed.store_reason)
+            for feed in self.feeds
+            if feed.shared_store == "ok" and feed.store_reason
+        ]
+
     def shared_store(self, ident: str) -> p.SharedStoreHealth | None:
         feed, _ = self._locate(ident)
         return feed.shared_store if feed is not None else None

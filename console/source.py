@@ -123,6 +123,11 @@ class Source(abc.ABC):
         store answers, and for engines without one."""
         return []
 
+    def shared_store_warnings(self) -> list[tuple[str | None, str]]:
+        """The engines whose shared store answers though something is wrong (the engine's
+        clock is off the store's): (its label, or None when it is the only engine; what)."""
+        return []
+
     def shared_store(self, ident: str) -> SharedStoreHealth | None:
         """The shared store of this breaker's engine: "ok", "lost", or None without one."""
         return None
@@ -222,6 +227,10 @@ class InProcessSource(Source):
     def shared_store_lost(self) -> list[tuple[str | None, str]]:
         lost = self.engine.shared_lost
         return [] if lost is None else [(None, lost)]
+
+    def shared_store_warnings(self) -> list[tuple[str | None, str]]:
+        warning = self.engine.shared_warning
+        return [] if warning is None or self.engine.shared_lost else [(None, warning)]
 
     def shared_store(self, ident: str) -> SharedStoreHealth | None:
         return shared_store_health(self.engine)[0]

@@ -169,6 +169,12 @@ class Engine:
         None: with no shared store, or while it answers."""
         return None if self._fleet is None else self._fleet.store.lost
 
+    @property
+    def shared_warning(self) -> str | None:
+        """What is wrong with this replica though its shared store answers (its clock is off
+        the store's), or None."""
+        return None if self._fleet is None else self._fleet.store.clock_warning
+
     def __enter__(self) -> Self:
         return self
 

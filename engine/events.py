@@ -401,10 +401,20 @@ class Reset(Transition):
 
 
 class Paged(Transition):
-    """`circuit_breaker.page`: the second failed probe of an open episode."""
+    """`circuit_breaker.page`: the second failed probe of an open episode. A replica whose
+    clock is off the shared store's says so on its page (`warning`): the page may come early
+    or late."""
 
-    __slots__ = ()
+    __slots__ = ("warning",)
     type = PAGE
+
+    def __init__(self, key: str, *, origin: str | None = None, warning: str | None = None) -> None:
+        Transition.__init__(self, key, origin=origin)
+        self.warning = warning
+
+    def _build_fields(self) -> dict[str, Any]:
+        fields = Transition._build_fields(self)
+        return fields if self.warning is None else {"warning": self.warning, **fields}
 
 
 class Restored(Transition):

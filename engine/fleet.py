@@ -150,10 +150,7 @@ class Fleet:
         wall = self._clock.wall
         reply = store.run(op, name, wall(), self._instance, (seen.gen, seen.ver), *extra)
         if isinstance(reply, Missing):
-            store.note(
-                f"{printable(name)!r} vanished from the shared store (wiped, or idle a day); "
-                "this replica wrote its verdict back"
-            )
+            store.note(f"{printable(name)!r} {reply.happened}; this replica wrote its verdict back")
             seen.dirty = True
             if not self._reconcile(slot):
                 return None

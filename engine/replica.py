@@ -51,6 +51,15 @@ class Shared:
 class Missing:
     """The key is gone from the store though this replica saw it: wiped, or collected."""
 
+    happened = "vanished from the shared store (wiped, or idle a day)"
+
+
+class Behind(Missing):
+    """The store holds the key as it was before a transition this replica saw: a failover's
+    new primary missed a write. Written back, as a missing key is."""
+
+    happened = "was older in the shared store than this replica had seen it (a failover)"
+
 
 class Foreign:
     """The key was written by another format of breakerdeck: never touched."""
@@ -76,6 +85,9 @@ class Store(Protocol):
 
     @property
     def lost(self) -> str | None: ...
+
+    @property
+    def clock_warning(self) -> str | None: ...
 
     def problems(self) -> list[str]: ...
 

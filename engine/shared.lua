@@ -14,6 +14,7 @@
 --   read      (none)
 -- Returns JSON: {ver, gen, s = the fields, tr = transitions made, probe, admit, left, expired}
 -- or {missing = true} (the key is gone though this replica saw it: wiped or collected), or
+-- {behind = true} (the key's generation is older than the one this replica saw), or
 -- {foreign = "<format>"} (written by another format: never touched).
 
 local FORMAT = "1"
@@ -35,6 +36,11 @@ if exists and s.v ~= FORMAT then
 end
 if not exists and seen_ver > 0 and op ~= "reconcile" then
   return cjson.encode({missing = true})
+end
+if exists and seen_gen > (tonumber(s.gen) or 0) and op ~= "reconcile" then
+  -- The store is behind what this replica saw (a failover's new primary missed a write):
+  -- the replica writes its verdict back before anything is decided on the older one.
+  return cjson.encode({behind = true})
 end
 
 -- A stored number, or nil for none and for what no number should be (NaN, infinities,
@@ -200,8 +206,9 @@ elseif op == "reconcile" then
     return (v.opened or now) + v.cooldown
   end
   local graver
-  if not exists then
-    -- A wiped (or collected) key: versions go on from this replica's, never back.
+  if not exists or gen < seen_gen then
+    -- A wiped (or collected) key, or one a failover's new primary has from before this
+    -- replica's last transition: versions go on from this replica's, never back.
     ver, gen = math.max(ver, seen_ver), math.max(gen, seen_gen)
     graver = true
   elseif gen ~= seen_gen then
@@ -251,6 +258,7 @@ answer.s = {
 answer.tr = transitions
 local encoded = cjson.encode(answer)
 if changed then
-  redis.call("PUBLISH", channel, encoded)
+  -- A channel with a hash tag is a cluster's shard channel, in this key's slot.
+  redis.call(string.find(channel, "{", 1, true) and "SPUBLISH" or "PUBLISH", channel, encoded)
 end
 return encoded

@@ -19,14 +19,18 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable
+from functools import cache
 from importlib.resources import files
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import redis
 from pydantic import BaseModel, ConfigDict, Field
 from redis.backoff import NoBackoff
+from redis.cluster import ClusterNode, RedisCluster
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.breaker import BreakerState
@@ -46,6 +50,7 @@ from breakerdeck.engine.policy import MAX_DEADLINE_SECONDS, AgentPolicy
 from breakerdeck.engine.replica import (
     MAX_SHARED_KEYS,
     Arg,
+    Behind,
     Foreign,
     Missing,
     OnChange,
@@ -55,6 +60,7 @@ from breakerdeck.engine.replica import (
 )
 from breakerdeck.engine.state import State
 from breakerdeck.engine.store import Problems
+from breakerdeck.engine.store_url import StoreUrl, parse_store_url
 from breakerdeck.engine.text import printable
 from breakerdeck.engine.verdict import Verdict, bounded
 
@@ -72,15 +78,21 @@ RETRY_SECONDS = 1.0
 #: closing an engine may wait for it.
 LISTEN_SECONDS = 0.1
 
+#: How often a replica compares its real wall clock with Redis's `TIME` (real seconds, and on
+#: every join), and how far apart the two may be before it says so: shared deadlines are
+#: wall-clock times, so a clock an hour ahead half-opens a breaker an hour early.
+CLOCK_CHECK_SECONDS = 60.0
+CLOCK_TOLERANCE_SECONDS = 2.0
+
 
 _MAX_TEXT = 500
 #: Versions and generations beyond this are damage: Lua counts exactly only up to 2**53.
 _MAX_COUNTER = 2**53
 _MAX_NAME = 256
-_SCHEMES = ("redis", "rediss")
+#: The longest a transition waits for one of the primary's replicas to have it (`WAIT`).
+WAIT_MS = 100
 #: The kinds a script makes that carry no fields.
 _BARE: dict[str, type[Transition]] = {
-    ev.PAGE: Paged,
     ev.HALF_OPEN: HalfOpened,
     ev.RECOVERED: Recovered,
 }
@@ -137,28 +149,27 @@ class SharedStore:
         url: str,
         *,
         password: str | None = None,
+        sentinel_password: str | None = None,
         prefix: str = "breakerdeck",
         timeout: float = 0.25,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in _SCHEMES:
-            raise ValueError(
-                f"the shared store's URL must start redis:// or rediss://, got {url!r}"
-            )
+        """`url` as `store_url` reads it (`ValueError` when it does not); `sentinel_password`
+        for sentinels that have their own. `clock` is this replica's real wall clock (before
+        any `--speed`), the one checked against Redis's."""
+        where = parse_store_url(url)
         self.prefix = prefix
         self.channel = f"{prefix}:changes"
-        self._where = f"{parts.hostname or 'localhost'}:{parts.port or 6379}{parts.path or '/0'}"
-        self._client = redis.Redis.from_url(
-            url,
-            password=password,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            retry=Retry(NoBackoff(), 0),
-            # Bytes: whatever another writer left in Redis (not UTF-8, say) is decoded here,
-            # with replacement, never inside the client where it would raise.
-            decode_responses=False,
-            health_check_interval=0,
+        self._where = where.where()
+        #: On a Redis Cluster an agent's key carries its hash tag, `{<agent>}`, and changes
+        #: travel by sharded pub/sub on one channel per slot (`_shard_channel`).
+        self._cluster = where.kind == "cluster"
+        self._client: redis.Redis | RedisCluster = _client(
+            where, password, sentinel_password, timeout
         )
+        #: How many replicas the primary had at the last look: a transition then waits for
+        #: one of them to have it (`WAIT`), so a failover loses no verdict.
+        self._replicas = 0
         self._script = self._client.register_script(SCRIPT)
         self._lost: str | None = None
         #: While a lost store is being rejoined, scripts run (the engine reconciles) though
@@ -172,6 +183,10 @@ class SharedStore:
         self._on_join: OnJoin | None = None
         self._wall: Callable[[], float] = time.time
         self._policy = AgentPolicy()
+        self._clock = clock
+        #: Seconds this replica's clock is ahead of Redis's (behind: negative) when beyond
+        #: the tolerance at the last check, else None.
+        self._offset: float | None = None
 
     def describe(self) -> str:
         """Where the store is, never with its password."""
@@ -182,10 +197,51 @@ class SharedStore:
         """Why the store cannot be used right now, or None while it can."""
         return self._lost
 
+    @property
+    def clock_warning(self) -> str | None:
+        """What is wrong with this replica's clock, as the store's `TIME` showed at the last
+        check, or None while it is within `CLOCK_TOLERANCE_SECONDS`."""
+        offset = self._offset
+        if offset is None:
+            return None
+        way = "ahead of" if offset > 0 else "behind"
+        return (
+            f"this replica's clock is {abs(offset):.1f} s {way} the shared store's "
+            f"({self._where}): its cooldowns, probe leases and pages come "
+            f"{abs(offset):.1f} s {'early' if offset > 0 else 'late'}; set its clock right (NTP)"
+        )
+
     def problems(self) -> list[str]:
-        lost = self._lost
+        lost, clock = self._lost, self.clock_warning
         lines = [] if lost is None else [f"shared store lost: {lost}"]
+        lines += [] if clock is None else [clock]
         return lines + self._notes.lines()
+
+    def _look(self) -> None:
+        """On joining and every `CLOCK_CHECK_SECONDS`: this replica's clock against Redis's,
+        how many replicas the primary has, and the script loaded (a restarted Redis or a new
+        primary has none, and the first call would pay for it). Raises `redis.RedisError`."""
+        self.check_clock()
+        self._client.script_load(SCRIPT)
+        if self._cluster:
+            return  # WAIT would go to any node, not the key's: not asked (docs/replicas.md)
+        info = self._client.info("replication")
+        self._replicas = int(info.get("connected_slaves", 0)) if info.get("role") == "master" else 0
+
+    def check_clock(self) -> None:
+        """Compare this replica's real wall clock with Redis's `TIME`, the round trip halved
+        (DESIGN, "Replicas", "Clocks"). Raises `redis.RedisError`: the caller is the
+        listener, or the join."""
+        sent = time.monotonic()
+        seconds, micros = self._client.time()
+        mine = self._clock() - (time.monotonic() - sent) / 2
+        offset = mine - (seconds + micros / 1_000_000)
+        was = self._offset
+        self._offset = offset if abs(offset) > CLOCK_TOLERANCE_SECONDS else None
+        if self._offset is not None and was is None:
+            log.error("%s", self.clock_warning)
+        elif self._offset is None and was is not None:
+            log.warning("this replica's clock agrees with the shared store's again")
 
     def note(self, problem: str) -> None:
         self._notes.add(problem)
@@ -230,20 +286,31 @@ class SharedStore:
         seen: tuple[int, int],
         *extra: Arg,
     ) -> Reply | None:
-        """One script on one breaker; None when the store is lost (or just got lost)."""
+        """One script on one breaker; None when the store is lost (or just got lost). Where
+        the primary has replicas, a script that made a transition waits (at most `WAIT_MS`)
+        for one of them to have it, on the script's own connection, which is what `WAIT`
+        counts: a failover right after then loses no verdict."""
         if self._lost is not None and not (self._joining and self._losses == self._joined_at):
             return None  # lost (or lost again while joining: the rest of the join is moot)
+        keys, args = [self._key(name)], self._args(op, name, now, origin, seen, extra)
+        warning = self.clock_warning
         try:
-            text = self._script(
-                keys=[self._key(name)], args=self._args(op, name, now, origin, seen, extra)
-            )
+            if not self._replicas:
+                return self.read_reply(self._script(keys=keys, args=args), now, warning=warning)
+            assert isinstance(self._client, redis.Redis)  # no replicas counted on a cluster
+            pool = self._client.connection_pool
+            with redis.Redis(connection_pool=pool, single_connection_client=True) as pinned:
+                text = self._script(keys=keys, args=args, client=pinned)
+                reply = self.read_reply(text, now, warning=warning)
+                if isinstance(reply, Shared) and reply.transitions:
+                    pinned.wait(1, WAIT_MS)
+                return reply
         except redis.ResponseError as error:
             self._refused(name, error)
             return None
         except redis.RedisError as error:
             self._lose(error)
             return None
-        return self.read_reply(text, now)
 
     def _refused(self, name: str, error: Exception) -> None:
         """The store answered with an error for one key (its data, a full memory, a read-only
@@ -264,6 +331,8 @@ class SharedStore:
         """The same argument-less script on many breakers in one pipeline (a joining replica
         reading the fleet's verdicts). Raises `redis.RedisError`: the caller is the listener."""
         listed = list(names)
+        if self._cluster:  # one script at a time: a pipeline of scripts spans the nodes
+            return [self._run_one(op, name, now, origin, seen.get(name, (0, 0))) for name in listed]
         pipe = self._client.pipeline(transaction=False)
         for name in listed:
             self._script(
@@ -282,12 +351,26 @@ class SharedStore:
                 replies.append(self.read_reply(text, now))
         return replies
 
+    def _run_one(
+        self, op: str, name: str, now: float, origin: str, seen: tuple[int, int]
+    ) -> Reply | None:
+        try:
+            text = self._script(
+                keys=[self._key(name)], args=self._args(op, name, now, origin, seen, ())
+            )
+        except redis.ResponseError as error:
+            self._refused(name, error)
+            return None
+        return self.read_reply(text, now)
+
     def names(self) -> list[str]:
         """Every breaker in the store (bounded). Raises `redis.RedisError`."""
         head = f"{self.prefix}:breaker:"
         found = []
         for key in self._client.scan_iter(match=f"{head}*", count=1000):
             name = _text(key)[len(head) :]
+            if self._cluster and name.startswith("{") and name.endswith("}"):
+                name = name[1:-1]
             if not name or len(name) > _MAX_NAME or printable(name) != name:
                 self.note(f"a key in the shared store was not adopted: {printable(name)[:80]!r}")
                 continue
@@ -300,7 +383,14 @@ class SharedStore:
         return found
 
     def _key(self, name: str) -> str:
+        if self._cluster:
+            return f"{self.prefix}:breaker:{{{name}}}"
         return f"{self.prefix}:breaker:{name}"
+
+    def _shard_channel(self, slot: int) -> str:
+        """The sharded channel of one slot: its hash tag hashes to that slot, so a script on
+        a key of the slot may publish on it (SPUBLISH stays within the key's slot)."""
+        return f"{self.prefix}:changes:{{{_slot_tags()[slot]}}}"
 
     def _args(
         self,
@@ -319,7 +409,9 @@ class SharedStore:
             origin,
             *seen,
             GARBAGE_AFTER_MS,
-            self.channel,
+            self._shard_channel(key_slot(self._key(name).encode()))
+            if self._cluster
+            else self.channel,
             name,
             repr(policy.window_seconds),
             repr(policy.cooldown_seconds),
@@ -334,21 +426,24 @@ class SharedStore:
     def use_policy(self, policy: AgentPolicy) -> None:
         self._policy = policy
 
-    def read_reply(self, text: object, now: float) -> Reply | None:
+    def read_reply(self, text: object, now: float, *, warning: str | None = None) -> Reply | None:
         """A script's answer (or a published message), validated and read within bounds; None
-        (and a note in `problems`) for anything else."""
+        (and a note in `problems`) for anything else. A page this replica's script raised
+        carries `warning` (its clock's, if any)."""
         try:
             data = json.loads(_text(text)) if isinstance(text, str | bytes) else None
             if isinstance(data, dict) and data.get("missing"):
                 return Missing()
+            if isinstance(data, dict) and data.get("behind"):
+                return Behind()
             if isinstance(data, dict) and "foreign" in data:
                 return Foreign(printable(str(data["foreign"]))[:64])
-            return self._bounded(_Answer.model_validate(data), now)
+            return self._bounded(_Answer.model_validate(data), now, warning)
         except Exception as error:  # anything at all: it came from outside
             self.note(f"an unreadable answer from the shared store was ignored ({error!r:.200})")
             return None
 
-    def _bounded(self, answer: _Answer, now: float) -> Shared:
+    def _bounded(self, answer: _Answer, now: float, warning: str | None) -> Shared:
         f = answer.s
         policy = self._policy
         cause = f.cause if f.cause in _COUNTED else None
@@ -402,7 +497,7 @@ class SharedStore:
             ),
             probe=f.probe if state is State.HALF_OPEN else "",
             probe_deadline=min(probe_deadline, now + 4 * policy.probe_lease(MAX_DEADLINE_SECONDS)),
-            transitions=_transitions(answer.name, answer.tr),
+            transitions=_transitions(answer.name, answer.tr, warning),
             expired=answer.expired,
             expired_count=answer.expired_tr,
             admit=answer.admit,
@@ -426,14 +521,13 @@ class SharedStore:
         )
         self._thread.start()
 
-    def _join(self) -> redis.client.PubSub | None:
-        pubsub: redis.client.PubSub = self._client.pubsub(  # type: ignore[no-untyped-call]
-            ignore_subscribe_messages=True
-        )
+    def _join(self) -> _Listening | None:
         losses = self._joined_at = self._losses
         self._joining = True
+        pubsub: _Listening | None = None
         try:
-            pubsub.subscribe(self.channel)
+            pubsub = self._subscribe()
+            self._look()
             assert self._on_join is not None
             self._on_join()
         except Exception as error:  # a Redis error, or anything the store's data provoked
@@ -441,15 +535,32 @@ class SharedStore:
         finally:
             self._joining = False
         if self._losses != losses:  # lost again while joining
-            pubsub.close()
+            if pubsub is not None:
+                pubsub.close()
             return None
         self._lost = None
         return pubsub
 
-    def _listen(self, pubsub: redis.client.PubSub | None) -> None:
+    def _subscribe(self) -> _Listening:
+        """The store's change notices: its channel, or on a cluster every slot's shard channel,
+        each node subscribed to its own slots' in one command."""
+        if isinstance(self._client, RedisCluster):
+            return _Shards(self._client, self._shard_channel)
+        pubsub: redis.client.PubSub = self._client.pubsub(  # type: ignore[no-untyped-call]
+            ignore_subscribe_messages=True
+        )
+        try:
+            pubsub.subscribe(self.channel)
+        except Exception:
+            pubsub.close()
+            raise
+        return pubsub
+
+    def _listen(self, pubsub: _Listening | None) -> None:
         """Relay what others publish; every `RETRY_SECONDS` of quiet, ping (a Redis that hangs
         keeps its sockets open, and a fleet with nothing to write would never notice)."""
         heartbeat = time.monotonic() + RETRY_SECONDS
+        clock_due = time.monotonic() + CLOCK_CHECK_SECONDS
         while not self._stopping.is_set():
             if pubsub is None:
                 if self._stopping.wait(RETRY_SECONDS):
@@ -463,6 +574,9 @@ class SharedStore:
                 if message is None and time.monotonic() > heartbeat:
                     self._client.ping()
                     heartbeat = time.monotonic() + RETRY_SECONDS
+                if time.monotonic() > clock_due:
+                    self._look()
+                    clock_due = time.monotonic() + CLOCK_CHECK_SECONDS
             except redis.RedisError as error:
                 self._lose(error)
                 message = None
@@ -470,7 +584,7 @@ class SharedStore:
                 pubsub.close()
                 pubsub = None
                 continue
-            if message is not None and message.get("type") == "message":
+            if message is not None and message.get("type") in ("message", "smessage"):
                 self._deliver(message.get("data"))
         if pubsub is not None:
             pubsub.close()
@@ -493,8 +607,145 @@ class SharedStore:
         self._client.close()
 
 
+def _client(
+    url: StoreUrl, password: str | None, sentinel_password: str | None, timeout: float
+) -> redis.Redis | RedisCluster:
+    """A client for the store: one node, a cluster, or the primary that Sentinel names now (each new
+    connection asks the sentinels again, so after a failover the next connection is the new
+    primary's). Every command has `timeout` and no retry: the store is then lost, and the
+    listener finds it again."""
+    options: dict[str, Any] = {
+        "password": password,
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "retry": Retry(NoBackoff(), 0),
+        # Bytes: whatever another writer left in Redis (not UTF-8, say) is decoded here,
+        # with replacement, never inside the client where it would raise.
+        "decode_responses": False,
+        "health_check_interval": 0,
+    }
+    if url.kind == "cluster":
+        # Moved slots and a node's failover are the cluster client's to follow (a few
+        # retries, re-reading the slot map); a server that is no cluster stops the start.
+        options["retry"] = Retry(NoBackoff(), 3)
+        try:
+            return RedisCluster(
+                startup_nodes=[
+                    ClusterNode(host, port)  # type: ignore[no-untyped-call]
+                    for host, port in url.nodes
+                ],
+                ssl=url.tls,
+                **options,
+            )
+        except (redis.RedisError, RedisClusterException) as error:
+            raise ValueError(f"{url.where()}: {printable(str(error))[:_MAX_TEXT]}") from None
+    if url.kind == "sentinel":
+        sentinels = Sentinel(
+            list(url.nodes),
+            sentinel_kwargs={
+                "password": sentinel_password,
+                "socket_timeout": timeout,
+                "socket_connect_timeout": timeout,
+                "ssl": url.tls,
+            },
+            db=url.db,
+            ssl=url.tls,
+            **options,
+        )  # type: ignore[no-untyped-call]
+        _check_sentinels(sentinels, url)
+        client: redis.Redis = sentinels.master_for(url.service)  # type: ignore[no-untyped-call]
+        return client
+    return redis.Redis.from_url(url.redis_url(), **options)
+
+
+class _Shards:
+    """Sharded pub/sub on a cluster: one subscriber per primary, on the shard channels of the
+    slots it holds, their SSUBSCRIBEs sent in one write (the cluster client's own subscriber
+    sends them one by one: six seconds for 16,384). A slot that moves away unsubscribes its channel,
+    and Redis says so: the store is then taken as lost, and the listener's next join reads the
+    slot map again and reconciles, so a moved slot costs a rejoin, never a lost change."""
+
+    def __init__(self, cluster: RedisCluster, channel: Callable[[int], str]) -> None:
+        owned: dict[str, tuple[redis.Redis, list[str]]] = {}
+        for slot in range(REDIS_CLUSTER_HASH_SLOTS):
+            node = cluster.nodes_manager.get_node_from_slot(slot)
+            client = node.redis_connection
+            assert client is not None
+            owned.setdefault(node.name, (client, []))[1].append(channel(slot))
+        self._subscribers: list[redis.client.PubSub] = []
+        try:
+            for client, channels in owned.values():
+                subscriber = client.pubsub()  # type: ignore[no-untyped-call]
+                self._subscribers.append(subscriber)
+                # SSUBSCRIBE takes the channels of one slot: the first through the client
+                # (which opens the connection and marks it subscribed), the rest sent at once.
+                subscriber.ssubscribe(channels[0])
+                connection = subscriber.connection
+                assert connection is not None
+                connection.send_packed_command(
+                    connection.pack_commands([("SSUBSCRIBE", name) for name in channels[1:]])
+                )
+        except Exception:
+            self.close()
+            raise
+
+    def get_message(self, timeout: float) -> dict[str, Any] | None:
+        """The next change from any node, within about `timeout`."""
+        each = timeout / max(1, len(self._subscribers))
+        for subscriber in self._subscribers:
+            message = subscriber.get_message(timeout=each)
+            while message is not None:  # past the confirmations of the subscription
+                kind = message.get("type")
+                if kind == "sunsubscribe":
+                    raise redis.ConnectionError("a slot of the cluster moved; joining again")
+                if kind == "smessage":
+                    change: dict[str, Any] = message
+                    return change
+                message = subscriber.get_message(timeout=0.0)
+        return None
+
+    def close(self) -> None:
+        for subscriber in self._subscribers:
+            subscriber.close()
+
+
+_Listening = redis.client.PubSub | _Shards
+
+
+@cache
+def _slot_tags() -> list[str]:
+    """For each of the cluster's slots, a short text that hashes to it (computed once)."""
+    tags: dict[int, str] = {}
+    number = 0
+    while len(tags) < REDIS_CLUSTER_HASH_SLOTS:
+        tags.setdefault(key_slot(str(number).encode()), str(number))
+        number += 1
+    return [tags[slot] for slot in range(REDIS_CLUSTER_HASH_SLOTS)]
+
+
+def _check_sentinels(sentinels: Sentinel, url: StoreUrl) -> None:
+    """A Sentinel URL is checked when the store is made (at start): no sentinel answering, or
+    none knowing the service, is a mistake in the URL far more often than an outage, and a
+    fleet started on it would never share a verdict."""
+    why = ""
+    for sentinel in sentinels.sentinels:
+        try:
+            sentinel.ping()
+            break
+        except redis.RedisError as error:
+            why = printable(str(error))[:_MAX_TEXT] or type(error).__name__
+    else:
+        raise ValueError(f"{url.where()}: no sentinel answers ({why})")
+    try:
+        sentinels.discover_master(url.service)  # type: ignore[no-untyped-call]
+    except redis.RedisError:
+        raise ValueError(
+            f"{url.where()}: no sentinel knows a primary named {url.service!r}"
+        ) from None
+
+
 def _transitions(
-    key: str, raw: list[tuple[str, dict[str, Any]]] | dict[str, Any]
+    key: str, raw: list[tuple[str, dict[str, Any]]] | dict[str, Any], warning: str | None
 ) -> tuple[Transition, ...]:
     """The transitions a script made, with only the fields the design gives each kind."""
     if isinstance(raw, dict):
@@ -516,6 +767,8 @@ def _transitions(
         elif kind == ev.RESET:
             actor = printable(str(fields.get("actor", "")))[:64]
             made.append(Reset(key, actor, printable(str(fields.get("reason", "")))[:_MAX_TEXT]))
+        elif kind == ev.PAGE:
+            made.append(Paged(key, warning=warning))
         elif kind in _BARE:
             made.append(_BARE[kind](key))
     return tuple(made)

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -34,15 +35,17 @@ class RedisServerMissing(RuntimeError):
 class RedisServer:
     """One `redis-server` process on 127.0.0.1, restartable on the port it first got."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *extra: str) -> None:
+        """`extra`: more of redis-server's options (`--replicaof`), given at every start."""
         program = shutil.which(PROGRAM)
         if program is None:
             raise RedisServerMissing(MISSING)
         self._program = program
-        self._directory = directory
+        self._directory = directory.resolve()
         self._directory.mkdir(parents=True, exist_ok=True)
         self._process: subprocess.Popen[bytes] | None = None
         self._paused = False
+        self._extra = extra
         self.port = 0
 
     @property
@@ -106,10 +109,13 @@ class RedisServer:
                 [
                     *(self._program, "--port", str(self.port), "--bind", "127.0.0.1"),
                     *("--save", "", "--appendonly", "no", "--dir", str(self._directory)),
+                    *self._extra,
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                # Its own folder from the first instant, not only once `--dir` is read.
+                cwd=self._directory,
             )
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
@@ -147,3 +153,139 @@ def _free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+#: The name the test sentinels monitor their primary by.
+SERVICE = "breakerdeck"
+
+
+class SentinelSet:
+    """A primary, its replica and three sentinels on loopback (Debian's redis-server, the
+    sentinels in its `--sentinel` mode), quick to fail over: the primary is taken as down after
+    500 ms without an answer."""
+
+    def __init__(self, directory: Path) -> None:
+        self.primary = RedisServer(directory / "primary").start()
+        self.replica = RedisServer(
+            directory / "replica", "--replicaof", "127.0.0.1", str(self.primary.port)
+        ).start()
+        self._sentinels: list[tuple[int, subprocess.Popen[bytes]]] = []
+        self._directory = directory
+        for n in range(3):
+            self._sentinels.append(self._sentinel(directory / f"sentinel-{n}"))
+        self.wait_until(self._known, "the sentinels did not learn of each other and the replica")
+
+    @property
+    def url(self) -> str:
+        nodes = ",".join(f"127.0.0.1:{port}" for port, _ in self._sentinels)
+        return f"redis+sentinel://{nodes}/{SERVICE}/0"
+
+    def primary_port(self) -> int:
+        """The port of the primary as the first sentinel names it now."""
+        with self._ask(self._sentinels[0][0]) as sentinel:
+            _, port = sentinel.sentinel_get_master_addr_by_name(SERVICE)
+        return int(port)
+
+    def client(self) -> redis.Redis:
+        """A client on the primary as the sentinels name it now."""
+        return redis.Redis(port=self.primary_port(), socket_timeout=5.0)
+
+    def close(self) -> None:
+        for _, process in self._sentinels:
+            process.kill()
+            process.wait(timeout=START_SECONDS)
+        self.replica.kill()
+        self.primary.kill()
+
+    def wait_until(self, check: Callable[[], bool], what: str, seconds: float = 30.0) -> None:
+        deadline = time.monotonic() + seconds
+        while not check():
+            if time.monotonic() > deadline:
+                raise RuntimeError(what)
+            time.sleep(0.05)
+
+    def _known(self) -> bool:
+        try:
+            for port, _ in self._sentinels:
+                with self._ask(port) as sentinel:
+                    if len(sentinel.sentinel_sentinels(SERVICE)) < 2:
+                        return False
+                    if not sentinel.sentinel_slaves(SERVICE):
+                        return False
+        except redis.RedisError:
+            return False
+        return True
+
+    def _ask(self, port: int) -> redis.Redis:
+        return redis.Redis(port=port, socket_timeout=2.0, decode_responses=True)
+
+    def _sentinel(self, directory: Path) -> tuple[int, subprocess.Popen[bytes]]:
+        directory.mkdir(parents=True, exist_ok=True)
+        port = _free_port()
+        config = directory / "sentinel.conf"  # a sentinel rewrites its file: it must be its own
+        config.write_text(
+            f"port {port}\nbind 127.0.0.1\ndir {directory}\n"
+            f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 2\n"
+            f"sentinel down-after-milliseconds {SERVICE} 500\n"
+            f"sentinel failover-timeout {SERVICE} 1500\n",
+            encoding="utf-8",
+        )
+        log = (directory / "sentinel.log").open("ab")
+        with log:
+            process = subprocess.Popen(
+                [PROGRAM, str(config), "--sentinel"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=directory,
+            )
+        return port, process
+
+
+class ClusterSet:
+    """A Redis Cluster of three primaries on loopback (Debian's redis-server, created with
+    `redis-cli --cluster create`), each holding a third of the slots."""
+
+    def __init__(self, directory: Path) -> None:
+        self.nodes = [
+            RedisServer(
+                directory / f"node-{n}",
+                *("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"),
+                *("--cluster-node-timeout", "2000"),
+            ).start()
+            for n in range(3)
+        ]
+        subprocess.run(
+            [
+                "redis-cli",
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{node.port}" for node in self.nodes),
+                "--cluster-yes",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+        deadline = time.monotonic() + 30
+        while not all(self._ok(node) for node in self.nodes):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the cluster did not come up")
+            time.sleep(0.05)
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
+
+    def flushall(self) -> None:
+        for node in self.nodes:
+            node.flushall()
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.kill()
+
+    @staticmethod
+    def _ok(node: RedisServer) -> bool:
+        with node.client() as client:
+            return b"cluster_state:ok" in client.execute_command("CLUSTER", "INFO")

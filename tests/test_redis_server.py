@@ -56,6 +56,21 @@ def test_flushall_empties_it(redis_server: RedisServer) -> None:
         assert client.dbsize() == 0
 
 
+def test_it_leaves_nothing_in_the_working_directory(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    with redis_server.client() as client:
+        client.set("key", "1")
+        assert client.config_get("save") == {"save": ""}
+        pid = int(client.info("server")["process_id"])
+        # Whatever Redis writes all the same (a SAVE, a replica's sync) goes to its own folder.
+        assert Path(f"/proc/{pid}/cwd").resolve() == (tmp_path / "redis").resolve()
+        client.save()
+    redis_server.stop()  # a SIGTERM is when a configured snapshot would be written
+    assert not (Path.cwd() / "dump.rdb").exists()
+    assert (tmp_path / "redis" / "dump.rdb").exists()
+
+
 @pytest.mark.parametrize("writer", ["a first test", "a second test"])
 def test_the_session_server_is_empty_at_the_start_of_each_test(
     writer: str, session_redis: RedisServer

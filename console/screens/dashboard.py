@@ -183,6 +183,7 @@ class DashboardScreen(Screen[None]):
             total=total,
             faults=faults,
             store_lost=self.deck.source.shared_store_lost(),
+            store_warnings=self.deck.source.shared_store_warnings(),
             player=self.deck.player_status(),
         )
         hidden = self.cards.selection_out_of_view() if self.is_mounted else None

@@ -143,11 +143,13 @@ class StatusLine(Static):
         faults: dict[str, str],
         store_lost: Sequence[tuple[str | None, str]] = (),
         player: str | None = None,
+        store_warnings: Sequence[tuple[str | None, str]] = (),
     ) -> None:
         """`store_lost`: (engine label, or None for the only one; why) for each engine whose
         shared store is lost. The header says which; this line says why, once per reason
         (replicas that lost one Redis usually give the same). `player`: a replay's state and
-        keys, first."""
+        keys, first. `store_warnings`: the same for each engine whose store answers though
+        something is wrong (its clock is off the store's), said as loudly."""
         text = Text(no_wrap=True, overflow="ellipsis")
         if player:
             state, _, keys = player.partition("  ")
@@ -157,11 +159,13 @@ class StatusLine(Static):
             shown_filter = printable(filter_text)
             text.append(f"filter “{shown_filter}”: {shown} of {total} ", style="bold reverse")
             text.append("  ")
-        if store_lost:
+        for title, troubles in (("store lost", store_lost), ("shared store", store_warnings)):
+            if not troubles:
+                continue
             reasons: dict[str, list[str]] = {}
-            for name, why in store_lost:
+            for name, why in troubles:
                 reasons.setdefault(why, []).extend([name] if name else [])
-            text.append("store lost", style="bold reverse")
+            text.append(title, style="bold reverse")
             for why, names in reasons.items():
                 where = f" on {', '.join(names)}" if names else ""
                 text.append(printable(f"{where}: {why}"))
@@ -183,7 +187,7 @@ class StatusLine(Static):
             healthy = [p for p in order if faults[p] == "ok"]
             if healthy:
                 text.append("ok: " + printable(" ".join(healthy)))
-        self.display = bool(filter_text or faults or store_lost or player)
+        self.display = bool(filter_text or faults or store_lost or store_warnings or player)
         width = self.app.size.width  # the line spans the screen (it may be hidden: no size yet)
         if text.cell_len > width:  # cut where the eye sees it was cut
             text.truncate(width, overflow="ellipsis")

@@ -44,13 +44,14 @@ def snapshot(
 
 
 def shared_store_health(engine: Engine) -> tuple[p.SharedStoreHealth | None, str | None]:
-    """The engine's shared store as a snapshot reports it, and why it is lost: (None, None)
-    without one. `Engine.shared_lost` is None both without a store and while it answers, so
+    """The engine's shared store as a snapshot reports it, and why it is lost, or, while it
+    answers, what is wrong all the same (this replica's clock is off the store's): (None,
+    None) without one. `Engine.shared_lost` is None both without a store and while it answers, so
     whether there is one is read from the engine's store itself."""
     lost = engine.shared_lost
     if lost is not None:
         return "lost", lost
-    return ("ok" if engine.sharing else None), None
+    return ("ok" if engine.sharing else None), engine.shared_warning
 
 
 def feed_record(event: Event, epoch: float, source: str) -> dict[str, Any]:

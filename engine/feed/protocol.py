@@ -147,8 +147,10 @@ class SnapshotMessage(_ServerMessage):
     role: Role | None = None
     #: Revision 3: the engine's shared store, "ok" or "lost"; None when it has none (or the
     #: server predates the field). While lost the replica decides alone, and
-    #: `shared_store_reason` says why. A change of health resyncs every client with a
-    #: snapshot, a message every client of version 1 already applies.
+    #: `shared_store_reason` says why; with "ok" it says what is wrong all the same (this
+    #: replica's clock is off the store's, naming the offset), or is None. A change of
+    #: health or reason resyncs every client with a snapshot, a message every client of
+    #: version 1 already applies.
     shared_store: SharedStoreHealth | None = None
     shared_store_reason: str | None = None
 

@@ -438,17 +438,21 @@ class FeedServer:
             client.wake.set()
 
     async def _watch_health(self) -> None:
-        """Resync every client when the shared store is lost or comes back. A snapshot says
+        """Resync every client when the shared store is lost or comes back, or when what is
+        wrong though it answers (the clock) changes. A snapshot says
         so, and it is the one message every client of version 1 applies whenever it comes: a
         new message type would be a bad frame to an older console, costing it a reconnect."""
-        answering = self.engine.shared_lost is None
+        engine = self.engine
+        answering, warning = engine.shared_lost is None, engine.shared_warning
         while True:
             await asyncio.sleep(HEALTH_CHECK_SECONDS)
-            lost = self.engine.shared_lost
-            if (lost is None) == answering:
+            lost = engine.shared_lost
+            if (lost is None) == answering and engine.shared_warning == warning:
                 continue
-            answering = lost is None
+            answering, warning = lost is None, engine.shared_warning
             said = "is back" if lost is None else f"is lost ({printable(lost)})"
+            if lost is None and warning is not None:
+                said = f"answers, but {printable(warning)}"
             log.warning("feed: the shared store %s; resyncing %d clients", said, self.client_count)
             self._resync()
 

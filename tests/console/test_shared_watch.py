@@ -11,7 +11,7 @@ clock, each serving its own feed on loopback; the console reads them with `Remot
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
@@ -57,11 +57,13 @@ class Fleet:
         self.urls: list[str] = []
         self._feeds = AsyncExitStack()
 
-    def replica(self, name: str, redis_url: str) -> Engine:
+    def replica(self, name: str, redis_url: str, wall: Callable[[], float] = time.time) -> Engine:
+        """`wall`: the replica's real wall clock, the one checked against Redis's."""
         engine = Engine(
             AgentPolicy(),
             clock=self.clock,
-            shared=SharedStore(redis_url, timeout=5.0),  # a loaded round trip is no loss
+            # A loaded round trip is no loss.
+            shared=SharedStore(redis_url, timeout=5.0, clock=wall),
             instance=name,
             state_dir=self.tmp_path / name,
         )
@@ -277,6 +279,18 @@ async def test_with_one_engine_the_header_says_shared_store_lost(fleet: Fleet) -
         assert " shared store lost " in header_text(app)
         assert " on " not in header_text(app)
         assert header_fits(app)
+
+
+async def test_a_replica_whose_clock_is_off_the_stores_is_named_under_the_header(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    fleet.replica("a", session_redis.url)
+    fail(fleet.replica("b", session_redis.url, wall=lambda: time.time() + 3600))
+    app = await watch(*await fleet.serve())
+    async with app.run_test(size=(200, 24)) as pilot:
+        await until(pilot, lambda: "3600.0 s ahead" in status_text(app))
+        assert status_text(app).startswith("shared store on replica-b: this replica's clock")
+        assert "store lost" not in header_text(app)
 
 
 async def test_with_no_color_the_lost_store_is_as_loud_as_an_open_breaker(

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from breakerdeck.engine import AgentPolicy, Engine, ToolPolicy
+from breakerdeck.engine import AgentPolicy, Engine, ToolPolicy, shared
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.breaker import DenyReason
 from breakerdeck.engine.clock import ManualClock
@@ -81,12 +81,20 @@ class Fleet:
         self.timeout = timeout
         self.replicas: list[Replica] = []
 
-    def replica(self, name: str, *, url: str | None = None, state: bool = False) -> Replica:
+    def replica(
+        self,
+        name: str,
+        *,
+        url: str | None = None,
+        state: bool = False,
+        wall: Callable[[], float] = time.time,
+    ) -> Replica:
+        """`wall`: the replica's real wall clock, the one checked against Redis's."""
         pages: list[dict[str, Any]] = []
         engine = Engine(
             AgentPolicy(),
             clock=self.clock,
-            shared=SharedStore(url or self.url, timeout=self.timeout),
+            shared=SharedStore(url or self.url, timeout=self.timeout, clock=wall),
             instance=name,
             state_dir=self.tmp_path / name if state else None,
             page_hook=pages.append,
@@ -653,3 +661,87 @@ def test_a_replica_started_late_adopts_ten_thousand_open_agents_at_once(
     assert len(late.engine.keys()) == 10_000
     assert late.call(agent="agent-09999").reason is DenyReason.OPEN
     assert len(late.seen(ev.RESTORED)) == 10_000
+
+
+# -- clocks ------------------------------------------------------------------------------------
+
+
+class OffClock:
+    """A replica's real wall clock, off Redis's by `offset` seconds until a test sets it right."""
+
+    def __init__(self, offset: float) -> None:
+        self.offset = offset
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
+def clock_problems(replica: Replica) -> list[str]:
+    return [line for line in replica.engine.problems if "clock" in line]
+
+
+def test_a_replica_whose_clock_is_an_hour_ahead_says_so_naming_the_offset(fleet: Fleet) -> None:
+    ahead = fleet.replica("ahead", wall=OffClock(3600))
+    right = fleet.replica("right")
+    [problem] = clock_problems(ahead)
+    assert "3600.0 s ahead of the shared store's" in problem
+    assert ahead.engine.shared_warning == problem
+    assert clock_problems(right) == [] and right.engine.shared_warning is None
+
+
+def test_a_clock_behind_by_less_than_two_seconds_is_no_problem(fleet: Fleet) -> None:
+    assert clock_problems(fleet.replica("a", wall=OffClock(-1.5))) == []
+    [problem] = clock_problems(fleet.replica("b", wall=OffClock(-90)))
+    assert "90.0 s behind" in problem
+
+
+def test_the_clock_problem_clears_once_the_clock_is_right_again(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shared, "CLOCK_CHECK_SECONDS", 0.05)
+    wall = OffClock(3600)
+    replica = fleet.replica("a", wall=wall)
+    assert clock_problems(replica)
+    wall.offset = 0.0
+    eventually(lambda: clock_problems(replica) == [])
+    assert replica.engine.shared_warning is None
+
+
+def test_a_page_raised_by_a_replica_whose_clock_is_off_carries_the_warning(fleet: Fleet) -> None:
+    ahead, other = fleet.replica("ahead", wall=OffClock(3600)), fleet.replica("other")
+    trip([ahead])
+    for _ in range(2):  # two failed probes: a page
+        fleet.clock.advance(300)
+        assert ahead.call(UPSTREAM).as_probe
+    [page] = ahead.pages
+    assert "3600.0 s ahead" in page["warning"]
+    assert ahead.seen(ev.PAGE)[0].fields["warning"] == page["warning"]
+    eventually(lambda: len(other.seen(ev.PAGE)) == 1)
+    assert "warning" not in other.seen(ev.PAGE)[0].fields  # relayed: not its clock's page
+
+
+def test_a_store_behind_what_a_replica_saw_gets_the_replicas_verdict_back(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a = fleet.replica("a")
+    key = f"breakerdeck:breaker:{AGENT}"
+    trip([a], times=4)
+    with session_redis.client() as client:
+        before_the_trip = client.hgetall(key)
+        assert a.call(UPSTREAM).allowed  # the fifth: tripped
+        # A failover's new primary that missed the trip holds the breaker as it was before.
+        client.delete(key)
+        client.hset(key, mapping=before_the_trip)
+    fleet.clock.advance(300)
+    assert a.call().as_probe  # the open verdict stood: half-open, and this call its probe
+    assert any("older in the shared store" in line for line in a.engine.problems)
+    with session_redis.client() as client:
+        assert client.hget(key, "state") == b"half_open"
+
+
+def test_a_valkey_url_names_the_same_store(fleet: Fleet, session_redis: RedisServer) -> None:
+    a = fleet.replica("a")
+    b = fleet.replica("b", url=session_redis.url.replace("redis://", "valkey://"))
+    trip([b])
+    eventually(lambda: a.state() == "open")
+    assert b.engine.shared_lost is None

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from breakerdeck.engine import events as ev
+from breakerdeck.engine import shared
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.feed import protocol as p
@@ -43,11 +44,15 @@ class Replicas:
         self.clock = ManualClock()
         self.engines: list[Engine] = []
 
-    def engine(self, name: str, url: str | None = None) -> Engine:
+    def engine(
+        self, name: str, url: str | None = None, wall: Callable[[], float] = time.time
+    ) -> Engine:
+        """`wall`: the replica's real wall clock, the one checked against Redis's."""
         engine = Engine(
             AgentPolicy(),
             clock=self.clock,
-            shared=SharedStore(url or self.url, timeout=5.0),  # a loaded round trip is no loss
+            # A loaded round trip is no loss.
+            shared=SharedStore(url or self.url, timeout=5.0, clock=wall),
             instance=name,
             state_dir=self.tmp_path / name,
         )
@@ -122,6 +127,21 @@ async def test_a_replica_started_with_its_store_down_says_lost_and_why(tmp_path:
     assert snap.shared_store == "lost"
     assert snap.shared_store_reason is not None
     assert snap.shared_store_reason.startswith("127.0.0.1:1/0: ")
+
+
+async def test_a_replica_whose_clock_is_off_says_so_while_its_store_answers(
+    replicas: Replicas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shared, "CLOCK_CHECK_SECONDS", 0.05)
+    offset = [3600.0]
+    engine = replicas.engine("a", wall=lambda: time.time() + offset[0])
+    async with served(engine, "replica-a") as feed, client(feed.url) as ws:
+        snap = await receive(ws)
+        assert snap.shared_store == "ok"
+        assert "3600.0 s ahead of the shared store's" in (snap.shared_store_reason or "")
+        offset[0] = 0.0
+        right = await snapshot_where(ws, lambda snap: snap.shared_store_reason is None)
+    assert right.shared_store == "ok"
 
 
 # -- a change reaches connected clients --------------------------------------------------------

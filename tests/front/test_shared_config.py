@@ -18,8 +18,10 @@ import httpx
 import pytest
 
 from breakerdeck.console.cli import main
+from breakerdeck.engine.front.gateway.app import GatewayApp
 from breakerdeck.engine.front.gateway.config import GatewayConfig, Shared
 from breakerdeck.engine.front.gateway.server import Options, open_engine, open_shared
+from breakerdeck.engine.shared import SharedStore
 from breakerdeck.fixtures.faults import REFUSED
 from breakerdeck.fixtures.platform import FakePlatform
 from breakerdeck.fixtures.server import PlatformServer
@@ -234,18 +236,68 @@ def test_a_url_that_is_not_redis_with_a_host_is_refused_in_the_file(
 ) -> None:
     config = _config(tmp_path, f'url = "{url}"')
     line = _refused(check(config))
-    assert line == (
-        f"{config}: [shared] key 'url': expected a redis:// or rediss:// URL with a host, "
-        f"got {url!r}"
-    )
+    assert line.startswith(f"{config}: [shared] key 'url': expected redis://, rediss://, ")
+    assert line.endswith(f", got {url!r}")
 
 
 def test_a_url_that_is_not_redis_is_refused_on_the_command_line(
     tmp_path: Path, check: Callable[..., Done]
 ) -> None:
     line = _refused(check(_config(tmp_path), "--shared", "http://h:6379/0"))
-    assert line == (
-        "gateway: --shared: expected a redis:// or rediss:// URL with a host, got 'http://h:6379/0'"
+    assert line.startswith("gateway: --shared: expected redis://, rediss://, valkey://")
+    assert line.endswith(", got 'http://h:6379/0'")
+
+
+@pytest.mark.parametrize(
+    ("url", "where"),
+    [
+        ("valkey://h:6390/2", "h:6390/2"),
+        ("valkeys://h/0", "h:6379/0"),
+        (
+            "redis+sentinel://s1:26379,s2,[::1]:26381/mymaster/1",
+            "sentinel s1:26379,s2:26379,::1:26381/mymaster/1",
+        ),
+        ("redis+cluster://n1:7000,n2:7001", "cluster n1:7000,n2:7001"),
+    ],
+    ids=["valkey", "valkeys", "sentinel", "cluster"],
+)
+def test_the_high_availability_urls_check_out(
+    url: str, where: str, tmp_path: Path, check: Callable[..., Done]
+) -> None:
+    done = check(_config(tmp_path), "--shared", url)
+    assert done.returncode == 0, done.stderr
+    assert f"shared on {where}" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("redis+sentinel://s1:26379", "the Sentinel service name is missing"),
+        ("redis+sentinel://:hunter2@s1:26379/mymaster", "a password in the URL is refused"),
+        ("redis+cluster://n1:7000/0", "a cluster URL has no path"),
+        ("redis://h1:1,h2:2/0", "one host for redis://"),
+        ("redis+sentinel://s1:99999/mymaster", "port '99999' is not a port number"),
+    ],
+    ids=["no-service", "password", "cluster-db", "two-hosts", "port"],
+)
+def test_a_bad_high_availability_url_is_refused_with_why(
+    url: str, expected: str, tmp_path: Path, check: Callable[..., Done]
+) -> None:
+    line = _refused(check(_config(tmp_path), "--shared", url))
+    assert line.startswith("gateway: --shared: ") and expected in line
+    assert "hunter2" not in line
+
+
+def test_a_sentinel_password_is_only_for_a_sentinel_url(
+    tmp_path: Path, check: Callable[..., Done], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BD_TEST_SENTINEL_PASSWORD", "s3cret")
+    config = _config(
+        tmp_path, 'url = "redis://h/0"\nsentinel_password_env = "BD_TEST_SENTINEL_PASSWORD"'
+    )
+    line = _refused(check(config))
+    assert (
+        line == f"{config}: [shared] key 'sentinel_password_env': only for a redis+sentinel:// URL"
     )
 
 
@@ -412,3 +464,20 @@ async def _until_open(client: httpx.AsyncClient, url: str, key: str) -> None:
     while shown not in (await client.get(url + "/-/metrics")).text:
         assert time.monotonic() < deadline, f"{url} never showed {key} open"
         await asyncio.sleep(0.02)
+
+
+async def test_healthz_names_a_clock_an_hour_off_the_shared_stores_and_serves_on(
+    session_redis: RedisServer,
+) -> None:
+    options = _options(session_redis)
+    store = SharedStore(session_redis.url, clock=lambda: time.time() + 3600)
+    engine = open_engine(options, asyncio.get_running_loop(), store)
+    try:
+        app = GatewayApp(GatewayConfig(), {}, config_path="gateway.toml", engine=engine)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+            health = (await client.get("/-/healthz")).json()
+    finally:
+        engine.close()
+    assert health["status"] == "ok" and "shared" not in health
+    assert "3600.0 s ahead of the shared store's" in health["shared_warning"]

@@ -341,6 +341,9 @@ class GatewayApp(CallPath[_GatewayCall, None, _GatewayCall | tuple[Message, Mess
             body: dict[str, Any] = {"status": "ok"}
             if self._shared_lost is not None and self._shared_lost():
                 body["shared"] = "lost"
+            warning = self.engine.shared_warning
+            if warning is not None:  # the clock off the shared store's: serving all the same
+                body["shared_warning"] = warning
             await _answer(send, 200, body)
         elif path == "/-/metrics":
             text = await asyncio.to_thread(generate_latest, self.registry)

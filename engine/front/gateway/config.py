@@ -25,6 +25,7 @@ from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.front.paths import resolve
 from breakerdeck.engine.front.protocol import StrangerBounds
 from breakerdeck.engine.policy import MAX_DEADLINE_SECONDS, AgentPolicy
+from breakerdeck.engine.store_url import parse_store_url
 
 MIB = 1024 * 1024
 
@@ -166,37 +167,20 @@ class AgentTable(_Strict):
         return self
 
 
-PASSWORD_IN_URL = (
-    "a password in the URL is refused (it would show in process lists and logs): "
-    "give it with password_env or password_file in [shared]"
-)
 #: A key prefix: printable and free of Redis Cluster's `{hash tag}` braces and of spaces.
 _PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
 
 
 def check_redis_url(value: str) -> str:
-    """`redis://host:port/db` or `rediss://…`, without a password: the password comes from an
-    env var or a file. A URL that carries one is never repeated in the message."""
-    parts = urlsplit(value)
-    if parts.password is not None:
-        raise ValueError(PASSWORD_IN_URL)
-    if parts.scheme not in ("redis", "rediss") or not parts.hostname:
-        raise ValueError(f"expected a redis:// or rediss:// URL with a host, got {value!r}")
-    if parts.query or parts.fragment:
-        raise ValueError(f"{value!r}: no query or fragment (timeout_ms sets the timeout)")
-    if parts.path.strip("/") and not parts.path.strip("/").isdigit():
-        raise ValueError(f"{value!r}: the path is the database number, as in /0")
-    try:
-        parts.port  # noqa: B018 - raises on a port that is not a number
-    except ValueError as error:
-        raise ValueError(f"{value!r}: {error}") from None
+    """The store's URL (`store_url`), without a password: the password comes from an env var
+    or a file. A URL that carries one is never repeated in the message."""
+    parse_store_url(value)
     return value
 
 
 def redis_address(url: str) -> str:
-    """`host:port/db` of a checked URL: what a message may show of it."""
-    parts = urlsplit(url)
-    return f"{parts.hostname}:{parts.port or 6379}/{parts.path.strip('/') or 0}"
+    """Where a checked URL points, as a message may show it."""
+    return parse_store_url(url).where()
 
 
 class SharedTable(_Strict):
@@ -205,6 +189,8 @@ class SharedTable(_Strict):
     url: str | None = None
     password_env: str | None = None
     password_file: str | None = None
+    #: The sentinels' own password, where they have one (`redis+sentinel://` only).
+    sentinel_password_env: str | None = None
     prefix: str = "breakerdeck"
     timeout_ms: Annotated[int, Field(ge=10, le=5000)] = 250
 
@@ -366,6 +352,7 @@ class Shared:
     password: str | None = field(repr=False)
     prefix: str
     timeout: float
+    sentinel_password: str | None = field(default=None, repr=False)
 
 
 def shared_settings(
@@ -400,7 +387,17 @@ def shared_settings(
             raise ConfigError(f"{path}: {where}: {error}") from None
         if not password:
             raise ConfigError(f"{path}: {where}: empty file")
-    return Shared(url, password, table.prefix, table.timeout_ms / 1000)
+    sentinel_password = None
+    if table.sentinel_password_env is not None:
+        where = _place(("shared", "sentinel_password_env"))
+        if parse_store_url(url).kind != "sentinel":
+            raise ConfigError(f"{path}: {where}: only for a redis+sentinel:// URL")
+        sentinel_password = os.environ.get(table.sentinel_password_env)
+        if not sentinel_password:
+            raise ConfigError(
+                f"{path}: {where}: ${table.sentinel_password_env} is not set or empty"
+            )
+    return Shared(url, password, table.prefix, table.timeout_ms / 1000, sentinel_password)
 
 
 def _sha256(token: str) -> str:

@@ -121,7 +121,11 @@ def open_shared(options: Options) -> SharedStore | None:
     shared = options.shared
     try:
         store = SharedStore(
-            shared.url, password=shared.password, prefix=shared.prefix, timeout=shared.timeout
+            shared.url,
+            password=shared.password,
+            sentinel_password=shared.sentinel_password,
+            prefix=shared.prefix,
+            timeout=shared.timeout,
         )
     except ValueError as error:
         raise StartError(f"gateway: shared store: {error}") from None
