@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -703,7 +704,7 @@ def test_the_clock_problem_clears_once_the_clock_is_right_again(
     replica = fleet.replica("a", wall=wall)
     assert clock_problems(replica)
     wall.offset = 0.0
-    eventually(lambda: clock_problems(replica) == [])
+    wait_until(lambda: clock_problems(replica) == [], "the clock problem cleared")
     assert replica.engine.shared_warning is None
 
 
@@ -716,7 +717,7 @@ def test_a_page_raised_by_a_replica_whose_clock_is_off_carries_the_warning(fleet
     [page] = ahead.pages
     assert "3600.0 s ahead" in page["warning"]
     assert ahead.seen(ev.PAGE)[0].fields["warning"] == page["warning"]
-    eventually(lambda: len(other.seen(ev.PAGE)) == 1)
+    wait_until(lambda: len(other.seen(ev.PAGE)) == 1, "the page relayed")
     assert "warning" not in other.seen(ev.PAGE)[0].fields  # relayed: not its clock's page
 
 
@@ -743,5 +744,5 @@ def test_a_valkey_url_names_the_same_store(fleet: Fleet, session_redis: RedisSer
     a = fleet.replica("a")
     b = fleet.replica("b", url=session_redis.url.replace("redis://", "valkey://"))
     trip([b])
-    eventually(lambda: a.state() == "open")
+    wait_until(lambda: a.state() == "open", "the trip relayed through the valkey URL")
     assert b.engine.shared_lost is None
