@@ -12,6 +12,16 @@ from breakerdeck.console.replay import DEFAULT_SPEED, EXIT_START, ReplaySource, 
 from breakerdeck.engine.replay import ReplayError
 
 
+class ReplayApp(BreakerdeckApp):
+    """The console on a replay: the recording is read on in the background only once the first
+    screen is drawn (from the trace's first chunk), so the scan does not slow the app's start."""
+
+    source: ReplaySource
+
+    def on_ready(self) -> None:
+        self.source.playback.start()
+
+
 def run_replay(args: argparse.Namespace) -> int:
     try:
         playback, label = load(args)
@@ -20,8 +30,9 @@ def run_replay(args: argparse.Namespace) -> int:
         return EXIT_START
     source = ReplaySource(playback, label=label, speed=args.speed or DEFAULT_SPEED)
     if args.at:
+        playback.start()  # the first screen is `--at` in: read up to it first
         playback.store.reach(source.start + args.at)
         source.seek(source.start + args.at)
-    app = BreakerdeckApp(source, operator=getpass.getuser())
+    app = ReplayApp(source, operator=getpass.getuser())
     app.run()
     return app.return_code or 0

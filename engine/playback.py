@@ -81,6 +81,8 @@ class Store(Protocol):
 
     def reach(self, wall: float) -> None: ...
 
+    def start(self) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -122,6 +124,9 @@ class MemoryStore:
     def reach(self, wall: float) -> None:
         pass  # read whole
 
+    def start(self) -> None:
+        pass  # read whole
+
     def close(self) -> None:
         pass
 
@@ -143,7 +148,14 @@ class Playback:
         self.said = 0
         self._stop = threading.Event()
         self._ahead = threading.Thread(target=self._checkpoint, name="checkpoints", daemon=True)
-        self._ahead.start()
+
+    def start(self) -> None:
+        """The store's scan and the checkpoints' fold begun in the background (once). The
+        console calls it once its first screen is drawn: started before, the two threads took
+        the interpreter from the app's start for about a second."""
+        if not self.started:
+            self.store.start()
+            self._ahead.start()
 
     def _fresh(self) -> Folder:
         s = self.store
@@ -193,13 +205,19 @@ class Playback:
             self.checkpoints.append(folder.copy())
 
     @property
+    def started(self) -> bool:
+        """Whether `start` began the background reading."""
+        return self._ahead.ident is not None
+
+    @property
     def checkpointed(self) -> bool:
-        """Whether the background fold reached the recording's end."""
-        return not self._ahead.is_alive()
+        """Whether the background fold (begun) reached the recording's end."""
+        return self.started and not self._ahead.is_alive()
 
     def close(self) -> None:
         self._stop.set()
-        self._ahead.join()
+        if self.started:
+            self._ahead.join()
         self.store.close()
 
     def _fold(self, to: int) -> Iterator[Event]:
@@ -262,7 +280,7 @@ def _told(event: Event) -> bool:
 
 
 def play_trace(path: Path, policy: str | None = None) -> Playback:
-    """A trace indexed in the background and played as it is read."""
+    """A trace played as it is read, its first chunk indexed (`Playback.start` scans on)."""
     try:
         index = TraceIndex.open(path)
     except OSError as error:

@@ -80,7 +80,8 @@ def line_event(line: dict[str, Any], epoch: float) -> Event:
 class TraceIndex:
     """Per line: start and end offsets, wall, seq, kind; per key its lines; the lines that
     change a breaker; the probes' admissions. Built by `open` (the first line at once, the rest
-    in a background thread); `count` grows as the scan goes, `done` once it reached the end."""
+    in a background thread `start` begins); `count` grows as the scan goes, `done` once it
+    reached the end."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -109,6 +110,7 @@ class TraceIndex:
         self._offset = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._rest: BinaryIO | None = None
 
     # -- what the player reads ---------------------------------------------------------------
 
@@ -144,13 +146,28 @@ class TraceIndex:
 
     def reach(self, wall: float) -> None:
         """Wait until the player can reach `wall` (or the scan is done): `--at` far in."""
+        self.start()
         while not self.done and (not self.walls or self.walls[-1] - LOOKAHEAD < wall):
             time.sleep(0.01)
+
+    def start(self) -> None:
+        """The rest of the trace scanned in a background thread (once; nothing left, nothing).
+        Not begun by `open`: the console draws its first screen from the first chunk before
+        the scan competes with it for the interpreter."""
+        file, self._rest = self._rest, None
+        if file is not None:
+            self._thread = threading.Thread(
+                target=self._scan_rest, args=(file,), name=f"index {self.path.name}", daemon=True
+            )
+            self._thread.start()
 
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        if self._rest is not None:
+            self._rest.close()
+            self._rest = None
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -159,8 +176,8 @@ class TraceIndex:
 
     @classmethod
     def open(cls, path: Path) -> TraceIndex:
-        """The index with the trace's first `CHUNK` in, the rest scanned in the background. A
-        trace with no trace line there is an error (`TraceLineError`, naming the line)."""
+        """The index with the trace's first `CHUNK` in, the rest left for `start`. A trace with
+        no trace line there is an error (`TraceLineError`, naming the line)."""
         index = cls(path)
         file = path.open("rb")
         try:
@@ -173,13 +190,10 @@ class TraceIndex:
             file.close()
             index.close()
             raise
-        if not more:
+        if more:
+            index._rest = file
+        else:
             file.close()
-            return index
-        index._thread = threading.Thread(
-            target=index._scan_rest, args=(file,), name=f"index {path.name}", daemon=True
-        )
-        index._thread.start()
         return index
 
     def _scan_rest(self, file: BinaryIO) -> None:

@@ -14,10 +14,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from breakerdeck.console.app import BreakerdeckApp
 from breakerdeck.console.board import Board
 from breakerdeck.console.card import Thresholds
 from breakerdeck.console.replay import ReplaySource
+from breakerdeck.console.replay_command import ReplayApp
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.widgets.cards import CardList
 from breakerdeck.console.words import clock_text
@@ -63,11 +63,11 @@ def recorded(tmp_path_factory):
     )
 
 
-def replay_app(source: ReplaySource) -> BreakerdeckApp:
-    return BreakerdeckApp(source, operator="oncall-ann", tick_seconds=None, min_repaint_seconds=0)
+def replay_app(source: ReplaySource) -> ReplayApp:
+    return ReplayApp(source, operator="oncall-ann", tick_seconds=None, min_repaint_seconds=0)
 
 
-def replaying(recorded, speed: float = 10.0) -> tuple[ReplaySource, BreakerdeckApp]:
+def replaying(recorded, speed: float = 10.0) -> tuple[ReplaySource, ReplayApp]:
     """The recorded trace's replay, at its start and paused, and a console on it."""
     source = ReplaySource(play_trace(recorded.trace), label="replay", speed=speed)
     return source, replay_app(source)

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from breakerdeck.console.app import BreakerdeckApp
 from breakerdeck.console.replay import ReplaySource
+from breakerdeck.console.replay_command import ReplayApp
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.engine import playback as pb
 from breakerdeck.engine.events import record
@@ -63,8 +63,8 @@ def demo_trace(tmp_path_factory):
     return trace
 
 
-def app_on(source: ReplaySource) -> BreakerdeckApp:
-    return BreakerdeckApp(source, operator="oncall-ann", tick_seconds=None, min_repaint_seconds=0)
+def app_on(source: ReplaySource) -> ReplayApp:
+    return ReplayApp(source, operator="oncall-ann", tick_seconds=None, min_repaint_seconds=0)
 
 
 def wait_indexed(source: ReplaySource) -> None:
@@ -75,6 +75,7 @@ def wait_indexed(source: ReplaySource) -> None:
 
 def wait_checkpointed(player: pb.Playback) -> None:
     """The premise a move anywhere waits on: the background fold reached the end."""
+    player.start()
     player._ahead.join(timeout=300)
     assert player.checkpointed
 
@@ -90,6 +91,28 @@ async def test_a_large_trace_opens_at_its_first_event_while_it_is_indexed(tmp_pa
         assert "ava" in cards_text(app)
         wait_indexed(source)
         assert f"1/{LARGE:,} " in source.status()  # what the status line shows at its tick
+
+
+async def test_the_trace_is_read_on_only_once_the_first_screen_is_drawn(tmp_path, monkeypatch):
+    big_trace(tmp_path / "big.jsonl", 20_000)
+    source = ReplaySource(play_trace(tmp_path / "big.jsonl"), label="replay")
+    player, first = source.playback, source.store.count()
+    assert not player.started and 0 < first < 20_000  # the first chunk only
+    app = app_on(source)
+    at_start: list[tuple[str, int]] = []
+    start = player.start
+
+    def noted() -> None:
+        at_start.append((cards_text(app), source.store.count()))
+        start()
+
+    monkeypatch.setattr(player, "start", noted)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        wait_indexed(source)
+        assert player.started
+    [(cards, count)] = at_start
+    assert "ava" in cards and count == first  # drawn from the first chunk, nothing read on
 
 
 async def test_the_player_holds_a_bounded_number_of_decoded_events(tmp_path):
