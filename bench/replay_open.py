@@ -2,6 +2,7 @@
 
     python -m bench.replay_open make SEED.jsonl OUT.jsonl 1000000   # a demo trace scaled up
     /usr/bin/time -v python -m bench.replay_open open OUT.jsonl     # seconds to the first screen
+    python -m bench.replay_open screen OUT.jsonl   # in a terminal (tmux): to the drawn screen
 
 A headless demo writes about 2.4 lines a simulated second at ~1,200 lines a real second, so a
 million-line trace is made by repeating a demo trace end to end, each copy's seqs and times moved
@@ -13,11 +14,14 @@ read; it prints the seconds that took and the process's peak RSS.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 import time
 from pathlib import Path
 
+#: When the bench began (after the interpreter's own start, a few tens of milliseconds).
+_STARTED = time.time()
 _SEQS = ("seq", "cause_seq", "admitted_seq")
 _TIMES = ("t", "admitted_t")
 
@@ -65,9 +69,45 @@ def open_first_screen(trace: Path) -> float:
     return time.perf_counter() - began
 
 
+def drawn_screen(trace: Path) -> str:
+    """`breakerdeck replay` up to its first drawn screen (Textual's `Ready`), then quit: the
+    process's CPU seconds (all threads) and wall seconds since the bench began, and the
+    imports' CPU. On a shared machine the CPU seconds are the figure: the wall time is mostly
+    the load's."""
+    from argparse import Namespace
+
+    imports_began = os.times()
+    from breakerdeck.console import app
+    from breakerdeck.console.replay import ReplaySource, load
+    from breakerdeck.console.replay_command import ReplayApp
+
+    imported = _cpu() - (imports_began.user + imports_began.system)
+    playback, label = load(Namespace(state_dir=None, trace=str(trace), policy=None))
+    seen: list[str] = []
+
+    class Timed(ReplayApp):
+        CSS_PATH = str(Path(app.__file__).parent / str(ReplayApp.CSS_PATH))
+
+        def on_ready(self) -> None:
+            seen.append(f"first screen: CPU {_cpu():.2f} s (imports {imported:.2f} s), "
+                        f"wall {time.time() - _STARTED:.2f} s")  # fmt: skip
+            self.exit()
+
+    Timed(ReplaySource(playback, label=label), operator="bench").run()
+    return seen[0]
+
+
+def _cpu() -> float:
+    spent = os.times()
+    return spent.user + spent.system
+
+
 def main(argv: list[str]) -> None:
     if argv[0] == "make":
         make(Path(argv[1]), Path(argv[2]), int(argv[3]))
+        return
+    if argv[0] == "screen":
+        print(drawn_screen(Path(argv[1])))
         return
     seconds = open_first_screen(Path(argv[1]))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
