@@ -193,10 +193,6 @@ class Board:
         """The last seq folded in (one source; with several, the highest of them)."""
         return max(self._seen.values(), default=0)
 
-    def forget(self, source: object) -> None:
-        """That source's engine started over (its seqs went back): take its events afresh."""
-        self._seen.pop(source, None)
-
     def _changed(self) -> None:
         self._cards = None
         self.version += 1
