@@ -28,6 +28,7 @@ import uuid
 from pathlib import Path
 
 from breakerdeck.console.output import Output, say
+from breakerdeck.console.states import LISTED_WORDS
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.feed import protocol as p
@@ -311,7 +312,7 @@ def table_lines(snapshot: p.SnapshotMessage) -> list[str]:
         say("no breakers yet (no calls seen)")
         return []
     rows: list[tuple[str, ...]] = [("KEY", "AGENT", "STATE", "COUNT", "RETRY IN", "CAUSE", "NOTE")]
-    order = {"PAUSED": 0, "OPEN": 1, "HALF-OPEN": 2, "CLOSED": 3}
+    order = {word: n for n, word in enumerate(LISTED_WORDS)}
     for b in sorted(snapshot.breakers, key=lambda b: (not b.paged, order[b.display_state], b.key)):
         notes = []
         if b.paged:
