@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from breakerdeck.console.card import Thresholds
-from breakerdeck.console.source import Notice, Source
+from breakerdeck.console.source import Fleet, Notice, SharedStores, Source, Writes
 from breakerdeck.console.words import clock_text
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.bus import Missed
@@ -111,7 +111,7 @@ class RemoteFeed:
     store_reason: str | None = None
 
 
-class RemoteSource(Source):
+class RemoteSource(Source, Writes, SharedStores, Fleet):
     """Breakers of one or more remote engines, read over their live feeds."""
 
     def __init__(
@@ -179,6 +179,10 @@ class RemoteSource(Source):
     @property
     def thresholds(self) -> Thresholds:
         return self._thresholds
+
+    @property
+    def can_mark_fixed(self) -> bool:
+        return self.thresholds.kind == "tool"
 
     def now(self) -> float:
         if not self.multi:  # one engine (every id is its): the header's clock is its clock

@@ -142,7 +142,7 @@ class DetailScreen(Screen[None]):
             title.append(f" · {printable(card.key)}")
         if card.source:
             title.append(f" on {printable(card.source)}")
-        stale = self.deck.source.stale_for(card.id)
+        stale = self.deck.fleet.stale_for(card.id)
         if stale is not None:
             title.append(f"  STALE since {clock_text(stale)}", style="bold reverse")
         if card.shared:

@@ -146,8 +146,8 @@ class TableScreen(Screen[None]):
             speed=source.speed,
             label=source.label,
             stale_since=source.stale_since,
-            store_lost=[name for name, _ in source.shared_store_lost()],
-            engines=source.engines,
+            store_lost=[name for name, _ in self.deck.store_lost()],
+            engines=self.deck.fleet.engines,
             recorded=source.recorded,
         )
 
