@@ -18,9 +18,6 @@ from breakerdeck.console.source import REVOKED, FaultControls, Fleet, SharedStor
 from breakerdeck.console.words import clock_text, mmss
 from breakerdeck.engine.state import State
 
-if TYPE_CHECKING:
-    from breakerdeck.console.replay import ReplaySource
-
 
 class OperatorActions(App[None]):
     """What the operator may do to a card, and the dialogs that do it; the state it reads is
@@ -40,9 +37,6 @@ class OperatorActions(App[None]):
     _fixed: set[tuple[str, int]]
 
     if TYPE_CHECKING:
-
-        @property
-        def player(self) -> ReplaySource | None: ...
 
         def now_for(self, ident: str) -> float: ...
 
