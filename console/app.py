@@ -39,7 +39,16 @@ from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.screens.help import HelpScreen
 from breakerdeck.console.screens.table import TableScreen
-from breakerdeck.console.source import FaultControls, Notice, Restart, Source
+from breakerdeck.console.source import (
+    FaultControls,
+    FreshViews,
+    Notice,
+    Restart,
+    SharedStores,
+    Source,
+    Writes,
+    fleet_of,
+)
 from breakerdeck.console.web_role import web_session
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.bus import Missed
@@ -106,12 +115,17 @@ class BreakerdeckApp(OperatorActions):
         self.operator = operator if session is None else session.actor
         self.controls = controls
         self.platform_of = platform_of or (lambda key: None)
+        self.fleet = fleet_of(source)
+        self.writes = source if isinstance(source, Writes) else None
+        self.stores = source if isinstance(source, SharedStores) else None
+        #: Views read now, where the source can (a probe out writes no line).
+        self.probes = source if isinstance(source, FreshViews) else None
         self.board = Board(
             source.thresholds,
-            source.describe,
-            origin=source.origin,
-            limits_of=source.limits_of,
-            pooled=source.pooled,
+            self.fleet.describe,
+            origin=self.fleet.origin,
+            limits_of=self.fleet.limits_of,
+            pooled=self.fleet.pooled,
         )
         self.tick_seconds = tick_seconds
         self._pending: set[str] = set()
@@ -207,10 +221,10 @@ class BreakerdeckApp(OperatorActions):
 
     def now_for(self, ident: str) -> float:
         """The clock `ident`'s countdown runs on, as read for this frame."""
-        origin = self.source.origin(ident)
+        origin = self.fleet.origin(ident)
         now = self._frame.get(origin)
         if now is None:
-            now = self._frame[origin] = self.source.now_for(ident)
+            now = self._frame[origin] = self.fleet.now_for(ident)
         return now
 
     def now(self) -> float:
@@ -250,9 +264,9 @@ class BreakerdeckApp(OperatorActions):
 
     def _read_probes(self) -> None:
         half_open = self.board.half_open()
-        if not half_open:
+        if not half_open or self.probes is None:
             return
-        changed = self.board.probes_changed(self.source.fresh_views(half_open))
+        changed = self.board.probes_changed(self.probes.fresh_views(half_open))
         if changed:
             self.board.update(changed)
             self._pending |= {view.key for view in changed}

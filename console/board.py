@@ -8,25 +8,26 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from breakerdeck.console.card import RANK_CLOSED, WORDS, Card, Thresholds
+from breakerdeck.console.card import RANK_CLOSED, Card, Thresholds
 from breakerdeck.console.history import History
 from breakerdeck.console.log_rows import CALL_KINDS, LOG_KINDS, LOG_ROWS, LogRow, log_row, probe_row
 from breakerdeck.console.ordering import BY_KEY, SortKey, group_by_key, order_key
-from breakerdeck.console.timeline import state_of
+from breakerdeck.console.states import BY_TROUBLE, StateLook, look_of
 from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.state import State
 
-_SUMMARY_WORDS = ("OPEN", "HALF-OPEN", "PAUSED", "CLOSED")
+_SUMMARY_WORDS = tuple(look.word for look in BY_TROUBLE)
 
 
 @dataclass(frozen=True, slots=True)
 class Summary:
     paged: int = 0
-    open: int = 0
-    half_open: int = 0
-    paused: int = 0
-    closed: int = 0
+    #: Breakers by the word on their card, most troubled first (as the summary bar reads).
+    counts: tuple[tuple[StateLook, int], ...] = ()
     paged_keys: tuple[str, ...] = ()
+
+    def count(self, word: str) -> int:
+        return next((n for look, n in self.counts if look.word == word), 0)
 
 
 class Board:
@@ -92,7 +93,7 @@ class Board:
         if at is not None:
             for view in self._views.values():
                 h = self._history.setdefault(view.key, History())
-                h.point(at, state_of(view.state, view.paused))
+                h.point(at, look_of(view.state, view.paused).name)
         self._counts = dict.fromkeys(_SUMMARY_WORDS, 0)
         self._paged.clear()
         self._half_open.clear()
@@ -146,7 +147,7 @@ class Board:
         return [row for row in rows if row.matches(text)] if text else rows
 
     def _count(self, view: BreakerView, delta: int) -> None:
-        self._counts["PAUSED" if view.paused else WORDS.get(view.state, "CLOSED")] += delta
+        self._counts[look_of(view.state, view.paused).word] += delta
         if delta > 0 and view.paged and view.state != State.CLOSED:
             self._paged.add(view.key)
         elif delta < 0:
@@ -192,10 +193,6 @@ class Board:
     def seen_seq(self) -> int:
         """The last seq folded in (one source; with several, the highest of them)."""
         return max(self._seen.values(), default=0)
-
-    def forget(self, source: object) -> None:
-        """That source's engine started over (its seqs went back): take its events afresh."""
-        self._seen.pop(source, None)
 
     def _changed(self) -> None:
         self._cards = None
@@ -355,10 +352,7 @@ class Board:
                 counts, paged = self._pooled_counts(self.pooled)
         summary = Summary(
             paged=len(paged),
-            open=counts["OPEN"],
-            half_open=counts["HALF-OPEN"],
-            paused=counts["PAUSED"],
-            closed=counts["CLOSED"],
+            counts=tuple((look, counts[look.word]) for look in BY_TROUBLE),
             # Keys as the cards name them (an id of a watched source carries its source).
             paged_keys=tuple(sorted({self.describe(ident)[0] for ident in paged})),
         )
@@ -373,7 +367,7 @@ class Board:
         paged: set[str] = set()
         seen: set[tuple[str, str]] = set()
         for ident, view in self._views.items():
-            word = "PAUSED" if view.paused else WORDS.get(view.state, "CLOSED")
+            word = look_of(view.state, view.paused).word
             if pooled(ident):
                 one = (self.describe(ident)[0], word)
                 if one in seen:

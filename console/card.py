@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from breakerdeck.console.states import BY_NAME, CLOSED, StateLook, look_of
 from breakerdeck.console.timeline import Mark, Point
 from breakerdeck.console.words import cause_word, clock_text
 from breakerdeck.engine.events import BreakerView
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.state import State
 
-WORDS = {"closed": "CLOSED", "open": "OPEN", "half_open": "HALF-OPEN"}
-
-#: Trouble first: paged, open, half-open, paused, then closed.
-RANK_PAGED, RANK_OPEN, RANK_HALF_OPEN, RANK_PAUSED, RANK_CLOSED = range(5)
+#: Trouble first: paged, then each state's `trouble` (open, half-open, paused, closed).
+RANK_PAGED = 0
+RANK_CLOSED = 1 + CLOSED.trouble
 
 _REASONS = {"circuit_breaker_open": "breaker open", "probe_in_flight": "probe in flight"}
 
@@ -162,10 +162,13 @@ class Card:
         return len(self.view.agents) > 1
 
     @property
+    def look(self) -> StateLook:
+        """Its state as the console shows it: word, colour, glyph (`console.states`)."""
+        return look_of(self.view.state, self.view.paused)
+
+    @property
     def word(self) -> str:
-        if self.view.paused:
-            return "PAUSED"
-        return WORDS.get(self.view.state, self.view.state.upper())
+        return self.look.word
 
     @property
     def probe_out_since(self) -> float | None:
@@ -190,7 +193,7 @@ class Card:
             f"{self.source or ''}"
         )
         haystack = haystack.lower()
-        state = self.word.lower()
+        state = self.look.css
         for word in words:
             if word in (state, state.replace("-", ""), state.replace("-", "_")):
                 continue
@@ -205,12 +208,9 @@ class Card:
 
 
 def _rank(view: BreakerView) -> int:
+    """Paged first; then the worse of its breaker's state and its word (an open breaker on a
+    revoked credential reads PAUSED and sorts as open)."""
     if view.paged and view.state != State.CLOSED:
         return RANK_PAGED
-    if view.state == State.OPEN:
-        return RANK_OPEN
-    if view.state == State.HALF_OPEN:
-        return RANK_HALF_OPEN
-    if view.paused:
-        return RANK_PAUSED
-    return RANK_CLOSED
+    own = BY_NAME.get(view.state, CLOSED)
+    return 1 + min(own.trouble, look_of(view.state, view.paused).trouble)

@@ -462,10 +462,15 @@ def _run(args: argparse.Namespace) -> int:
         return list_scenarios(sys.stdout)
     if args.command == "serve" and not _port_free("the feed", f"{args.host}:{args.port}"):
         return EXIT_START
-    if args.command in ("serve", "status", "reset"):
+    if args.command in ("serve", "status", "reset", "watch"):
         from breakerdeck.console import remote
 
-        runner = {"serve": remote.run_serve, "status": remote.run_status, "reset": remote.run_reset}
+        runner = {
+            "serve": remote.run_serve,
+            "status": remote.run_status,
+            "reset": remote.run_reset,
+            "watch": remote.run_watch,
+        }
         return runner[args.command](args)
     if args.command == "gateway" and args.demo:
         # The demo drives the fixtures, which the engine's own command never imports.
@@ -480,10 +485,6 @@ def _run(args: argparse.Namespace) -> int:
         return run_mcp_demo(args)
     if args.command == "mcp":
         return run_mcp(args)
-    if args.command == "watch":
-        from breakerdeck.console.remote_source import run_watch
-
-        return run_watch(args)
     if args.command == "web":
         from breakerdeck.console.web import run_web
 

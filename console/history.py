@@ -7,7 +7,8 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 
 from breakerdeck.console.card import Denied, Failure, Trip
-from breakerdeck.console.timeline import TRANSITION_STATE, Mark, Point, state_of
+from breakerdeck.console.states import look_of
+from breakerdeck.console.timeline import TRANSITION_STATE, Mark, Point
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import BreakerView, Event
 
@@ -47,7 +48,7 @@ class History:
         f = event.fields
         kind = event.type
         if event.view is not None:
-            self.point(event.wall, state_of(event.view.state, event.view.paused))
+            self.point(event.wall, look_of(event.view.state, event.view.paused).name)
         if kind in (ev.CALL_COMPLETED, ev.CALL_FAILED):
             self.platform = f.get("platform") or self.platform
             if f.get("probe"):

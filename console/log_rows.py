@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from breakerdeck.console.card import Failure
+from breakerdeck.console.states import BY_NAME
 from breakerdeck.console.words import cause_word
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import BreakerView, Event
@@ -12,7 +13,8 @@ from breakerdeck.engine.events import BreakerView, Event
 #: Rows the event log keeps, newest first (transitions, probes, resets, pages).
 LOG_ROWS = 1000
 
-#: An event's word in the log (distinct words: it reads without colour) and the state after.
+#: An event's word in the log (distinct words: it reads without colour) and the state after
+#: (a `console.states` name: its colour).
 LOG_KINDS = {
     ev.TRIPPED: ("TRIP", "open"),
     ev.HALF_OPEN: ("HALF", "half_open"),
@@ -43,7 +45,8 @@ class LogRow:
     def matches(self, text: str) -> bool:
         """The cards' filter: every word in the name, key, platform, cause, actor or kind, or
         the state it led to (`open` is not `half-open`)."""
-        state = _STATE_WORDS.get(self.state or "", "")
+        look = BY_NAME.get(self.state or "")
+        state = "" if look is None else look.css
         for word in text.lower().split():
             if word in (state, state.replace("-", ""), state.replace("-", "_")):
                 continue
@@ -54,8 +57,6 @@ class LogRow:
 
 
 CALL_KINDS = frozenset({ev.CALL_COMPLETED, ev.CALL_FAILED})
-
-_STATE_WORDS = {"open": "open", "half_open": "half-open", "closed": "closed", "paused": "paused"}
 
 
 def log_row(

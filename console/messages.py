@@ -16,7 +16,7 @@ from breakerdeck.console.board import Board
 from breakerdeck.console.card import Card
 
 if TYPE_CHECKING:
-    from breakerdeck.console.source import FaultControls, Source
+    from breakerdeck.console.source import FaultControls, Fleet, SharedStores, Source
 
 
 class Deck(Protocol):
@@ -24,6 +24,8 @@ class Deck(Protocol):
 
     board: Board
     source: Source
+    fleet: Fleet
+    stores: SharedStores | None
     controls: FaultControls | None
 
     def now(self) -> float:
@@ -33,6 +35,10 @@ class Deck(Protocol):
     def now_for(self, ident: str) -> float:
         """The clock this breaker's countdown runs on, read once per frame: every screen and
         dialog shows the same countdown."""
+        ...
+
+    def store_lost(self) -> list[tuple[str | None, str]]:
+        """The engines whose shared store is lost (none where the source has no stores)."""
         ...
 
     def player_status(self) -> str | None:

@@ -14,12 +14,9 @@ from breakerdeck.console.board import Board
 from breakerdeck.console.card import Card
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
-from breakerdeck.console.source import REVOKED, FaultControls, Source
+from breakerdeck.console.source import REVOKED, FaultControls, Fleet, SharedStores, Source, Writes
 from breakerdeck.console.words import clock_text, mmss
 from breakerdeck.engine.state import State
-
-if TYPE_CHECKING:
-    from breakerdeck.console.replay import ReplaySource
 
 
 class OperatorActions(App[None]):
@@ -27,6 +24,11 @@ class OperatorActions(App[None]):
     declared here and set up by `BreakerdeckApp`."""
 
     source: Source
+    #: What the source can do besides showing breakers, asked once (`console.source`): its
+    #: engines (a fleet of one for most), its writes and its shared stores (None: it has none).
+    fleet: Fleet
+    writes: Writes | None
+    stores: SharedStores | None
     board: Board
     operator: str
     controls: FaultControls | None
@@ -36,20 +38,25 @@ class OperatorActions(App[None]):
 
     if TYPE_CHECKING:
 
-        @property
-        def player(self) -> ReplaySource | None: ...
-
         def now_for(self, ident: str) -> float: ...
 
     def named(self, ident: str) -> str:
         """A breaker as the operator reads it: its key, and its source when there are several."""
-        key, source = self.source.describe(ident)
+        key, source = self.fleet.describe(ident)
         return f"{key} on {source}" if source else key
 
     def may_write(self, ident: str) -> bool:
         """Whether a write on this breaker can be sent: not from a web viewer's console, nor
         over a viewer's feed token."""
-        return not self.read_only and self.source.can_write(ident)
+        return not self.read_only and self.writes is not None and self.writes.can_write(ident)
+
+    @property
+    def marks_fixed(self) -> bool:
+        """Whether the source can mark a credential fixed (the `tool` policy pauses them)."""
+        return self.writes is not None and self.writes.can_mark_fixed
+
+    def store_lost(self) -> list[tuple[str | None, str]]:
+        return [] if self.stores is None else self.stores.shared_store_lost()
 
     def fault_offer(self) -> bool:
         """The demo's fault keys: in demo mode, to anyone who may write."""
@@ -62,14 +69,14 @@ class OperatorActions(App[None]):
     # the key out of the footer (it never applies here), None greys it out (not on this card).
 
     def reset_offer(self, card: Card | None) -> bool | None:
-        if self.player is not None or self.read_only:
+        if self.writes is None or self.read_only:
             return False  # a replay or a web viewer's console: never offered
         if card is not None and not self.may_write(card.id):
             return False  # a viewer token
         return True if card is not None and self.can_reset(card) else None
 
     def fix_offer(self, card: Card | None) -> bool | None:
-        if self.read_only or not (self.source.can_mark_fixed or self.controls is not None):
+        if self.read_only or not (self.marks_fixed or self.controls is not None):
             return False  # nothing here is ever fixable, or not by this console
         return True if card is not None and self.can_fix(card) else None
 
@@ -77,7 +84,7 @@ class OperatorActions(App[None]):
         """`R`: the key's cards on every source reporting it that are not closed; of replicas
         that share the breaker through their store, one (its reset reaches the others, and is
         audited once)."""
-        ids = set(self.source.siblings(card.id))
+        ids = set(self.fleet.siblings(card.id))
         if len(ids) < 2:
             return []
         targets = []
@@ -85,7 +92,7 @@ class OperatorActions(App[None]):
         for c in self.board.cards_of(ids):
             if c.agent != card.agent or c.state == State.CLOSED or not self.may_write(c.id):
                 continue
-            if self.source.pooled(c.id):
+            if self.fleet.pooled(c.id):
                 if pooled:
                     continue
                 pooled = True
@@ -112,7 +119,7 @@ class OperatorActions(App[None]):
         """`f` applies: a paused credential (tool policy); in demo mode, a card tripped on its
         credential or whose platform's credential is revoked (a healthy one has nothing to
         fix, and asking "fixed?" about it confused)."""
-        if card.view.paused and self.source.can_mark_fixed and self.may_write(card.id):
+        if card.view.paused and self.marks_fixed and self.may_write(card.id):
             return True
         platform = self.card_platform(card)
         if self.controls is None or platform is None:
@@ -120,7 +127,7 @@ class OperatorActions(App[None]):
         return card.auth_trip or REVOKED in self.controls.status().get(platform, "")
 
     def request_reset(self, card: Card, *, every: bool = False) -> None:
-        stale = self.source.stale_for(card.id)
+        stale = self.fleet.stale_for(card.id)
         if stale is not None:
             # Refused before the dialog, not after `y`: nothing can reach that engine now.
             self.notify(
@@ -141,12 +148,12 @@ class OperatorActions(App[None]):
             f"Counter: {self.board.thresholds.counter(view.count)}",
             f"The audit log records it as circuit_breaker_reset by {self.operator}.",
         ]
-        where = self.source.source_name(card.id)
-        store = self.source.shared_store(card.id)
+        where = self.fleet.source_name(card.id)
+        store = None if self.stores is None else self.stores.shared_store(card.id)
         if where and store == "ok":
             lines.insert(0, f"Source: {where} (a shared breaker)")
         elif where:
-            others = len(self.source.siblings(card.id)) - 1
+            others = len(self.fleet.siblings(card.id)) - 1
             also = f" ({others} other source(s) report it: R resets them all)" if others else ""
             lines.insert(0, f"Source: {where} only{also}")
         if store == "ok":
@@ -192,16 +199,14 @@ class OperatorActions(App[None]):
         if not targets:
             self.notify(f"No other source has {card.key} open.", timeout=3)
             return
-        reporting = len(self.source.siblings(card.id))
+        reporting = len(self.fleet.siblings(card.id))
         lines = [_agent_line(card)]
         lines.append(f"On {len(targets)} of the {reporting} sources reporting it:")
         for target in targets:
             cause = target.view.trip_cause or "unknown cause"
-            shared = " (and the replicas sharing it)" if self.source.pooled(target.id) else ""
-            lines.append(
-                f"  {self.source.source_name(target.id)}{shared}: {target.word} on {cause}"
-            )
-        siblings = self.board.cards_of(self.source.siblings(card.id))
+            shared = " (and the replicas sharing it)" if self.fleet.pooled(target.id) else ""
+            lines.append(f"  {self.fleet.source_name(target.id)}{shared}: {target.word} on {cause}")
+        siblings = self.board.cards_of(self.fleet.siblings(card.id))
         if any(c.agent == card.agent and c.state == State.CLOSED for c in siblings):
             lines.append("Sources where it is closed are left alone.")
         lines.append(f"Each audit log records it as circuit_breaker_reset by {self.operator}.")
@@ -227,8 +232,11 @@ class OperatorActions(App[None]):
 
     async def _reset(self, cards: list[Card], reason: str) -> None:
         """Send the resets; say what happened (a remote source may refuse or be gone)."""
+        writes = self.writes
+        if writes is None:  # never offered (`reset_offer`)
+            return
         results = await asyncio.gather(
-            *(self.source.reset(c.id, self.operator, reason) for c in cards),
+            *(writes.reset(c.id, self.operator, reason) for c in cards),
             return_exceptions=True,
         )
         failed = [(c, r) for c, r in zip(cards, results, strict=True) if isinstance(r, Exception)]
@@ -242,7 +250,7 @@ class OperatorActions(App[None]):
 
     def request_fix(self, card: Card) -> None:
         platform = self.card_platform(card)
-        marks = card.view.paused and self.source.can_mark_fixed
+        marks = card.view.paused and self.marks_fixed
         demo = self.controls is not None and platform is not None
         if not (marks or demo):
             self.notify("Nothing to fix here: the credential is not paused.", timeout=3)
@@ -264,9 +272,9 @@ class OperatorActions(App[None]):
                 return
             if demo and platform is not None and self.controls is not None:
                 self.controls.fix(platform)
-            if marks:
+            if marks and self.writes is not None:
                 try:
-                    await self.source.mark_credential_fixed(card.id, self.operator)
+                    await self.writes.mark_credential_fixed(card.id, self.operator)
                 except Exception as error:  # a remote source may refuse or be gone
                     self.notify(f"Not marked fixed: {error}", severity="error", timeout=8)
                     return

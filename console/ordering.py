@@ -9,6 +9,7 @@ from operator import itemgetter
 from typing import Any
 
 from breakerdeck.console.card import RANK_CLOSED, Card
+from breakerdeck.console.states import LISTED_WORDS
 
 #: How the board orders cards: trouble first, then by name.
 SortKey = tuple[Any, ...]
@@ -36,7 +37,7 @@ def sort_cards(cards: Iterable[Card], kind: str) -> list[Card]:
 #: A (sort key, card) pair's key: cards themselves are never compared.
 BY_KEY = itemgetter(0)
 
-_AGGREGATE_ORDER = ("PAUSED", "OPEN", "HALF-OPEN", "CLOSED")
+_AGGREGATE_ORDER = LISTED_WORDS
 
 
 def group_by_key(cards: list[Card], pooled: Callable[[str], bool] | None = None) -> list[Card]:

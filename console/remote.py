@@ -1,9 +1,10 @@
-"""`breakerdeck serve`, `status` and `reset`: the live feed from the command line.
+"""`breakerdeck serve`, `status`, `reset` and `watch`: the live feed from the command line.
 
 - `run_serve`: simulated agents on an engine, served over the feed (engine.feed.server).
 - `run_status`: one snapshot of a remote engine as a table or JSON; the exit status says how
   bad things are (see `EXIT_*` and docs/feed.md).
 - `run_reset`: one reset over the feed, after a confirmation unless `--yes`.
+- `run_watch`: the console on one or more remote engines (`console.remote_source`).
 
 Each returns the process's exit status. Results go to standard output, messages to standard
 error. `FeedClient` (re-exported) is the reconnecting client the console's watch screen uses.
@@ -28,6 +29,7 @@ import uuid
 from pathlib import Path
 
 from breakerdeck.console.output import Output, say
+from breakerdeck.console.states import LISTED_WORDS
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.feed import protocol as p
@@ -58,6 +60,7 @@ __all__ = [
     "run_reset",
     "run_serve",
     "run_status",
+    "run_watch",
 ]
 
 #: `status`: every breaker closed. `reset`: done.
@@ -311,7 +314,7 @@ def table_lines(snapshot: p.SnapshotMessage) -> list[str]:
         say("no breakers yet (no calls seen)")
         return []
     rows: list[tuple[str, ...]] = [("KEY", "AGENT", "STATE", "COUNT", "RETRY IN", "CAUSE", "NOTE")]
-    order = {"PAUSED": 0, "OPEN": 1, "HALF-OPEN": 2, "CLOSED": 3}
+    order = {word: n for n, word in enumerate(LISTED_WORDS)}
     for b in sorted(snapshot.breakers, key=lambda b: (not b.paged, order[b.display_state], b.key)):
         notes = []
         if b.paged:
@@ -382,6 +385,39 @@ def run_reset(args: argparse.Namespace) -> int:
         return _exit_for(error)
     say(f"reset {args.key} on {current.source} as remote:operator:{actor} (seq {ack.seq})")
     return EXIT_OK
+
+
+def run_watch(args: argparse.Namespace) -> int:
+    """`breakerdeck watch URL [URL ...] [--token-file PATH ...] [--operator NAME]`: the
+    console on one or more remote engines (the app is imported here, not at the top: the
+    other commands print and leave without loading Textual)."""
+    from breakerdeck.console.app import BreakerdeckApp
+    from breakerdeck.console.output import EXIT_USAGE
+    from breakerdeck.console.remote_source import RemoteSource
+
+    urls: list[str] = list(args.urls)
+    files: list[str] = list(args.token_file or [])
+    if files and len(files) not in (1, len(urls)):
+        say(f"give one --token-file, or one per URL ({len(urls)}); got {len(files)}")
+        return EXIT_USAGE
+    try:
+        tokens = [] if files else [client_token(args, operator=True)]
+        source = RemoteSource(urls, tokens=tokens, token_files=files)
+        failed = asyncio.run(source.prime(timeout=float(args.timeout)))
+    except (FeedError, OSError) as error:
+        say(str(error))
+        return _exit_for(error)
+    for feed, failure in failed:
+        say(f"{feed.url}: {failure}")
+    fatal = [failure for _, failure in failed if not isinstance(failure, FeedUnreachable)]
+    if fatal:
+        return _exit_for(fatal[0])
+    if len(failed) == len(urls):
+        say("no source answered; nothing to watch")
+        return EXIT_UNREACHABLE
+    app = BreakerdeckApp(source, operator=args.operator or _login())
+    app.run()
+    return app.return_code or 0
 
 
 def _confirm(prompt: str) -> bool:

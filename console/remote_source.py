@@ -28,10 +28,8 @@ several, `"<index>\\x1f<key>"`, and each card says which source it came from.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import getpass
 import logging
 import math
 import time
@@ -43,7 +41,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from breakerdeck.console.card import Thresholds
-from breakerdeck.console.source import Notice, Source
+from breakerdeck.console.source import Fleet, Notice, SharedStores, Source, Writes
 from breakerdeck.console.words import clock_text
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.bus import Missed
@@ -53,7 +51,6 @@ from breakerdeck.engine.feed.client import (
     ConnectionLost,
     FeedClient,
     FeedError,
-    FeedUnreachable,
     fetch_snapshot,
 )
 from breakerdeck.engine.state import State
@@ -114,7 +111,7 @@ class RemoteFeed:
     store_reason: str | None = None
 
 
-class RemoteSource(Source):
+class RemoteSource(Source, Writes, SharedStores, Fleet):
     """Breakers of one or more remote engines, read over their live feeds."""
 
     def __init__(
@@ -182,6 +179,10 @@ class RemoteSource(Source):
     @property
     def thresholds(self) -> Thresholds:
         return self._thresholds
+
+    @property
+    def can_mark_fixed(self) -> bool:
+        return self.thresholds.kind == "tool"
 
     def now(self) -> float:
         if not self.multi:  # one engine (every id is its): the header's clock is its clock
@@ -563,49 +564,7 @@ def _pick(values: Sequence[T], index: int, total: int) -> T | None:
     return values[index]
 
 
-# -- the command ------------------------------------------------------------------------------
-
-
-def run_watch(args: argparse.Namespace) -> int:
-    """`breakerdeck watch URL [URL ...] [--token-file PATH ...] [--operator NAME]`."""
-    from breakerdeck.console import remote
-    from breakerdeck.console.app import BreakerdeckApp
-    from breakerdeck.console.output import EXIT_USAGE, say
-
-    urls: list[str] = list(args.urls)
-    files: list[str] = list(args.token_file or [])
-    if files and len(files) not in (1, len(urls)):
-        say(f"give one --token-file, or one per URL ({len(urls)}); got {len(files)}")
-        return EXIT_USAGE
-    try:
-        tokens = [] if files else [remote.client_token(args, operator=True)]
-        source = RemoteSource(urls, tokens=tokens, token_files=files)
-        failed = asyncio.run(source.prime(timeout=float(args.timeout)))
-    except (FeedError, OSError) as error:
-        say(str(error))
-        return remote._exit_for(error)
-    for feed, failure in failed:
-        say(f"{feed.url}: {failure}")
-    fatal = [failure for _, failure in failed if not isinstance(failure, FeedUnreachable)]
-    if fatal:
-        return remote._exit_for(fatal[0])
-    if len(failed) == len(urls):
-        say("no source answered; nothing to watch")
-        return remote.EXIT_UNREACHABLE
-    operator = args.operator or _login()
-    app = BreakerdeckApp(source, operator=operator)
-    app.run()
-    return app.return_code or 0
-
-
-def _login() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:
-        return "unknown"
-
-
-__all__ = ["RemoteFeed", "RemoteSource", "run_watch"]
+__all__ = ["RemoteFeed", "RemoteSource"]
 
 
 def _on_engine_clock(feed: RemoteFeed, local: float) -> float:

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 from breakerdeck.console.card import Thresholds
-from breakerdeck.console.source import TRIP_TYPES, Notice, Restart, Source
+from breakerdeck.console.source import TRIP_TYPES, FreshViews, Notice, Restart, Source
 from breakerdeck.engine.bus import Missed
 from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.playback import WINDOW, Playback, play_audit, play_trace
@@ -42,7 +42,7 @@ EXIT_START = 2
 _TRIPS = frozenset(TRIP_TYPES)
 
 
-class ReplaySource(Source):
+class ReplaySource(Source, FreshViews):
     """A recording as a source: events up to a cursor, a clock, play and pause."""
 
     def __init__(self, playback: Playback, *, label: str, speed: float = DEFAULT_SPEED) -> None:
@@ -75,19 +75,12 @@ class ReplaySource(Source):
         return self._thresholds
 
     @property
-    def can_mark_fixed(self) -> bool:
-        return False
-
-    @property
     def end(self) -> float:
         """The last recorded time the player can reach (it grows while the trace is indexed)."""
         return self._walls[max(0, self.store.playable() - 1)]
 
     def now(self) -> float:
         return self.clock
-
-    def can_write(self, ident: str) -> bool:
-        return False  # a recording: nothing to reset
 
     def snapshot(self) -> list[BreakerView]:
         return self.playback.views()
@@ -149,12 +142,6 @@ class ReplaySource(Source):
         complete = self.playback.complete
         what = "trace" if complete else "audit log (it keeps no successes)"
         return f"The recorded {what}, up to the replay's clock; newest first."
-
-    async def reset(self, key: str, actor: str, reason: str) -> None:
-        raise PermissionError("a replay is read-only")
-
-    async def mark_credential_fixed(self, key: str, actor: str) -> None:
-        raise PermissionError("a replay is read-only")
 
     def close(self) -> None:
         self.playback.close()

@@ -1,9 +1,12 @@
-"""Where the console's breakers come from: one interface, an in-process engine behind it today.
+"""Where the console's breakers come from: a `Source`, and what some sources can do besides.
 
-A websocket source (one or more remote engines) implements the same `Source`: it sets
-`stale_since` when its connection drops (the header then says the numbers are stale instead of
-letting them freeze silently) and clears it once a fresh snapshot is in. The app never touches an
-engine directly, so it cannot tell the two apart.
+Every source gives breakers, events and an audit log; an in-process engine (demo mode), remote
+engines over websockets (`console.remote_source`) and a recording (`console.replay`) are each
+one. A remote source sets `stale_since` when its connection drops (the header then says the
+numbers are stale instead of letting them freeze silently) and clears it once a fresh snapshot
+is in. What only some sources can do is a capability class: the operator's writes (`Writes`),
+reading a view now (`FreshViews`), a shared store's health (`SharedStores`) and several engines
+in one source (`Fleet`). The app asks each question once, never touching an engine directly.
 """
 
 from __future__ import annotations
@@ -45,7 +48,9 @@ class Restart:
 
 
 class Source(abc.ABC):
-    """Breakers, their events, their audit log, and the two operator writes."""
+    """What every source gives: its breakers, their events and their audit log. What only
+    some can do is a capability of its own below (`Writes`, `FreshViews`, `SharedStores`,
+    `Fleet`), which the app asks for once with `isinstance`."""
 
     #: Shown in the header, e.g. "demo vendor-outage" or "ws://host:port".
     label: str = ""
@@ -62,22 +67,12 @@ class Source(abc.ABC):
     @abc.abstractmethod
     def thresholds(self) -> Thresholds: ...
 
-    @property
-    def can_mark_fixed(self) -> bool:
-        """Whether mark-credential-fixed exists here (the `tool` policy pauses credentials)."""
-        return self.thresholds.kind == "tool"
-
     @abc.abstractmethod
     def now(self) -> float:
         """The source's wall clock (simulated in demo mode): countdowns are computed from it."""
 
     @abc.abstractmethod
     def snapshot(self) -> list[BreakerView]: ...
-
-    def fresh_views(self, ids: list[str]) -> list[BreakerView]:
-        """These breakers' views read now, where the source can ask (an in-process engine):
-        a probe goes out without a line. A remote source has what its events carry."""
-        return []
 
     @abc.abstractmethod
     def recent(self, limit: int) -> list[Event]:
@@ -91,67 +86,6 @@ class Source(abc.ABC):
         as of that event (`Event.view`): the only way a card learns of a change between
         snapshots, so every source tells the same story."""
 
-    # A breaker's id (what views, audit and the writes take) is its key, unless a source
-    # serves several engines: then these say which engine and key an id stands for.
-
-    def describe(self, ident: str) -> tuple[str, str | None]:
-        """(key, source label): the label is None when there is only one source."""
-        return ident, None
-
-    def now_for(self, ident: str) -> float:
-        """The clock this breaker's countdown runs on (a sped-up remote engine runs faster)."""
-        return self.now()
-
-    def origin(self, ident: str) -> object:
-        """Which engine this breaker's events come from: each engine numbers its own seqs."""
-        return None
-
-    def limits_of(self, ident: str) -> Thresholds | None:
-        """This breaker's own thresholds when sources run different policies (else None)."""
-        return None
-
-    def stale_for(self, ident: str) -> float | None:
-        """Since when this breaker's numbers are not live (None while they are)."""
-        return self.stale_since
-
-    #: Engines this source reads (the header's "shared store lost on 2 of 3").
-    engines: int = 1
-
-    def shared_store_lost(self) -> list[tuple[str | None, str]]:
-        """The engines whose shared store is lost, so that each decides alone (DESIGN,
-        "Replicas"): (its label, or None when it is the only engine; why). Empty while every
-        store answers, and for engines without one."""
-        return []
-
-    def shared_store_warnings(self) -> list[tuple[str | None, str]]:
-        """The engines whose shared store answers though something is wrong (the engine's
-        clock is off the store's): (its label, or None when it is the only engine; what)."""
-        return []
-
-    def shared_store(self, ident: str) -> SharedStoreHealth | None:
-        """The shared store of this breaker's engine: "ok", "lost", or None without one."""
-        return None
-
-    def pooled(self, ident: str) -> bool:
-        """Whether this breaker is one with the same key on the other engines watched here:
-        its engine is live and its shared store answers (replicas of one gateway)."""
-        return False
-
-    def can_write(self, ident: str) -> bool:
-        """Whether reset and mark-fixed are allowed here (a remote viewer token: no)."""
-        return True
-
-    def siblings(self, ident: str) -> list[str]:
-        """The ids of this key on every source reporting it (itself included)."""
-        return [ident]
-
-    def source_name(self, ident: str) -> str | None:
-        return self.describe(ident)[1]
-
-    def audit_note(self, ident: str) -> str | None:
-        """A line above the detail screen's log when it is not the engine's whole log."""
-        return None
-
     @abc.abstractmethod
     async def audit(self, key: str, limit: int = 200) -> list[Event]:
         """The key's audit log, newest first."""
@@ -162,14 +96,134 @@ class Source(abc.ABC):
         current episode's."""
         return await self.audit(key, limit)
 
+    def audit_note(self, ident: str) -> str | None:
+        """A line above the detail screen's log when it is not the engine's whole log."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the source holds."""
+
+
+class Writes(abc.ABC):
+    """A source the operator can write to: reset, and mark a credential fixed. A replay has
+    nothing to write to, so it is not one."""
+
+    @property
+    @abc.abstractmethod
+    def can_mark_fixed(self) -> bool:
+        """Whether mark-credential-fixed exists here (the `tool` policy pauses credentials)."""
+
+    def can_write(self, ident: str) -> bool:
+        """Whether this breaker's writes are allowed (a remote viewer token: no)."""
+        return True
+
     @abc.abstractmethod
     async def reset(self, key: str, actor: str, reason: str) -> None: ...
 
     @abc.abstractmethod
     async def mark_credential_fixed(self, key: str, actor: str) -> None: ...
 
-    def close(self) -> None:  # noqa: B027 - optional hook
-        """Release what the source holds."""
+
+class FreshViews(abc.ABC):
+    """A source that can read a breaker's view now (an engine in this process, a replay's):
+    a probe goes out without a line, and this is how the card learns of it. A remote source
+    has what its events carry."""
+
+    @abc.abstractmethod
+    def fresh_views(self, ids: list[str]) -> list[BreakerView]: ...
+
+
+class SharedStores(abc.ABC):
+    """A source whose engines may share a store with replicas (DESIGN, "Replicas")."""
+
+    @abc.abstractmethod
+    def shared_store_lost(self) -> list[tuple[str | None, str]]:
+        """The engines whose shared store is lost, so that each decides alone: (its label, or
+        None when it is the only engine; why). Empty while every store answers, and for
+        engines without one."""
+
+    @abc.abstractmethod
+    def shared_store_warnings(self) -> list[tuple[str | None, str]]:
+        """The engines whose shared store answers though something is wrong (the engine's
+        clock is off the store's): (its label, or None when it is the only engine; what)."""
+
+    @abc.abstractmethod
+    def shared_store(self, ident: str) -> SharedStoreHealth | None:
+        """The shared store of this breaker's engine: "ok", "lost", or None without one."""
+
+
+class Fleet(abc.ABC):
+    """Which engine each breaker comes from. A breaker's id (what views, audit and the writes
+    take) is its key, unless a source serves several engines: then these say which engine and
+    key an id stands for. `fleet_of` answers for a source of one engine."""
+
+    #: Engines this source reads (the header's "shared store lost on 2 of 3").
+    engines: int = 1
+
+    @abc.abstractmethod
+    def describe(self, ident: str) -> tuple[str, str | None]:
+        """(key, source label): the label is None when there is only one source."""
+
+    @abc.abstractmethod
+    def now_for(self, ident: str) -> float:
+        """The clock this breaker's countdown runs on (a sped-up remote engine runs faster)."""
+
+    @abc.abstractmethod
+    def origin(self, ident: str) -> object:
+        """Which engine this breaker's events come from: each engine numbers its own seqs."""
+
+    @abc.abstractmethod
+    def limits_of(self, ident: str) -> Thresholds | None:
+        """This breaker's own thresholds when sources run different policies (else None)."""
+
+    @abc.abstractmethod
+    def stale_for(self, ident: str) -> float | None:
+        """Since when this breaker's numbers are not live (None while they are)."""
+
+    @abc.abstractmethod
+    def pooled(self, ident: str) -> bool:
+        """Whether this breaker is one with the same key on the other engines watched here:
+        its engine is live and its shared store answers (replicas of one gateway)."""
+
+    @abc.abstractmethod
+    def siblings(self, ident: str) -> list[str]:
+        """The ids of this key on every source reporting it (itself included)."""
+
+    def source_name(self, ident: str) -> str | None:
+        return self.describe(ident)[1]
+
+
+class OneEngine(Fleet):
+    """A source of one engine, asked the fleet's questions: every id is its key."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+
+    def describe(self, ident: str) -> tuple[str, str | None]:
+        return ident, None
+
+    def now_for(self, ident: str) -> float:
+        return self.source.now()
+
+    def origin(self, ident: str) -> object:
+        return None
+
+    def limits_of(self, ident: str) -> Thresholds | None:
+        return None
+
+    def stale_for(self, ident: str) -> float | None:
+        return self.source.stale_since
+
+    def pooled(self, ident: str) -> bool:
+        return False
+
+    def siblings(self, ident: str) -> list[str]:
+        return [ident]
+
+
+def fleet_of(source: Source) -> Fleet:
+    """The source's engines as a fleet: itself when it reads several, else a fleet of one."""
+    return source if isinstance(source, Fleet) else OneEngine(source)
 
 
 #: In a `FaultControls.status()` word: the platform's credential is revoked (`f` fixes it).
@@ -194,7 +248,7 @@ class FaultControls(Protocol):
     def fix(self, platform: str) -> None: ...
 
 
-class InProcessSource(Source):
+class InProcessSource(Source, Writes, FreshViews, SharedStores):
     """An engine in this process: events from its bus, audit rows from its SQLite log."""
 
     def __init__(

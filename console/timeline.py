@@ -11,26 +11,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from breakerdeck.console.states import BY_NAME, STATES
 from breakerdeck.engine import events as ev
 
-#: (wall, state): the state from that moment on. States: closed, open, half_open, paused.
+#: (wall, state): the state from that moment on, a `console.states` name.
 Point = tuple[float, str]
 #: (wall, kind): something that happened at that moment. Kinds: see `MARK_GLYPHS`.
 Mark = tuple[float, str]
 
-#: One glyph per state, distinct without colour; before the first point nothing is known.
-STATE_GLYPHS = {"closed": "·", "open": "█", "half_open": "▒", "paused": "‖"}
+#: Before the first point nothing is known (each state's glyph is in `console.states`).
 UNKNOWN = " "
 #: Marks, strongest first: one that happened in a cell is drawn instead of the state.
 MARK_GLYPHS = {"page": "!", "reset": "R", "probe_failed": "✗", "probe_ok": "✓"}
 _MARK_RANK = {kind: rank for rank, kind in enumerate(MARK_GLYPHS)}
 
-#: The words a legend uses for each glyph.
+#: The words a legend uses for each glyph: the states', then the marks'.
 LEGEND = (
-    ("·", "closed"),
-    ("█", "open"),
-    ("▒", "half-open"),
-    ("‖", "paused"),
+    *((look.glyph, look.css) for look in STATES),
     ("✗", "probe failed"),
     ("✓", "probe ok"),
     ("R", "reset"),
@@ -55,10 +52,6 @@ class Cell:
     glyph: str
     #: The state or mark it shows ("unknown" before the first point), for its style.
     kind: str
-
-
-def state_of(state: str, paused: bool) -> str:
-    return "paused" if paused else state
 
 
 def strip(
@@ -104,14 +97,11 @@ def strip(
             cells.append(Cell(MARK_GLYPHS[strongest[i]], strongest[i]))
         elif i in held:
             # The longest-held state; ties go to the worse one (open before closed).
-            state = max(held[i], key=lambda s: (held[i][s], _WORSE[s]))
-            cells.append(Cell(STATE_GLYPHS[state], state))
+            state = max(held[i], key=lambda s: (held[i][s], -BY_NAME[s].trouble))
+            cells.append(Cell(BY_NAME[state].glyph, state))
         else:
             cells.append(Cell(UNKNOWN, "unknown"))
     return cells
-
-
-_WORSE = {"closed": 0, "paused": 1, "half_open": 2, "open": 3}
 
 
 def span_text(seconds: float) -> str:

@@ -84,7 +84,7 @@ class DashboardScreen(Screen[None]):
                 now_for=lambda card: app.now_for(card.id),
                 fix_key=app.can_fix,
                 fixed=app.fixed,
-                stale_since=lambda card: app.source.stale_for(card.id),
+                stale_since=lambda card: app.fleet.stale_for(card.id),
                 approximate=app.source.approximate_counts,
                 id="cards",
             )
@@ -168,22 +168,22 @@ class DashboardScreen(Screen[None]):
             speed=source.speed,
             label=source.label,
             stale_since=source.stale_since,
-            store_lost=[name for name, _ in source.shared_store_lost()],
-            engines=source.engines,
+            store_lost=[name for name, _ in self.deck.store_lost()],
+            engines=self.deck.fleet.engines,
             recorded=source.recorded,
         )
 
     def _show_status(self, shown: int, total: int) -> None:
         self._shown_of = (shown, total)
-        controls = self.deck.controls
+        controls, stores = self.deck.controls, self.deck.stores
         faults = controls.status() if controls is not None else {}
         self.query_one(StatusLine).show(
             filter_text=self.filter_text,
             shown=shown,
             total=total,
             faults=faults,
-            store_lost=self.deck.source.shared_store_lost(),
-            store_warnings=self.deck.source.shared_store_warnings(),
+            store_lost=self.deck.store_lost(),
+            store_warnings=[] if stores is None else stores.shared_store_warnings(),
             player=self.deck.player_status(),
         )
         hidden = self.cards.selection_out_of_view() if self.is_mounted else None

@@ -14,6 +14,7 @@ from breakerdeck.console.card import Card
 from breakerdeck.console.hint import hint
 from breakerdeck.console.log_rows import describe
 from breakerdeck.console.messages import Deck, FixRequested, ResetRequested
+from breakerdeck.console.states import BY_NAME
 from breakerdeck.console.timeline import (
     CARD_STEP,
     LEGEND,
@@ -141,7 +142,7 @@ class DetailScreen(Screen[None]):
             title.append(f" · {printable(card.key)}")
         if card.source:
             title.append(f" on {printable(card.source)}")
-        stale = self.deck.source.stale_for(card.id)
+        stale = self.deck.fleet.stale_for(card.id)
         if stale is not None:
             title.append(f"  STALE since {clock_text(stale)}", style="bold reverse")
         if card.shared:
@@ -183,7 +184,7 @@ class DetailScreen(Screen[None]):
             text.append("   " + legend, style="dim")
         text.append("\n")
         for cell in strip(card.timeline, card.marks, start=start, step=step, count=cells):
-            text.append(cell.glyph, style=_CELL_STYLE.get(cell.kind, "bold"))
+            text.append(cell.glyph, style=_cell_style(cell.kind))
         self.query_one("#detail-timeline", Static).update(text)
 
     def _show_trips(self) -> None:
@@ -262,14 +263,13 @@ class DetailScreen(Screen[None]):
         self.post_message(FixRequested(self.card))
 
 
-#: Timeline cells in the detail view: the state's colour, never reversed (the glyph says it).
-_CELL_STYLE = {
-    "open": "bold red",
-    "half_open": "yellow",
-    "paused": "magenta",
-    "closed": "green",
-    "unknown": "",
-}
+def _cell_style(kind: str) -> str:
+    """A timeline cell in the detail view: its state's colour, never reversed (the glyph says
+    it); a mark bold; nothing known yet plain."""
+    if kind == "unknown":
+        return ""
+    look = BY_NAME.get(kind)
+    return "bold" if look is None else look.cell
 
 
 def _short_type(kind: str) -> str:

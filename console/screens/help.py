@@ -12,6 +12,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from breakerdeck.console.states import STATES
+
 KEYS: list[tuple[str, str]] = [
     ("Dashboard", ""),
     ("j / ↓", "next card"),
@@ -40,7 +42,10 @@ KEYS: list[tuple[str, str]] = [
     ("j / k", "move through the audit log"),
     ("h", "hide / show the denied calls in the audit log"),
     ("Timeline", ""),
-    ("· █ ▒ ‖", "closed, open, half-open, paused; a card's cell: 30 s (a minute at 80 columns)"),
+    (
+        " ".join(look.glyph for look in STATES),
+        f"{', '.join(look.css for look in STATES)}; a card's cell: 30 s (a minute at 80 columns)",
+    ),
     ("✗ ✓ R !", "a probe failed, a probe succeeded, a reset, a page (drawn over the state)"),
     ("Replay", ""),
     ("space", "play / pause the recording (at the end: from the start)"),

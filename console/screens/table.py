@@ -62,13 +62,6 @@ COLUMNS: list[Column] = [
     ("platform", lambda c, now: c.platform or "", lambda c, now: c.platform or ""),
 ]  # fmt: skip
 
-_STATE_STYLE = {
-    "OPEN": "bold red",
-    "HALF-OPEN": "bold yellow",
-    "PAUSED": "bold magenta",
-    "CLOSED": "green",
-}
-
 
 class TableScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -141,7 +134,7 @@ class TableScreen(Screen[None]):
     def _cells(self, card: Card, now: float) -> list[Text]:
         cells = []
         for name, shown, _ in self.columns:
-            style = _STATE_STYLE.get(card.word, "") if name == "state" else ""
+            style = card.look.label if name == "state" else ""
             cells.append(Text(printable(shown(card, now)), style=style, no_wrap=True))
         return cells
 
@@ -153,8 +146,8 @@ class TableScreen(Screen[None]):
             speed=source.speed,
             label=source.label,
             stale_since=source.stale_since,
-            store_lost=[name for name, _ in source.shared_store_lost()],
-            engines=source.engines,
+            store_lost=[name for name, _ in self.deck.store_lost()],
+            engines=self.deck.fleet.engines,
             recorded=source.recorded,
         )
 

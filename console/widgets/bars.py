@@ -44,15 +44,11 @@ class SummaryBar(Static):
         # NO_COLOR greys every colour, and red on the bar's grey is the faintest of them:
         # there, trouble counts are reversed instead, the loudest thing without colour.
         loud = "bold reverse" if self.app.no_color else ""
-        for word, count, style in (
-            ("OPEN", summary.open, (loud or "bold red") if summary.open else ""),
-            ("HALF-OPEN", summary.half_open, (loud or "bold yellow") if summary.half_open else ""),
-            ("PAUSED", summary.paused, (loud or "bold magenta") if summary.paused else ""),
-            ("CLOSED", summary.closed, "green"),
-        ):
-            if word != "OPEN":
+        for n, (look, count) in enumerate(summary.counts):
+            if n:
                 counts.append("  ")
-            counts.append(f"{word} {count}", style=style)
+            style = look.label if not look.loud else (loud or look.label) if count else ""
+            counts.append(f"{look.word} {count}", style=style)
         text = Text(no_wrap=True, overflow="ellipsis")
         if summary.paged:
             names = printable(", ".join(summary.paged_keys[:3]))

@@ -13,6 +13,7 @@ from textual.strip import Strip
 
 from breakerdeck.console.card import RANK_CLOSED, RANK_PAGED, Card, Thresholds
 from breakerdeck.console.hint import hint
+from breakerdeck.console.states import CLOSED, STATES
 from breakerdeck.console.timeline import CARD_STEP, busy, span_text, strip
 from breakerdeck.console.words import cause_word, clock_text
 from breakerdeck.engine.state import State
@@ -71,7 +72,7 @@ class CardLines(ScrollView):
         if selected:
             base = base + self.get_component_rich_style("cards--selected")
         dim = self.get_component_rich_style("cards--dim")
-        state_style = self.get_component_rich_style(_STATE_CLASS[card.word])
+        state_style = self.get_component_rich_style(f"cards--{card.look.css}")
         segments: list[Segment]
         if card.aggregate:
             if line == 0:
@@ -169,9 +170,10 @@ class CardLines(ScrollView):
         plain = Style(reverse=False, bold=False)
         mark = self.get_component_rich_style("cards--mark")
         styles = {
-            state: self.get_component_rich_style(_STATE_CLASS[word]) + plain
-            for state, word in _TIMELINE_WORDS.items()
+            look.name: self.get_component_rich_style(f"cards--{look.css}") + plain
+            for look in STATES
         }
+        styles["unknown"] = styles[CLOSED.name]
         now = self.now_for(card)
         cells = strip(card.timeline, card.marks, start=start, step=step, count=count, now=now)
         return [Segment(cell.glyph, styles.get(cell.kind, mark)) for cell in cells]
@@ -284,19 +286,3 @@ def cut_style(segments: list[Segment], width: int) -> Style | None:
         if at >= width - 1:
             return segment.style
     return None
-
-
-_TIMELINE_WORDS = {
-    "open": "OPEN",
-    "half_open": "HALF-OPEN",
-    "paused": "PAUSED",
-    "closed": "CLOSED",
-    "unknown": "CLOSED",
-}
-
-_STATE_CLASS = {
-    "OPEN": "cards--open",
-    "HALF-OPEN": "cards--half-open",
-    "PAUSED": "cards--paused",
-    "CLOSED": "cards--closed",
-}

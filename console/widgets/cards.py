@@ -24,6 +24,7 @@ from textual.message import Message
 from textual.strip import Strip
 
 from breakerdeck.console.card import Card, Thresholds
+from breakerdeck.console.states import component_classes, state_css
 from breakerdeck.console.timeline import CARD_STEP, busy
 from breakerdeck.console.widgets.card_lines import (
     MAX_STRIP,
@@ -46,10 +47,7 @@ class CardList(CardLines, can_focus=True):
     """All cards in order; one is selected. Renders only visible lines."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
-        "cards--open",
-        "cards--half-open",
-        "cards--paused",
-        "cards--closed",
+        *component_classes("cards"),
         "cards--paged",
         "cards--selected",
         "cards--name",
@@ -70,13 +68,10 @@ class CardList(CardLines, can_focus=True):
         Binding("end,G", "edge(1)", "Last", show=False, id="last"),
     ]
 
-    DEFAULT_CSS = """
-    CardList {
-        height: 1fr;
-        scrollbar-size-vertical: 1;
-        overflow-x: hidden;
-    }
-    """
+    DEFAULT_CSS = (
+        "CardList { height: 1fr; scrollbar-size-vertical: 1; overflow-x: hidden; }\n"
+        + state_css("CardList", "cards", reversed_without_colour=True)
+    )
 
     class Selected(Message):
         """The selection moved to another card (or to none)."""

@@ -20,6 +20,7 @@ from textual.strip import Strip
 from textual.widgets import Static
 
 from breakerdeck.console.log_rows import LogRow
+from breakerdeck.console.states import BY_NAME, component_classes, state_css
 from breakerdeck.console.words import clock_text
 from breakerdeck.engine.text import printable
 
@@ -35,17 +36,15 @@ class LogLines(ScrollView):
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "log--time",
-        "log--open",
-        "log--half-open",
-        "log--closed",
-        "log--paused",
         "log--other",
         "log--empty",
+        *component_classes("log"),
     }
 
-    DEFAULT_CSS = """
-    LogLines { height: 1fr; overflow-x: hidden; scrollbar-size-vertical: 1; }
-    """
+    DEFAULT_CSS = (
+        "LogLines { height: 1fr; overflow-x: hidden; scrollbar-size-vertical: 1; }\n"
+        + state_css("LogLines", "log")
+    )
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -87,7 +86,9 @@ class LogLines(ScrollView):
         return cached
 
     def _draw(self, row: LogRow, width: int, base: Style, part: int) -> Strip:
-        kind_style = self.get_component_rich_style(_KIND_CLASS.get(row.state or "", "log--other"))
+        look = BY_NAME.get(row.state or "")
+        kind = "log--other" if look is None else f"log--{look.css}"
+        kind_style = self.get_component_rich_style(kind)
         name = printable(row.name)
         if len(name) > NAME_WIDTH:
             name = name[: NAME_WIDTH - 1] + "…"
@@ -106,14 +107,6 @@ class LogLines(ScrollView):
         if strip.cell_length > width:
             strip = Strip.join([strip.crop(0, width - 1), Strip([Segment("…")])])
         return strip.extend_cell_length(width, base).apply_style(base)
-
-
-_KIND_CLASS = {
-    "open": "log--open",
-    "half_open": "log--half-open",
-    "closed": "log--closed",
-    "paused": "log--paused",
-}
 
 
 class EventLog(Vertical):

@@ -171,7 +171,6 @@ class FeedClient:
         self.max_size = max_size
         self.snapshot_seq: int | None = None
         self.last_seq: int | None = None
-        self.last_message_at: float | None = None
         self._ws: ClientConnection | None = None
         self._pending: dict[str | int, asyncio.Future[p.AckMessage]] = {}
         self._ids = itertools.count(1)
@@ -228,7 +227,6 @@ class FeedClient:
 
     def _accept(self, raw: str | bytes) -> Message | None:
         message = p.parse_server_message(raw)
-        self.last_message_at = time.monotonic()
         if isinstance(message, p.SnapshotMessage):
             self.snapshot_seq = self.last_seq = message.seq
             return message

@@ -126,8 +126,6 @@ class FeedServer:
         self._subscription: Subscription | None = None
         #: Set while the pump listens to the engine (`_follow`).
         self._unfollow: Callable[[], None] | None = None
-        self.frames_sent = 0
-        self.snapshots_sent = 0
         #: Connections refused at the cap, and aborted for not reading.
         self.refused_busy = 0
         self.dropped_stalled = 0
@@ -283,7 +281,6 @@ class FeedServer:
                     # Whatever got queued while this was pending is trimmed below.
                     await self._send(client, frame)
                     client.snapshots += 1
-                    self.snapshots_sent += 1
                 elif client.frames:
                     frame, first, last, records = client.frames.popleft()
                     client.buffered -= len(frame)
@@ -294,7 +291,6 @@ class FeedServer:
                         frame = p.encode_events(later)
                     client.after_seq = last
                     await self._send(client, frame)
-                    self.frames_sent += 1
                 else:
                     client.wake.clear()
                     await client.wake.wait()

@@ -159,7 +159,7 @@ def test_the_board_keeps_the_order_a_full_sort_gives(kind, source, data):
         ]
         summary = board.summary()
         states = [("paused" if v.paused else v.state) for v in views.values()]
-        assert (summary.open, summary.half_open, summary.paused, summary.closed) == tuple(
+        assert tuple(summary.count(w) for w in ("OPEN", "HALF-OPEN", "PAUSED", "CLOSED")) == tuple(
             states.count(state) for state in ("open", "half_open", "paused", "closed")
         )
         named = describe or (lambda ident: (ident, None))

@@ -68,11 +68,11 @@ def test_the_header_counts_a_pooled_breaker_once() -> None:
         + [view(ident(n, "bob")) for n in range(3)]
     )
     summary = shown.summary()
-    assert (summary.open, summary.closed) == (1, 1)
+    assert (summary.count("OPEN"), summary.count("CLOSED")) == (1, 1)
 
 
 def test_without_a_shared_store_each_source_keeps_its_card_and_count() -> None:
     shown = board(set())
     shown.load(view(ident(n, "ava"), "open", count=5) for n in range(3))
     assert [c.source for c in shown.cards()] == list(LABELS)
-    assert shown.summary().open == 3
+    assert shown.summary().count("OPEN") == 3
