@@ -337,20 +337,24 @@ class Engine:
     # -- a call nobody reads a line of goes without a ticket ---------------------------------
 
     def quiet_entry(self, key: str, agent: str) -> tuple[float, int] | Admission | None:
-        """How a call nobody reads a line of (no listener, no audit log) goes in with no ticket,
-        once `agent` calls `key` and its credential is not revoked: let in, when a success would
-        change nothing (`untouched`): the admission's wall time and seq, for the ticket the call
-        takes (`new_call`) only if it has something to record after all; or refused by a
-        breaker in its cooldown (uncounted until its caller answers it: `count_refusal`). None:
-        it takes its ticket first (`new_call`, `admit`)."""
+        """How a call with no listener goes in with no ticket, once `agent` calls `key` and its
+        credential is not revoked: let in, when a success would change nothing (`untouched`;
+        the audit log keeps no successes): the admission's wall time and seq, for the ticket
+        the call takes (`new_call`) only if it has something to record after all; or, when
+        nobody reads a refusal's line either (no audit log), refused by a breaker in its
+        cooldown (uncounted until its caller answers it: `count_refusal`). None: it takes its
+        ticket first (`new_call`, `admit`)."""
         slot = self._keys.slots.get(key)
         seq = self._ledger.numbered  # before the state, as `_admitted_early` reads it
-        if slot is None or self._outbox.watched or agent not in slot.agents:
+        outbox = self._outbox
+        if slot is None or outbox.listeners or agent not in slot.agents:
             return None
         if slot.credential_revoked:
             return None
         if slot.quiet(self._agent_policy):
-            return self._wall(), seq
+            return self._wall(), seq  # a success's line: only a listener reads one
+        if outbox.watched:  # the audit log keeps a refusal's line
+            return None
         return slot.breaker.cooling(self.clock.monotonic())
 
     def count_refusal(self, key: str, refusal: Admission) -> None:
