@@ -21,13 +21,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Self
 
-from breakerdeck.engine import statedir
+from breakerdeck.engine import results, statedir
 from breakerdeck.engine.audit import AuditLog
 from breakerdeck.engine.breaker import ADMIT_NORMAL, Admission, Breaker, DenyReason
 from breakerdeck.engine.call import Call, call_id
 from breakerdeck.engine.clock import Clock, SystemClock
 from breakerdeck.engine.decide import Decider, Local
-from breakerdeck.engine.durability import COMMIT_WAIT, Durability, Owed
+from breakerdeck.engine.durability import COMMIT_WAIT, Durability
 from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.guard import Guard
 from breakerdeck.engine.keys import KeyTable, Slot
@@ -361,10 +361,6 @@ class Engine:
         """Count a refusal `quiet_entry` made, answered by its caller (as `admit` counts one)."""
         self._keys.slots[key].count_denied(refusal.reason)
 
-    async def settle_async(self, owed: Owed) -> None:
-        """Wait, off the event loop, for a commit a call is owed (`Owed`)."""
-        await self._durability.settle_async(owed)
-
     def refuse(self, call: Call, outcome: Outcome, agent_status: int | str) -> Event:
         """A refusal before the breaker: a line, attempts 0, never counted, no probe slot."""
         return self._ops.refuse(call, outcome, agent_status)
@@ -420,6 +416,23 @@ class Engine:
 
     def breaker(self, key: str) -> Breaker:
         return self._keys.known(key).breaker
+
+    def open_reason(self, key: str) -> str:
+        """A refusal's words for `key` (`results.open_reason`): its count and last failure."""
+        breaker = self._keys.known(key).breaker
+        return results.open_reason(key, breaker.count, breaker.last_failure_detail)
+
+    def probe_out(self, key: str) -> bool:
+        """Whether `key`'s half-open probe is out now (False for a key never called)."""
+        slot = self._keys.slots.get(key)
+        if slot is None:
+            return False
+        breaker = slot.breaker
+        return breaker.state is State.HALF_OPEN and breaker.probe_id is not None
+
+    def cooling(self, key: str) -> bool:
+        """Whether `key`'s breaker is in its cooldown now: a call would be refused."""
+        return self._keys.known(key).breaker.cooling(self.clock.monotonic()) is not None
 
     def view(self, key: str) -> BreakerView:
         return self._views.of(self._keys.known(key), self._ledger.last())

@@ -264,6 +264,4 @@ class Guard:
         return outcome, network_fault(error), status
 
     def _refusal(self, admission: Admission) -> ToolResult:
-        breaker = self._slot.breaker
-        reason = results.open_reason(self.key, breaker.count, breaker.last_failure_detail)
-        return results.denied(self.tool, admission, reason, ())
+        return results.denied(self.tool, admission, self.engine.open_reason(self.key), ())
