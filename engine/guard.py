@@ -117,21 +117,8 @@ class Guard:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        # Inline, as at entry: a success that went without a ticket and changes nothing (a
-        # closed breaker with nothing counted, a credential known to work) records nothing.
-        slot = self._slot
-        b = slot.breaker
-        known = self._credential_known or slot.credential_worked_at is not None
-        if error is None and b.state is _CLOSED and known and not b.count:
-            calls = self._calls
-            entries = calls.get()
-            if not entries:
-                return
-            if type(entries[-1]) is tuple and not self._outbox.listeners:
-                calls.set(entries[:-1])  # its line is read by nobody (the audit log neither)
-                return
-            if self._quietly_left(entries):
-                return
+        if error is None and self._left_quietly():
+            return
         call = self._leaving(error)
         if isinstance(error, ABANDONING):
             self.engine.abandon(call)
@@ -154,19 +141,8 @@ class Guard:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        slot = self._slot
-        b = slot.breaker
-        known = self._credential_known or slot.credential_worked_at is not None
-        if error is None and b.state is _CLOSED and known and not b.count:
-            calls = self._calls
-            entries = calls.get()
-            if not entries:
-                return
-            if type(entries[-1]) is tuple and not self._outbox.listeners:
-                calls.set(entries[:-1])  # its line is read by nobody (the audit log neither)
-                return
-            if self._quietly_left(entries):
-                return
+        if error is None and self._left_quietly():
+            return
         call = self._leaving(error)
         if isinstance(error, ABANDONING):
             self.engine.abandon(call)  # no await once cancelled, or in a closing generator
@@ -200,6 +176,25 @@ class Guard:
             if refusal is not None:
                 raise BreakerOpen(self._refusal(refusal))
         return self._ticket()
+
+    def _left_quietly(self) -> bool:
+        """A success that went without a ticket and changes nothing (a closed breaker with
+        nothing counted, a credential known to work) records nothing; one that kept its line's
+        numbers writes that line only for a listener (the audit log keeps no successes). False:
+        the entry has something to record."""
+        slot = self._slot
+        b = slot.breaker
+        known = self._credential_known or slot.credential_worked_at is not None
+        if b.state is not _CLOSED or not known or b.count:
+            return False
+        calls = self._calls
+        entries = calls.get()
+        if not entries:
+            return True
+        if type(entries[-1]) is tuple and not self._outbox.listeners:
+            calls.set(entries[:-1])
+            return True
+        return self._quietly_left(entries)
 
     def _quietly_left(self, entries: tuple[Call | CallDetails, ...]) -> bool:
         """A success that changes nothing, leaving an entry a closed breaker let in: its line
