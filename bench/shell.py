@@ -7,10 +7,12 @@ times, since the machine is shared). Printed, never asserted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import gc
 import itertools
 import statistics
+import tempfile
 import threading
 import time
 import tracemalloc
@@ -53,11 +55,46 @@ class Row:
     ratio: float | None = None
 
 
-def _engine(listener: bool, loop: asyncio.AbstractEventLoop) -> Engine:
-    engine = Engine(ours.tool_policy(3600.0), clock=SystemClock())
+#: Each row's two set-ups: no state dir, and a state dir restored, as users run it
+#: (docs/engine.md): the audit log and the verdict store behind every call.
+PLACES = ("", ", state dir")
+
+
+def _engine(
+    listener: bool, loop: asyncio.AbstractEventLoop, state_dir: str | None = None
+) -> Engine:
+    engine = Engine(ours.tool_policy(3600.0), clock=SystemClock(), state_dir=state_dir)
     if listener:
         _bus(engine, loop)
+    engine.restore()
     return engine
+
+
+def _new_keys(engine: Engine) -> Callable[[], Any]:
+    """Each call on a key never called before: its slot, its first admission, and the success
+    that learns its credential works."""
+    numbers = itertools.count()
+
+    def first_call() -> Any:
+        try:
+            with engine.guard(f"new-{next(numbers)}@default", agent=AGENT, lease=LEASE):
+                return work()
+        except BreakerOpen as refused:
+            return refused.result
+
+    return first_call
+
+
+def _purgatory_new_keys() -> Callable[[], Any]:
+    """purgatory's first call on a breaker never used before (its factory makes it)."""
+    factory = peers.Purgatory(3600.0).factory
+    numbers = itertools.count()
+
+    def first_call() -> Any:
+        with factory.get_breaker(f"new-{next(numbers)}"):
+            return work()
+
+    return first_call
 
 
 def _bus(engine: Engine, loop: asyncio.AbstractEventLoop) -> Subscription:
@@ -293,52 +330,75 @@ def run() -> list[Row]:
     purgatory = peers.Purgatory(3600.0)
     p_sync, p_async = purgatory.guard(work), purgatory.guard_async(awork)
     p_label = peers.Purgatory.label
-
-    for listener in (False, True):
-        engine = _engine(listener, loop)
-        with_what = "with the EventBus listener" if listener else "no listener"
-        title = f"Engine.guard closed, {{}}, {with_what}"
-        limit = 3.0 if listener else 0.9
-        sync = measure.beside(_guarded(engine, work), p_sync, work)
-        rows.append(_ratio_row(title.format("sync"), sync, p_label, limit))
-        asyn = measure.beside_async(loop, _guarded_async(engine, awork), p_async, awork)
-        rows.append(_ratio_row(title.format("async"), asyn, p_label, limit))
-
-    least = _LeastWatchedGuard(_bus(Engine(ours.tool_policy(3600.0)), loop).offer)
-    floor = measure.beside(_inside(least, work), p_sync, work)
-    rows.append(_reference("(reference) the least a watched line needs, inline", floor, p_label))
-    floor = measure.beside(_engine_guard(_EmptyEngine(), work), p_sync, work)
-    rows.append(_reference("(reference) the three-call shape alone, sync", floor, p_label))
-    for listener in (False, True):
-        engine = _engine(listener, loop)
-        with_what = "EventBus listener" if listener else "no listener"
-        three = measure.beside(_engine_guard(engine, work), p_sync, work)
-        rows.append(_reference(f"(reference) new_call/admit/complete, {with_what}", three, p_label))
-
-    harness = Harness(_engine(False, loop))
-    harness.register(Tool(name=TOOL, backend=BACKEND, attempts=1, function=awork))
-    guard = measure.beside(harness.guard(TOOL)(work), p_sync, work)
-    rows.append(_ratio_row("Harness.guard, closed", guard, p_label, 4.0))
-    call_tool = partial(harness.call_tool, AGENT, TOOL)
-    tool = measure.beside_async(loop, call_tool, p_async, awork)
-    rows.append(_ratio_row("Harness.call_tool, closed", tool, p_label, 4.0))
-
     cb_refusal = peers.CircuitBreakerPkg(3600.0).fast_fail_tool()
     cb_label = peers.CircuitBreakerPkg.label
-    refusing = _engine(False, loop)
-    _trip(refusing)
-    # Refusals are to be no slower than before issue 18: each limit is the highest figure this
-    # bench gave on that tree (docs/bench.md); from run to run they move by about 0.1x.
-    refusals = measure.beside(_guarded(refusing, work), cb_refusal, _nothing)
-    rows.append(_ratio_row("refusal with its result, Engine.guard", refusals, cb_label, 1.34))
-    refusals = measure.beside(_engine_guard(refusing, work), cb_refusal, _nothing)
-    rows.append(_ratio_row("refusal with its result, new_call/admit", refusals, cb_label, 0.84))
-    refused_harness = Harness(_engine(False, loop))
-    failing = refused_harness.guard(TOOL)(_boom)
-    for _ in range(3):
-        failing()
-    refusals = measure.beside(failing, cb_refusal, _nothing)
-    rows.append(_ratio_row("refusal with its result, Harness.guard", refusals, cb_label, 1.51))
+
+    with tempfile.TemporaryDirectory(prefix="bench-shell-") as tmp, contextlib.ExitStack() as open_:
+        dirs = itertools.count()
+
+        def engine(listener: bool, place: str) -> Engine:
+            state_dir = f"{tmp}/state-{next(dirs)}" if place else None
+            return open_.enter_context(_engine(listener, loop, state_dir))
+
+        for listener in (False, True):
+            for place in PLACES:
+                subject = engine(listener, place)
+                with_what = "with the EventBus listener" if listener else "no listener"
+                title = f"Engine.guard closed, {{}}, {with_what}{place}"
+                limit = 3.0 if listener else 0.9
+                sync = measure.beside(_guarded(subject, work), p_sync, work)
+                rows.append(_ratio_row(title.format("sync"), sync, p_label, limit))
+                asyn = measure.beside_async(loop, _guarded_async(subject, awork), p_async, awork)
+                rows.append(_ratio_row(title.format("async"), asyn, p_label, limit))
+
+        least = _LeastWatchedGuard(_bus(Engine(ours.tool_policy(3600.0)), loop).offer)
+        floor = measure.beside(_inside(least, work), p_sync, work)
+        rows.append(
+            _reference("(reference) the least a watched line needs, inline", floor, p_label)
+        )
+        floor = measure.beside(_engine_guard(_EmptyEngine(), work), p_sync, work)
+        rows.append(_reference("(reference) the three-call shape alone, sync", floor, p_label))
+        for listener in (False, True):
+            with_what = "EventBus listener" if listener else "no listener"
+            three = measure.beside(_engine_guard(engine(listener, ""), work), p_sync, work)
+            rows.append(
+                _reference(f"(reference) new_call/admit/complete, {with_what}", three, p_label)
+            )
+
+        for place in PLACES:
+            harness = Harness(engine(False, place))
+            harness.register(Tool(name=TOOL, backend=BACKEND, attempts=1, function=awork))
+            guard = measure.beside(harness.guard(TOOL)(work), p_sync, work)
+            rows.append(_ratio_row(f"Harness.guard, closed{place}", guard, p_label, 4.0))
+            call_tool = partial(harness.call_tool, AGENT, TOOL)
+            tool = measure.beside_async(loop, call_tool, p_async, awork)
+            rows.append(_ratio_row(f"Harness.call_tool, closed{place}", tool, p_label, 4.0))
+
+        for place in PLACES:
+            first = measure.beside(_new_keys(engine(False, place)), _purgatory_new_keys(), work)
+            rows.append(
+                _ratio_row(f"a new key's first call, Engine.guard{place}", first, p_label, 5.0)
+            )
+
+        for place in PLACES:
+            refusing = engine(False, place)
+            _trip(refusing)
+            # Refusals are to be no slower than before issue 18: each limit is the highest
+            # figure this bench gave on that tree (docs/bench.md), issue 31's 1.3x on a state
+            # dir; from run to run they move by about 0.1x.
+            refusals = measure.beside(_guarded(refusing, work), cb_refusal, _nothing)
+            title = f"refusal with its result, Engine.guard{place}"
+            rows.append(_ratio_row(title, refusals, cb_label, 1.34))
+            refusals = measure.beside(_engine_guard(refusing, work), cb_refusal, _nothing)
+            title = f"refusal with its result, new_call/admit{place}"
+            rows.append(_ratio_row(title, refusals, cb_label, 1.3 if place else 0.84))
+            refused_harness = Harness(engine(False, place))
+            failing = refused_harness.guard(TOOL)(_boom)
+            for _ in range(3):
+                failing()
+            refusals = measure.beside(failing, cb_refusal, _nothing)
+            title = f"refusal with its result, Harness.guard{place}"
+            rows.append(_ratio_row(title, refusals, cb_label, 1.3 if place else 1.51))
 
     for outage in (False, True):
         row = _threads_beside(_engine_threads(loop, outage), _purgatory_threads(outage))

@@ -157,13 +157,7 @@ class Retries(Generic[T]):
             left = engine.policy.probe_retry_after_seconds
         else:
             left = view.reopens_at - engine.clock.wall()
-        return results.circuit_open(tool, open_reason(engine, key), max(left, 0), alternatives)
-
-
-def open_reason(engine: Engine, key: str) -> str:
-    """A `circuit_open` result's words for `key`: its count and its last failure."""
-    breaker = engine.breaker(key)
-    return results.open_reason(key, breaker.count, breaker.last_failure_detail)
+        return results.circuit_open(tool, engine.open_reason(key), max(left, 0), alternatives)
 
 
 class CallPath(ABC, Generic[B, A, R]):

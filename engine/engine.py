@@ -21,13 +21,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Self
 
-from breakerdeck.engine import statedir
+from breakerdeck.engine import results, statedir
 from breakerdeck.engine.audit import AuditLog
 from breakerdeck.engine.breaker import ADMIT_NORMAL, Admission, Breaker, DenyReason
 from breakerdeck.engine.call import Call, call_id
 from breakerdeck.engine.clock import Clock, SystemClock
 from breakerdeck.engine.decide import Decider, Local
-from breakerdeck.engine.durability import COMMIT_WAIT, Durability, Owed
+from breakerdeck.engine.durability import COMMIT_WAIT, Durability
 from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.guard import Guard
 from breakerdeck.engine.keys import KeyTable, Slot
@@ -337,29 +337,29 @@ class Engine:
     # -- a call nobody reads a line of goes without a ticket ---------------------------------
 
     def quiet_entry(self, key: str, agent: str) -> tuple[float, int] | Admission | None:
-        """How a call nobody reads a line of (no listener, no audit log) goes in with no ticket,
-        once `agent` calls `key` and its credential is not revoked: let in, when a success would
-        change nothing (`untouched`): the admission's wall time and seq, for the ticket the call
-        takes (`new_call`) only if it has something to record after all; or refused by a
-        breaker in its cooldown (uncounted until its caller answers it: `count_refusal`). None:
-        it takes its ticket first (`new_call`, `admit`)."""
+        """How a call with no listener goes in with no ticket, once `agent` calls `key` and its
+        credential is not revoked: let in, when a success would change nothing (`untouched`;
+        the audit log keeps no successes): the admission's wall time and seq, for the ticket
+        the call takes (`new_call`) only if it has something to record after all; or, when
+        nobody reads a refusal's line either (no audit log), refused by a breaker in its
+        cooldown (uncounted until its caller answers it: `count_refusal`). None: it takes its
+        ticket first (`new_call`, `admit`)."""
         slot = self._keys.slots.get(key)
         seq = self._ledger.numbered  # before the state, as `_admitted_early` reads it
-        if slot is None or self._outbox.watched or agent not in slot.agents:
+        outbox = self._outbox
+        if slot is None or outbox.listeners or agent not in slot.agents:
             return None
         if slot.credential_revoked:
             return None
         if slot.quiet(self._agent_policy):
-            return self._wall(), seq
+            return self._wall(), seq  # a success's line: only a listener reads one
+        if outbox.watched:  # the audit log keeps a refusal's line
+            return None
         return slot.breaker.cooling(self.clock.monotonic())
 
     def count_refusal(self, key: str, refusal: Admission) -> None:
         """Count a refusal `quiet_entry` made, answered by its caller (as `admit` counts one)."""
         self._keys.slots[key].count_denied(refusal.reason)
-
-    async def settle_async(self, owed: Owed) -> None:
-        """Wait, off the event loop, for a commit a call is owed (`Owed`)."""
-        await self._durability.settle_async(owed)
 
     def refuse(self, call: Call, outcome: Outcome, agent_status: int | str) -> Event:
         """A refusal before the breaker: a line, attempts 0, never counted, no probe slot."""
@@ -416,6 +416,23 @@ class Engine:
 
     def breaker(self, key: str) -> Breaker:
         return self._keys.known(key).breaker
+
+    def open_reason(self, key: str) -> str:
+        """A refusal's words for `key` (`results.open_reason`): its count and last failure."""
+        breaker = self._keys.known(key).breaker
+        return results.open_reason(key, breaker.count, breaker.last_failure_detail)
+
+    def probe_out(self, key: str) -> bool:
+        """Whether `key`'s half-open probe is out now (False for a key never called)."""
+        slot = self._keys.slots.get(key)
+        if slot is None:
+            return False
+        breaker = slot.breaker
+        return breaker.state is State.HALF_OPEN and breaker.probe_id is not None
+
+    def cooling(self, key: str) -> bool:
+        """Whether `key`'s breaker is in its cooldown now: a call would be refused."""
+        return self._keys.known(key).breaker.cooling(self.clock.monotonic()) is not None
 
     def view(self, key: str) -> BreakerView:
         return self._views.of(self._keys.known(key), self._ledger.last())

@@ -114,7 +114,7 @@ class Gateway(CallPath[_Call, GatewayResponse, GatewayResponse]):
         refusal = self.authorize(agent, platform, json) if self.authorize else None
         if refusal is not None:
             return self._refusal(call, refusal)
-        if engine.breaker(agent).cooling(engine.clock.monotonic()) is not None:
+        if engine.cooling(agent):
             return await self._run(_Call(call, None, asked), self.policy.probe_lease())
         request = _prepare(client.base_url, method, path, json)
         if isinstance(request, Refusal):

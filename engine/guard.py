@@ -22,6 +22,9 @@ lets the body run with nothing written, and a success that changes nothing costs
 a failure takes its ticket on the way out. A watched entry a closed breaker lets in keeps its
 ticket as the very numbers its line will carry (`CallDetails`), made into a `Call` only if it
 leaves with something to record; a success that changes nothing writes that line directly.
+With the audit log alone (a state dir, no listener) those numbers hold no call number yet (0):
+the audit log keeps no successes, so only a failure draws one, on its way out, and its line
+still says when it was let in.
 """
 
 from __future__ import annotations
@@ -114,15 +117,8 @@ class Guard:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        # Inline, as at entry: a success that went without a ticket and changes nothing (a
-        # closed breaker with nothing counted, a credential known to work) records nothing.
-        slot = self._slot
-        b = slot.breaker
-        known = self._credential_known or slot.credential_worked_at is not None
-        if error is None and b.state is _CLOSED and known and not b.count:
-            entries = self._calls.get()
-            if not entries or self._quietly_left(entries):
-                return
+        if error is None and self._left_quietly():
+            return
         call = self._leaving(error)
         if isinstance(error, ABANDONING):
             self.engine.abandon(call)
@@ -145,13 +141,8 @@ class Guard:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        slot = self._slot
-        b = slot.breaker
-        known = self._credential_known or slot.credential_worked_at is not None
-        if error is None and b.state is _CLOSED and known and not b.count:
-            entries = self._calls.get()
-            if not entries or self._quietly_left(entries):
-                return
+        if error is None and self._left_quietly():
+            return
         call = self._leaving(error)
         if isinstance(error, ABANDONING):
             self.engine.abandon(call)  # no await once cancelled, or in a closing generator
@@ -164,7 +155,7 @@ class Guard:
         """An entry a closed breaker let in keeps the numbers its line will carry."""
         ledger = self._ledger
         numbers = (
-            ledger.next_call(),
+            ledger.next_call() if self._outbox.listeners else 0,  # 0: drawn when a line needs it
             self._platform,
             self.tool,
             self._wall(),
@@ -186,6 +177,25 @@ class Guard:
                 raise BreakerOpen(self._refusal(refusal))
         return self._ticket()
 
+    def _left_quietly(self) -> bool:
+        """A success that went without a ticket and changes nothing (a closed breaker with
+        nothing counted, a credential known to work) records nothing; one that kept its line's
+        numbers writes that line only for a listener (the audit log keeps no successes). False:
+        the entry has something to record."""
+        slot = self._slot
+        b = slot.breaker
+        known = self._credential_known or slot.credential_worked_at is not None
+        if b.state is not _CLOSED or not known or b.count:
+            return False
+        calls = self._calls
+        entries = calls.get()
+        if not entries:
+            return True
+        if type(entries[-1]) is tuple and not self._outbox.listeners:
+            calls.set(entries[:-1])
+            return True
+        return self._quietly_left(entries)
+
     def _quietly_left(self, entries: tuple[Call | CallDetails, ...]) -> bool:
         """A success that changes nothing, leaving an entry a closed breaker let in: its line
         written here, as `Engine.complete` would (none when no listener reads it: the audit
@@ -196,6 +206,9 @@ class Guard:
         self._calls.set(entries[:-1])
         if not self._outbox.listeners:
             return True
+        if not entry[0]:  # a listener came since its entry: its line needs a number now
+            entry = (self._ledger.next_call(), *entry[1:])
+            entries = (*entries[:-1], entry)
         if self._lines.quiet_line(self._slot, self.agent, entry, SUCCESS, QUIET_ENDING) is None:
             self._calls.set(entries)  # it changed meanwhile: `_leaving` makes it a ticket
             return False
@@ -213,7 +226,7 @@ class Guard:
             if isinstance(entry, Call):
                 return entry
             number, _, _, wall, admitted_as, attempts, _, seq, _ = entry
-            call = self._ticket(number)
+            call = self._ticket(number or None)
             call.admitted_wall, call.admitted_as, call.admitted_seq = wall, admitted_as, seq
             call.attempts = attempts
             return call
@@ -246,6 +259,4 @@ class Guard:
         return outcome, network_fault(error), status
 
     def _refusal(self, admission: Admission) -> ToolResult:
-        breaker = self._slot.breaker
-        reason = results.open_reason(self.key, breaker.count, breaker.last_failure_detail)
-        return results.denied(self.tool, admission, reason, ())
+        return results.denied(self.tool, admission, self.engine.open_reason(self.key), ())

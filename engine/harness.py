@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from breakerdeck.engine import results, telemetry
 from breakerdeck.engine.breaker import Admission
-from breakerdeck.engine.callpath import CallPath, Completion, Retries, open_reason
+from breakerdeck.engine.callpath import CallPath, Completion, Retries
 from breakerdeck.engine.classify import (
     Attempt,
     Classifier,
@@ -385,7 +385,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         )
 
     def open_reason(self, key: str) -> str:
-        return open_reason(self.engine, key)
+        return self.engine.open_reason(key)
 
     def guard(
         self, tool: str | Tool, *, sleep: Callable[[float], None] = time.sleep

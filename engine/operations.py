@@ -189,8 +189,10 @@ class Operations:
         if self._agent_policy:
             return False
         if outcome.is_success and slot.credential_worked_at is None:
+            # When it last worked is kept as counters are (DESIGN, "Durability"): within a
+            # second, never waited for; only the credential's flag (revoked) is.
             slot.credential_worked_at = self._wall()
-            self._durability.persist(slot, urgent=True, what=f"{call.key}: the credential worked")
+            self._durability.persist(slot, urgent=False)
         elif outcome.cls is OutcomeClass.CREDENTIAL_REVOKED and not slot.credential_revoked:
             slot.credential_revoked = True
             return True

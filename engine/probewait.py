@@ -10,8 +10,6 @@ import contextlib
 
 from breakerdeck.engine.breaker import Admission
 from breakerdeck.engine.engine import Call, Engine
-from breakerdeck.engine.errors import UnknownKey
-from breakerdeck.engine.state import State
 
 
 class ProbeWaits:
@@ -22,11 +20,7 @@ class ProbeWaits:
         self._done: dict[str, asyncio.Event] = {}
 
     def probe_out(self, key: str) -> bool:
-        try:
-            breaker = self.engine.breaker(key)
-        except UnknownKey:
-            return False
-        return breaker.state is State.HALF_OPEN and breaker.probe_id is not None
+        return self.engine.probe_out(key)
 
     async def wait(self, key: str, real_seconds: float) -> None:
         """Until no probe is out or the bound is spent: after an uncounted probe the first

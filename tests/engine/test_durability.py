@@ -312,6 +312,31 @@ def test_no_other_call_waits_while_a_trip_waits_for_its_commit(state):
     assert overlapped == [True], "the other calls ran after the trip: nothing was tested"
 
 
+def test_a_new_keys_first_success_never_waits_for_the_disk(state):
+    """When a credential last worked is kept as counters are (DESIGN, "Durability"): within a
+    second, never waited for. A disk that stalls holds no first call on a new key."""
+    with Engine(ToolPolicy(), clock=ManualClock(), state_dir=state) as engine:
+        engine.store.flush(timeout=10)
+        holder = sqlite3.connect(state / "verdicts.sqlite3", isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        try:
+            call(engine, SUCCESS)  # the credential works: learnt now
+            waited = [problem for problem in engine.problems if "not on disk" in problem]
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+
+        assert waited == []
+        assert engine.credential_worked(KEY)
+        assert engine.store.flush(timeout=10)
+    conn = sqlite3.connect(state / "verdicts.sqlite3")
+    try:
+        (data,) = conn.execute("SELECT data FROM verdicts WHERE key = ?", (KEY,)).fetchone()
+    finally:
+        conn.close()
+    assert json.loads(data)["credential_ok_at"] is not None
+
+
 def test_a_trip_is_on_disk_when_its_call_returns(state):
     with Engine(ToolPolicy(), clock=ManualClock(), state_dir=state) as engine:
         trip(engine)

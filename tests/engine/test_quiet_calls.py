@@ -4,6 +4,7 @@ path it takes, it answers, counts and writes as a call that took its ticket firs
 
 import asyncio
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,6 +40,13 @@ class Backend:
 
 def unwatched() -> Engine:
     return Engine(ToolPolicy(), clock=ManualClock())
+
+
+def on_state_dir(tmp_path: Path) -> Engine:
+    """An engine on a state dir, restored, with no listener: its audit log alone reads lines."""
+    engine = Engine(ToolPolicy(), clock=ManualClock(), state_dir=tmp_path / "state")
+    engine.restore()
+    return engine
 
 
 def watched() -> tuple[Engine, list[ev.Event]]:
@@ -80,14 +88,17 @@ def test_a_healthy_guarded_call_answers_alike_watched_or_not():
     assert [quiet(agent="ava") for _ in range(4)] == [seen(agent="ava") for _ in range(4)]
 
 
-async def test_a_healthy_call_nobody_watches_takes_no_call_number():
-    engine = unwatched()
+@pytest.mark.parametrize("audited", [False, True], ids=["no state dir", "state dir"])
+async def test_a_healthy_call_nobody_watches_takes_no_call_number(audited, tmp_path):
+    """The audit log keeps no successes: a state dir alone leaves the quiet path on."""
+    engine = on_state_dir(tmp_path) if audited else unwatched()
     harness = lookup_harness(engine, Backend())
     for _ in range(5):  # the first learns that the credential works: it takes its ticket
         await harness.call_tool("ava", "lookup")
     lines: list[ev.Event] = []
     engine.subscribe(lines.append)
     await harness.call_tool("ava", "lookup")
+    engine.close()
     assert [line.call_id for line in completed(lines)] == ["call-000002"]
 
 
@@ -269,3 +280,42 @@ async def test_a_quiet_call_cancelled_from_outside_records_nothing():
     await harness.call_tool("ava", "lookup")
     assert engine.view(KEY).count == 0
     assert [line.call_id for line in completed(lines)] == ["call-000002"]
+
+
+async def test_a_quiet_call_failing_on_a_state_dir_is_audited_with_its_admission(tmp_path):
+    engine = on_state_dir(tmp_path)
+    backend = Backend()
+    harness = lookup_harness(engine, backend, attempts=1)
+    await harness.call_tool("ava", "lookup")
+    backend.failing = 1
+    await harness.call_tool("ava", "lookup")
+    assert engine.audit is not None and engine.audit.flush(10)
+    failed = [e for e in engine.audit.query() if e.type == ev.CALL_FAILED]
+    engine.close()
+    assert [(e.fields["call_id"], e.fields["admitted_t"]) for e in failed] == [("call-000002", 0.0)]
+
+
+def test_a_healthy_guarded_call_on_a_state_dir_with_no_listener_takes_no_call_number(tmp_path):
+    engine = on_state_dir(tmp_path)
+    guard = engine.guard(KEY, agent="ava", lease=30)
+    for _ in range(5):  # the first learns that the credential works: it takes its ticket
+        with guard:
+            pass
+    lines: list[ev.Event] = []
+    engine.subscribe(lines.append)
+    with guard:
+        pass
+    engine.close()
+    assert [line.call_id for line in completed(lines)] == ["call-000002"]
+
+
+def test_a_guarded_call_a_listener_joins_midway_writes_a_numbered_line(tmp_path):
+    engine = on_state_dir(tmp_path)
+    guard = engine.guard(KEY, agent="ava", lease=30)
+    with guard:
+        pass
+    lines: list[ev.Event] = []
+    with guard:
+        engine.subscribe(lines.append)
+    engine.close()
+    assert [(line.call_id, line.admitted_t) for line in completed(lines)] == [("call-000002", 0.0)]

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from breakerdeck.engine.callpath import open_reason
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.errors import UnknownKey
@@ -92,7 +91,7 @@ class Breakers:
             counts.observe(call.key, max(0.0, self.clock.wall() - call.admitted_wall))
 
     def open_reason(self, key: str) -> str:
-        return open_reason(self.engine, key)
+        return self.engine.open_reason(key)
 
     def view(self, key: str) -> BreakerView | None:
         """The key's breaker, or None before any call has reached its server."""

@@ -23,7 +23,7 @@ from mcp.server.context import ServerRequestContext
 
 from breakerdeck.engine import results
 from breakerdeck.engine.breaker import Admission
-from breakerdeck.engine.callpath import CallPath, Completion, Retries, open_reason
+from breakerdeck.engine.callpath import CallPath, Completion, Retries
 from breakerdeck.engine.engine import Call
 from breakerdeck.engine.front.mcp import classify
 from breakerdeck.engine.front.mcp.breakers import Breakers, FrontClock
@@ -225,7 +225,7 @@ class ToolCalls(CallPath[McpBudget, Sent, Answer]):
         return self._validators[key]
 
     def _denied(self, budget: McpBudget, admission: Admission) -> Answer:
-        reason = open_reason(self.engine, budget.call.key)
+        reason = self.engine.open_reason(budget.call.key)
         return own_result(results.denied(budget.called, admission, reason, ()))
 
     def _real(self, seconds: float) -> float:
