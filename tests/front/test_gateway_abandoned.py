@@ -89,3 +89,17 @@ async def test_the_third_probe_its_agent_leaves_counts_as_a_timeout(
     assert third.fields["counted"] is True
     view = rig.engine.view("billing")
     assert (view.state, view.failed_probes) == ("open", 1)
+
+
+async def test_the_gateways_metrics_count_the_third_abandoned_probe_as_the_log_does(
+    tmp_path: Path, payments: tuple[FakePlatform, PlatformServer], start_gateway: StartRig
+) -> None:
+    platform, server = payments
+    rig, lines = await _tripped(tmp_path, platform, server, start_gateway)
+    for _ in range(3):
+        await _agent_leaves_mid_probe(rig, platform, lines)
+    scraped = (await rig.client.get(rig.url + "/-/metrics")).text
+    abandoned = 'breakerdeck_calls_total{counted="false",key="billing",outcome="caller_error"}'
+    counted = 'breakerdeck_calls_total{counted="true",key="billing",outcome="upstream_failure"}'
+    assert f"{abandoned} 2.0" in scraped
+    assert f"{counted} 6.0" in scraped  # the five that tripped it, and the third probe
