@@ -178,12 +178,10 @@ def test_a_gateway_on_a_service_no_sentinel_knows_stops_at_start_naming_it(
 ) -> None:
     url = sentinels.url.replace(f"/{SERVICE}/", "/nobody/")
     options = Options(
-        Path("gateway.toml"),
-        GatewayConfig(),
-        {},
-        "127.0.0.1:0",
-        state_dir=None,
-        feed_listen=None,
+        config_path=Path("gateway.toml"),
+        config=GatewayConfig(),
+        digests={},
+        listen="127.0.0.1:0",
         shared=Shared(url, "hunter2", "breakerdeck", 0.25),
     )
     with pytest.raises(StartError) as raised:

@@ -127,7 +127,9 @@ async def start_gateway(tmp_path: Path) -> AsyncIterator[StartRig]:
             config, digests, config_path=config_path, engine=engine, idle_seconds=deadline
         )
         sock = sock or free_socket()
-        options = Options(config_path, config, digests, "127.0.0.1:0", None, None)
+        options = Options(
+            config_path=config_path, config=config, digests=digests, listen="127.0.0.1:0"
+        )
         server = DrainingServer(uvicorn_config(app, options))
         server.config.timeout_graceful_shutdown = 1
         task = asyncio.create_task(server.serve(sockets=[sock]))

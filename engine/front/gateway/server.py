@@ -17,7 +17,6 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -28,13 +27,13 @@ from breakerdeck.engine.front import logs
 from breakerdeck.engine.front.drain import DrainingServer
 from breakerdeck.engine.front.gateway.app import GatewayApp
 from breakerdeck.engine.front.gateway.config import GatewayConfig, Shared
+from breakerdeck.engine.front.options import DoorOptions, check_bind
 from breakerdeck.engine.front.protocol import SPARE_FDS, bounded_http
 from breakerdeck.engine.front.serving import (
     OPERATOR_TOKEN_FILE,
     StartError,
     check_feed,
     feed_tokens,
-    is_loopback,
     open_trace,
     split_address,
 )
@@ -47,43 +46,24 @@ from breakerdeck.engine.tracefile import TraceFile
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Options:
-    """What the command line and the file decided together (flags win)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Options(DoorOptions):
+    """The doors' options (`DoorOptions`) and the gateway's own."""
 
-    config_path: Path
     config: GatewayConfig
     digests: dict[str, str]
     listen: str
-    state_dir: Path | None
-    feed_listen: str | None
-    speed: float = 1.0
     clock_anchor: float | None = None
     shared: Shared | None = None
-    insecure_bind: bool = False
-    viewer_token_file: str | None = None
-    operator_token_file: str | None = None
     policy: AgentPolicy = field(default_factory=AgentPolicy)
-    #: `--events FILE`: the headless trace's lines for every call and transition.
-    events: Path | None = None
-
-
-def check_bind(options: Options) -> None:
-    """Loopback unless told otherwise: a non-loopback address needs TLS or --insecure-bind,
-    since agent tokens and platform answers would cross the network in the clear."""
-    host, _ = split_address(options.listen)
-    tls = options.config.gateway.tls_cert is not None
-    if not is_loopback(host) and not tls and not options.insecure_bind:
-        raise StartError(
-            f"refusing to listen on {host} without TLS: set tls_cert and tls_key in [gateway], "
-            "or pass --insecure-bind if a TLS proxy in front of it is yours"
-        )
 
 
 def check_start(options: Options) -> None:
     """Everything the start refuses before it binds or writes anything; `--check-config` runs
-    this same check, so a file that checks out is one the gateway starts with."""
-    check_bind(options)
+    this same check, so a file that checks out is one the gateway starts with. Agents' tokens
+    and platforms' answers cross the agents' address."""
+    tls = options.config.gateway.tls_cert is not None
+    check_bind([options.listen], "gateway", tls, options.insecure_bind)
     check_feed(options.feed_listen, options.state_dir)
 
 
@@ -245,7 +225,7 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
 def _serve_metrics(app: GatewayApp, options: Options) -> Callable[[], None]:
     """`metrics_listen`: the same metrics on a port of their own too (a scraper that may not
     reach the agents' port), from prometheus-client's own small server thread."""
-    address = options.config.gateway.metrics_listen
+    address = options.metrics_listen
     if address is None:
         return lambda: None
     from prometheus_client import start_http_server

@@ -1,85 +1,23 @@
-"""Streamable HTTP on both sides of the proxy.
-
-Toward an upstream: the SDK's client transport on an HTTP client that sends the credential as
-a Bearer and writes down each `tools/call` POST's status and `Retry-After` by the attempt's id,
-because the SDK turns every error status without a JSON-RPC body into -32603 (a 403 would read
-as a counted failure) and a session's 404 into -32600.
-
-Toward hosts (`--http HOST:PORT`): the SDK's streamable HTTP app, behind a bearer token check,
-on uvicorn.
-"""
+"""Streamable HTTP toward hosts (`--http HOST:PORT`): the SDK's streamable HTTP app for the
+proxy's server, behind a bearer token check, on uvicorn with the gateway's bounds and drain."""
 
 from __future__ import annotations
 
-import json
 import math
 import secrets
-from collections.abc import AsyncIterator, Callable, MutableMapping
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import httpx2
 import uvicorn
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.front.drain import DrainingServer
-from breakerdeck.engine.front.mcp.classify import WireStatus
 from breakerdeck.engine.front.protocol import SPARE_FDS, bounded_http
 from breakerdeck.engine.front.serving import StartError, split_address
 
 if TYPE_CHECKING:
     from breakerdeck.engine.front.mcp.proxy import Proxy
-    from breakerdeck.engine.front.mcp.serve import McpOptions
-
-#: Each attempt's id rides in its request's `_meta` under this key.
-ATTEMPT_META = "dev.breakerdeck/attempt"
-SESSION_HEADER = "mcp-session-id"
-#: Statuses that are kept only until the attempt reads them; an attempt that never does (the
-#: host cancelled) must not leave its entry behind forever.
-MAX_KEPT = 4096
-
-
-@asynccontextmanager
-async def upstream_transport(
-    url: str, credential: str | None, wire: MutableMapping[str, WireStatus]
-) -> AsyncIterator[Any]:
-    """The SDK's streamable HTTP client transport, its statuses recorded from the wire."""
-
-    async def record(response: httpx2.Response) -> None:
-        if response.request.method != "POST" or response.status_code < 400:
-            return
-        attempt = _attempt_of(response.request.content)
-        if attempt is None:
-            return
-        if len(wire) >= MAX_KEPT:
-            wire.clear()
-        wire[attempt] = WireStatus(
-            response.status_code,
-            response.headers.get("retry-after"),
-            had_session=SESSION_HEADER in response.request.headers,
-        )
-
-    headers = {"Authorization": f"Bearer {credential}"} if credential else None
-    async with create_mcp_http_client(headers=headers) as client:
-        client.event_hooks["response"].append(record)
-        async with streamable_http_client(url, http_client=client) as streams:
-            yield streams
-
-
-def _attempt_of(content: bytes) -> str | None:
-    """The attempt id in a `tools/call` body, or None for any other message."""
-    if b"tools/call" not in content:
-        return None
-    try:
-        message = json.loads(content)
-    except ValueError:
-        return None
-    meta = (message.get("params") or {}).get("_meta") or {}
-    attempt = meta.get(ATTEMPT_META) if isinstance(meta, dict) else None
-    return attempt if isinstance(attempt, str) else None
 
 
 def _longest_budget(proxy: Proxy) -> float:
@@ -173,7 +111,8 @@ def host_server(
     return DrainingServer(config, on_drain=proxy.stop_taking_calls, end_calls=proxy.end_calls)
 
 
-async def serve_http(proxy: Proxy, options: McpOptions, say: Callable[[str], None]) -> None:
-    assert options.http_listen is not None and options.token_file is not None
-    token = read_host_token(options.token_file)
-    await host_server(proxy, token, options.http_listen, say).serve()
+async def serve_http(
+    proxy: Proxy, listen: str, token_file: str, say: Callable[[str], None]
+) -> None:
+    token = read_host_token(token_file)
+    await host_server(proxy, token, listen, say).serve()
