@@ -9,7 +9,8 @@ the proxy its hosts' HTTP address and their token.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import resource
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Self
@@ -28,10 +29,53 @@ def check_address(value: str) -> str:
     return value
 
 
-class DoorTable(BaseModel):
-    """The keys of a door's own table (`[gateway]`, `[proxy]`) that every door reads alike."""
+@dataclass(frozen=True, slots=True)
+class ClientLimits:
+    """What one stranger may cost before its token is read (`[gateway]` keys, docs/gateway.md)."""
+
+    head_bytes: int = 32 * 1024
+    header_count: int = 100
+    head_seconds: float = 10.0
+    connections: int = 4096
+    connections_per_address: int = 512
+
+
+class StrangerBounds(BaseModel):
+    """The keys bounding a stranger, in both doors' tables (`[gateway]`, `[proxy]`)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    head_limit_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = 32 * 1024
+    header_count_limit: Annotated[int, Field(ge=8, le=10_000)] = 100
+    head_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
+    max_client_connections: Annotated[int, Field(ge=1, le=1_000_000)] = 4096
+    max_client_connections_per_address: Annotated[int, Field(ge=1, le=1_000_000)] = 512
+
+    def limits(self, reserved: int, say: Callable[[str], None]) -> ClientLimits:
+        """The bounds, with the connection cap lowered to what the process's file descriptor
+        limit leaves after the `reserved` ones (a cap the process cannot honour is no cap:
+        `accept` would fail for everyone at once, a traceback each)."""
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        room = self.max_client_connections
+        if soft != resource.RLIM_INFINITY:
+            room = min(room, max(16, soft - reserved))
+        if room < self.max_client_connections:
+            say(
+                f"client connections capped at {room} (the open-file limit is {soft}; "
+                "raise it with ulimit -n to allow max_client_connections)"
+            )
+        return ClientLimits(
+            head_bytes=self.head_limit_bytes,
+            header_count=self.header_count_limit,
+            head_seconds=self.head_timeout_seconds,
+            connections=room,
+            connections_per_address=min(room, self.max_client_connections_per_address),
+        )
+
+
+class DoorTable(StrangerBounds):
+    """The keys of a door's own table (`[gateway]`, `[proxy]`) that every door reads alike,
+    with what a stranger may cost before its token is read (`StrangerBounds`)."""
 
     state_dir: str | None = None
     feed_listen: Address | None = None

@@ -10,7 +10,7 @@ send a head (a byte every few seconds holds a connection for ever), and any numb
 connections from one address (a thousand half-sent heads under `ulimit -n 1024` locked every
 other client out). This subclass adds those bounds and nothing else (DESIGN, "A shared
 service"); the parsing, flow control and the ASGI cycle stay uvicorn's. Both doors' tables
-take the same keys (`StrangerBounds`).
+take the same keys (`front.options.StrangerBounds`).
 
 It also gives the app one thing ASGI lacks: `scope["extensions"]["breakerdeck.connection"]`,
 through which a relayed stream learns at once that its agent left (`watch`) and cuts a
@@ -22,17 +22,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import resource
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 
 import httptools
-from pydantic import BaseModel, ConfigDict, Field
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from breakerdeck.engine.feed.repeats import RepeatFilter
+from breakerdeck.engine.front.options import ClientLimits, StrangerBounds
 
 log = logging.getLogger(__name__)
 
@@ -45,53 +44,9 @@ LINGER_SECONDS = 2.0
 SWEEP_SECONDS = 0.25
 
 
-@dataclass(frozen=True, slots=True)
-class ClientLimits:
-    """What one stranger may cost before its token is read (`[gateway]` keys, docs/gateway.md)."""
-
-    head_bytes: int = 32 * 1024
-    header_count: int = 100
-    head_seconds: float = 10.0
-    connections: int = 4096
-    connections_per_address: int = 512
-
-
 #: File descriptors a door keeps back from its clients' connections, besides its upstreams':
 #: the feed, the state dir, Redis, logs.
 SPARE_FDS = 64
-
-
-class StrangerBounds(BaseModel):
-    """The keys bounding a stranger, in both doors' tables (`[gateway]`, `[proxy]`)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    head_limit_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = 32 * 1024
-    header_count_limit: Annotated[int, Field(ge=8, le=10_000)] = 100
-    head_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
-    max_client_connections: Annotated[int, Field(ge=1, le=1_000_000)] = 4096
-    max_client_connections_per_address: Annotated[int, Field(ge=1, le=1_000_000)] = 512
-
-    def limits(self, reserved: int, say: Callable[[str], None]) -> ClientLimits:
-        """The bounds, with the connection cap lowered to what the process's file descriptor
-        limit leaves after the `reserved` ones (a cap the process cannot honour is no cap:
-        `accept` would fail for everyone at once, a traceback each)."""
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-        room = self.max_client_connections
-        if soft != resource.RLIM_INFINITY:
-            room = min(room, max(16, soft - reserved))
-        if room < self.max_client_connections:
-            say(
-                f"client connections capped at {room} (the open-file limit is {soft}; "
-                "raise it with ulimit -n to allow max_client_connections)"
-            )
-        return ClientLimits(
-            head_bytes=self.head_limit_bytes,
-            header_count=self.header_count_limit,
-            head_seconds=self.head_timeout_seconds,
-            connections=room,
-            connections_per_address=min(room, self.max_client_connections_per_address),
-        )
 
 
 def bounded_http(

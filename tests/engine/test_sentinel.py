@@ -17,7 +17,8 @@ import pytest
 from breakerdeck.engine import AgentPolicy, Engine
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.front.gateway.config import GatewayConfig, Shared
-from breakerdeck.engine.front.gateway.server import Options, open_shared
+from breakerdeck.engine.front.gateway.options import Options
+from breakerdeck.engine.front.gateway.server import open_shared
 from breakerdeck.engine.front.serving import StartError
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.shared import SharedStore

@@ -16,7 +16,8 @@ from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.front.drain import DrainingServer
 from breakerdeck.engine.front.gateway.app import GatewayApp
 from breakerdeck.engine.front.gateway.config import load
-from breakerdeck.engine.front.gateway.server import Options, uvicorn_config
+from breakerdeck.engine.front.gateway.options import Options
+from breakerdeck.engine.front.gateway.server import uvicorn_config
 from breakerdeck.engine.policy import AgentPolicy
 from tests.front.conftest import (
     DEADLINE,

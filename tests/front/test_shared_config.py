@@ -20,7 +20,8 @@ import pytest
 from breakerdeck.console.cli import main
 from breakerdeck.engine.front.gateway.app import GatewayApp
 from breakerdeck.engine.front.gateway.config import GatewayConfig, Shared
-from breakerdeck.engine.front.gateway.server import Options, open_engine, open_shared
+from breakerdeck.engine.front.gateway.options import Options
+from breakerdeck.engine.front.gateway.server import open_engine, open_shared
 from breakerdeck.engine.shared import SharedStore
 from breakerdeck.fixtures.faults import REFUSED
 from breakerdeck.fixtures.platform import FakePlatform

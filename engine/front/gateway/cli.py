@@ -22,7 +22,7 @@ from breakerdeck.engine.front.arguments import (
 from breakerdeck.engine.text import counted
 
 if TYPE_CHECKING:
-    from breakerdeck.engine.front.gateway.server import Options
+    from breakerdeck.engine.front.gateway.options import Options
 
 
 def _wall(text: str) -> float:
@@ -81,7 +81,7 @@ def add_gateway_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
 
 def run_gateway(args: argparse.Namespace) -> int:
     from breakerdeck.engine.front.gateway.config import ConfigError, load, shared_settings
-    from breakerdeck.engine.front.gateway.server import Options, say
+    from breakerdeck.engine.front.gateway.options import Options, say
 
     if not args.config:
         say("gateway: --config FILE is required (or --demo)")
@@ -108,7 +108,7 @@ def run_gateway(args: argparse.Namespace) -> int:
 def _check(options: Options) -> int:
     """`--check-config`: the file, then the same checks the start makes before it binds."""
     from breakerdeck.engine.front.gateway.config import redis_address
-    from breakerdeck.engine.front.gateway.server import check_start, say
+    from breakerdeck.engine.front.gateway.options import check_start, say
     from breakerdeck.engine.front.serving import StartError
 
     try:
@@ -127,7 +127,8 @@ def _serve(options: Options) -> int:
     from breakerdeck.engine import statedir
     from breakerdeck.engine.errors import StateDirError
     from breakerdeck.engine.front import logs, ports
-    from breakerdeck.engine.front.gateway.server import check_start, run, say, serve
+    from breakerdeck.engine.front.gateway.options import check_start, say
+    from breakerdeck.engine.front.gateway.server import run, serve
     from breakerdeck.engine.front.serving import StartError
 
     logs.setup("gateway")

@@ -24,7 +24,6 @@ from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.front.options import Address, DoorTable, check_address
 from breakerdeck.engine.front.paths import resolve
-from breakerdeck.engine.front.protocol import StrangerBounds
 from breakerdeck.engine.policy import MAX_DEADLINE_SECONDS, AgentPolicy
 from breakerdeck.engine.store_url import parse_store_url
 
@@ -49,7 +48,7 @@ class _Strict(BaseModel):
 Deadline = Annotated[float, Field(gt=0, le=MAX_DEADLINE_SECONDS)]
 
 
-class GatewayTable(_Strict, DoorTable, StrangerBounds):
+class GatewayTable(_Strict, DoorTable):
     """`[gateway]`: the keys every door reads alike (`DoorTable`), what a stranger may cost
     before its token is read (`StrangerBounds`), and the gateway's own."""
 

@@ -13,10 +13,8 @@ import asyncio
 import contextlib
 import logging
 import socket
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
@@ -26,8 +24,7 @@ from breakerdeck.engine.feed.server import serve_feed
 from breakerdeck.engine.front import logs
 from breakerdeck.engine.front.drain import DrainingServer
 from breakerdeck.engine.front.gateway.app import GatewayApp
-from breakerdeck.engine.front.gateway.config import GatewayConfig, Shared
-from breakerdeck.engine.front.options import DoorOptions, check_bind
+from breakerdeck.engine.front.gateway.options import Options, say
 from breakerdeck.engine.front.protocol import SPARE_FDS, bounded_http
 from breakerdeck.engine.front.serving import (
     OPERATOR_TOKEN_FILE,
@@ -38,33 +35,11 @@ from breakerdeck.engine.front.serving import (
     split_address,
 )
 from breakerdeck.engine.front.speed import SpeedClock
-from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.shared import SharedStore
 from breakerdeck.engine.telemetry import setup as telemetry_setup
 from breakerdeck.engine.tracefile import TraceFile
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Options(DoorOptions):
-    """The doors' options (`DoorOptions`) and the gateway's own."""
-
-    config: GatewayConfig
-    digests: dict[str, str]
-    listen: str
-    clock_anchor: float | None = None
-    shared: Shared | None = None
-    policy: AgentPolicy = field(default_factory=AgentPolicy)
-
-
-def check_start(options: Options) -> None:
-    """Everything the start refuses before it binds or writes anything; `--check-config` runs
-    this same check, so a file that checks out is one the gateway starts with. Agents' tokens
-    and platforms' answers cross the agents' address."""
-    tls = options.config.gateway.tls_cert is not None
-    check_bind([options.listen], "gateway", tls, options.insecure_bind)
-    check_feed(options.feed_listen, options.state_dir)
 
 
 def uvicorn_config(app: GatewayApp, options: Options) -> uvicorn.Config:
@@ -251,7 +226,3 @@ def run(main: Coroutine[Any, Any, None]) -> None:
         return
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(main)
-
-
-def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)

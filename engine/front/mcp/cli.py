@@ -71,12 +71,7 @@ def run_mcp(args: argparse.Namespace) -> int:
     from breakerdeck.engine import statedir
     from breakerdeck.engine.errors import StateDirError
     from breakerdeck.engine.front.mcp.config import ConfigError, check_commands, load
-    from breakerdeck.engine.front.mcp.serve import (
-        McpOptions,
-        check_start,
-        say,
-        serve,
-    )
+    from breakerdeck.engine.front.mcp.options import McpOptions, check_start, say
     from breakerdeck.engine.front.serving import StartError
 
     logs.setup("mcp")
@@ -116,6 +111,8 @@ def run_mcp(args: argparse.Namespace) -> int:
         )
         if options.state_dir is not None:
             statedir.prepare(options.state_dir)
+        from breakerdeck.engine.front.mcp.serve import serve  # the SDK: only when serving
+
         anyio.run(serve, options)
     except (StartError, StateDirError) as error:
         say(str(error))
@@ -132,7 +129,7 @@ def _from_host_config(args: argparse.Namespace) -> int:
     import sys
 
     from breakerdeck.engine.front.mcp.hostconfig import from_host_config
-    from breakerdeck.engine.front.mcp.serve import say
+    from breakerdeck.engine.front.mcp.options import say
 
     if not args.out:
         say("--from-host-config FILE needs --out DIR: where the config and its secrets go")

@@ -22,7 +22,6 @@ from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import BreakerdeckError, StateDirError
 from breakerdeck.engine.front.options import DoorTable
 from breakerdeck.engine.front.paths import resolve
-from breakerdeck.engine.front.protocol import StrangerBounds
 from breakerdeck.engine.text import printable
 
 #: `<server>__<tool>` may be at most this long: hosts refuse longer tool names.
@@ -149,7 +148,7 @@ class ServerConfig(_Strict):
         return self.attempts * self.deadline_seconds + (self.attempts - 1) * self.backoff_seconds
 
 
-class ProxySection(_Strict, DoorTable, StrangerBounds):
+class ProxySection(_Strict, DoorTable):
     """`[proxy]`: the keys every door reads alike (`DoorTable`), what a stranger may cost
     `--http` before its token is read (`StrangerBounds`, the gateway's keys) and the sessions
     hosts may hold open."""

@@ -12,9 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
-import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +25,11 @@ from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.feed.server import serve_feed
 from breakerdeck.engine.front import logs
 from breakerdeck.engine.front.mcp.breakers import Breakers
-from breakerdeck.engine.front.mcp.config import ProxyConfig
 from breakerdeck.engine.front.mcp.lists import StoredLists
+from breakerdeck.engine.front.mcp.options import McpOptions, say
 from breakerdeck.engine.front.mcp.proxy import ANSWER_FLUSH_SECONDS, Proxy
 from breakerdeck.engine.front.mcp.stdio import host_stdio
 from breakerdeck.engine.front.metrics import Counts, registry_for
-from breakerdeck.engine.front.options import DoorOptions, check_bind
 from breakerdeck.engine.front.serving import (
     StartError,
     check_feed,
@@ -52,19 +49,6 @@ TTY_HINT = (
     "speaking MCP (JSON-RPC) on stdin/stdout: an MCP host starts this command itself; "
     "its config entry is in docs/mcp.md (Ctrl-D or Ctrl-C ends it)"
 )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class McpOptions(DoorOptions):
-    """The doors' options (`DoorOptions`) and the proxy's own."""
-
-    config: ProxyConfig
-    http_listen: str | None = None
-    token_file: str | None = None
-
-
-def say(message: str) -> None:
-    print(f"breakerdeck mcp: {message}", file=sys.stderr, flush=True)
 
 
 def open_engine(
@@ -129,18 +113,6 @@ def start_metrics(engine: Engine, listen: str | None, counts: Counts) -> Any:
     server, _thread = start_http_server(port, addr=host, registry=registry_for(engine, counts))
     say(f"metrics on http://{listen}/metrics")
     return server
-
-
-def check_start(options: McpOptions) -> None:
-    """Everything the start refuses before it binds or writes anything; `--check-config` runs
-    this same check."""
-    if options.http_listen is not None and not options.token_file:
-        raise StartError("--http needs --token-file FILE: the bearer token hosts must send")
-    # A host's bearer token and its tools' answers cross each of these.
-    listens = (options.http_listen, options.metrics_listen, options.feed_listen)
-    tls = options.config.proxy.tls_cert is not None
-    check_bind(listens, "proxy", tls, options.insecure_bind)
-    check_feed(options.feed_listen, options.state_dir)
 
 
 async def serve(options: McpOptions) -> None:
