@@ -22,6 +22,7 @@ from breakerdeck.fixtures.platform import FakePlatform
 from breakerdeck.fixtures.server import PlatformServer
 from tests.front.conftest import auth, credential_file, write_config
 from tests.front.upstream import Recorder
+from tests.waiting import BOUND_SECONDS, eventually
 
 
 class Gateway:
@@ -137,28 +138,34 @@ async def test_sigterm_lets_an_in_flight_call_finish_then_exits_0(
         gateway.stop()
 
 
-async def test_a_second_sigterm_exits_at_once(
-    gateway_config: Path, payments: tuple[FakePlatform, PlatformServer]
+async def test_a_second_sigterm_ends_the_drain_at_once(
+    tmp_path: Path, payments: tuple[FakePlatform, PlatformServer]
 ) -> None:
-    platform, _ = payments
+    """The drain would last an hour and the platform holds the call 30 s: only the second
+    signal ends it, answering the call as the drain's end does (503 `gateway_stopping`)."""
+    platform, server = payments
     platform.set_fault(TIMEOUT)
-    gateway = Gateway(gateway_config)
+    cred = credential_file(tmp_path)
+    config = write_config(
+        tmp_path,
+        {"payments": server.url("payments")},
+        {"billing": {"payments": cred}},
+        gateway="drain_seconds = 3600.0",
+    )
+    gateway = Gateway(config)
     try:
-        async with httpx.AsyncClient(timeout=30) as client:
+        async with httpx.AsyncClient(timeout=BOUND_SECONDS) as client:
             call = asyncio.create_task(
                 client.get(gateway.url + "/p/payments/x", headers=auth("billing"))
             )
-            async with asyncio.timeout(30):  # the call is on the platform's wire, hanging
-                while platform.requests == 0:
-                    await asyncio.sleep(0.02)
+            await eventually(lambda: platform.requests > 0, "the call on the platform's wire")
             gateway.process.send_signal(signal.SIGTERM)
             await stops_accepting(gateway.url)
             assert gateway.process.poll() is None  # the drain waits for the call in flight
-            started = time.monotonic()
             gateway.process.send_signal(signal.SIGTERM)
-            await asyncio.to_thread(gateway.process.wait, 10)
-            assert time.monotonic() - started < 3
-            call.cancel()
+            answer = await call
+        assert (answer.status_code, answer.json()["error"]) == (503, "gateway_stopping")
+        assert await asyncio.to_thread(gateway.process.wait, BOUND_SECONDS) == 0
     finally:
         gateway.stop()
 
