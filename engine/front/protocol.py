@@ -22,16 +22,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import httptools
+import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from breakerdeck.engine.feed.repeats import RepeatFilter
-from breakerdeck.engine.front.options import ClientLimits, StrangerBounds
+from breakerdeck.engine.front.options import ClientLimits, DoorTable
+from breakerdeck.engine.front.serving import split_address
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +52,40 @@ SWEEP_SECONDS = 0.25
 SPARE_FDS = 64
 
 
-def bounded_http(
-    bounds: StrangerBounds, reserved: int, say: Callable[[str], None]
-) -> type[HttpToolsProtocol]:
-    """uvicorn's `http=` for one server: the bounded protocol, counting into its own `Clients`."""
-    return bounded_protocol(Clients(bounds.limits(reserved, say)))
+def door_config(
+    app: Any,
+    listen: str,
+    table: DoorTable,
+    *,
+    reserved: int,
+    drain_seconds: float,
+    backlog: int,
+    say: Callable[[str], None],
+) -> uvicorn.Config:
+    """uvicorn as every HTTP door runs it: the bounded httptools protocol (its own `Clients`,
+    the connection cap within the file descriptors left after `reserved`), no websocket
+    upgrades (refused 400 by the protocol), uvicorn's records through the door's one handler
+    (`engine.front.logs`), no headers of its own or trusted from a client, TLS from the
+    table's `tls_cert` and `tls_key`, and the drain's bound in whole seconds (`front.drain`)."""
+    host, port = split_address(listen)
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=bounded_protocol(Clients(table.limits(reserved, say))),
+        ws="none",
+        log_config=None,
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        date_header=False,
+        proxy_headers=False,
+        timeout_graceful_shutdown=math.ceil(drain_seconds) or 1,
+        backlog=backlog,
+        ssl_certfile=table.tls_cert,
+        ssl_keyfile=table.tls_key,
+    )
 
 
 @dataclass(slots=True)

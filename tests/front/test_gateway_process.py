@@ -106,10 +106,17 @@ def payments() -> Iterator[tuple[FakePlatform, PlatformServer]]:
 
 @pytest.fixture
 def gateway_config(tmp_path: Path, payments: tuple[FakePlatform, PlatformServer]) -> Path:
-    _, server = payments
+    return _billing_on_payments(tmp_path, payments[1])
+
+
+def _billing_on_payments(tmp_path: Path, server: PlatformServer, gateway: str = "") -> Path:
+    """The config: billing calls payments; `gateway`, more of `[gateway]`'s keys."""
     cred = credential_file(tmp_path)
     return write_config(
-        tmp_path, {"payments": server.url("payments")}, {"billing": {"payments": cred}}
+        tmp_path,
+        {"payments": server.url("payments")},
+        {"billing": {"payments": cred}},
+        gateway=gateway,
     )
 
 
@@ -145,13 +152,7 @@ async def test_a_second_sigterm_ends_the_drain_at_once(
     signal ends it, answering the call as the drain's end does (503 `gateway_stopping`)."""
     platform, server = payments
     platform.set_fault(TIMEOUT)
-    cred = credential_file(tmp_path)
-    config = write_config(
-        tmp_path,
-        {"payments": server.url("payments")},
-        {"billing": {"payments": cred}},
-        gateway="drain_seconds = 3600.0",
-    )
+    config = _billing_on_payments(tmp_path, server, "drain_seconds = 3600.0")
     gateway = Gateway(config)
     try:
         async with httpx.AsyncClient(timeout=BOUND_SECONDS) as client:
@@ -274,13 +275,7 @@ async def test_metrics_listen_serves_the_metrics_on_a_port_of_their_own(
     tmp_path: Path, payments: tuple[FakePlatform, PlatformServer]
 ) -> None:
     _, server = payments
-    cred = credential_file(tmp_path)
-    config = write_config(
-        tmp_path,
-        {"payments": server.url("payments")},
-        {"billing": {"payments": cred}},
-        gateway='metrics_listen = "127.0.0.1:0"',
-    )
+    config = _billing_on_payments(tmp_path, server, 'metrics_listen = "127.0.0.1:0"')
     gateway = Gateway(config)
     try:
         metrics_url = gateway._printed(r"metrics on (http://\S+)")

@@ -25,7 +25,7 @@ from breakerdeck.engine.front import logs
 from breakerdeck.engine.front.drain import DrainingServer
 from breakerdeck.engine.front.gateway.app import GatewayApp
 from breakerdeck.engine.front.gateway.options import Options, say
-from breakerdeck.engine.front.protocol import SPARE_FDS, bounded_http
+from breakerdeck.engine.front.protocol import SPARE_FDS, door_config
 from breakerdeck.engine.front.serving import (
     OPERATOR_TOKEN_FILE,
     StartError,
@@ -43,28 +43,18 @@ log = logging.getLogger(__name__)
 
 
 def uvicorn_config(app: GatewayApp, options: Options) -> uvicorn.Config:
-    """uvicorn with the bounded httptools protocol and no websocket upgrades (an upgrade is
-    refused 400 by the protocol: nothing here speaks websocket on the agents' port)."""
-    host, port = split_address(options.listen)
+    """uvicorn as every door runs it (`front.protocol.door_config`), for the agents' port: the
+    connections the platforms may take kept back from strangers', and in-flight calls given
+    `drain_seconds` on SIGTERM."""
     gateway = options.config.gateway
-    return uvicorn.Config(
+    return door_config(
         app,
-        host=host,
-        port=port,
-        http=bounded_http(gateway, gateway.max_connections + SPARE_FDS, say),
-        ws="none",
-        # uvicorn's own records go through the door's one handler (engine.front.logs).
-        log_config=None,
-        lifespan="on",
-        log_level="warning",
-        access_log=False,
-        server_header=False,
-        date_header=False,
-        proxy_headers=False,
-        timeout_graceful_shutdown=int(gateway.drain_seconds) or 1,
+        options.listen,
+        gateway,
+        reserved=gateway.max_connections + SPARE_FDS,
+        drain_seconds=gateway.drain_seconds,
         backlog=2048,
-        ssl_certfile=gateway.tls_cert,
-        ssl_keyfile=gateway.tls_key,
+        say=say,
     )
 
 

@@ -3,17 +3,14 @@ proxy's server, behind a bearer token check, on uvicorn with the gateway's bound
 
 from __future__ import annotations
 
-import math
 import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import uvicorn
-
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.front.drain import DrainingServer
-from breakerdeck.engine.front.protocol import SPARE_FDS, bounded_http
+from breakerdeck.engine.front.protocol import SPARE_FDS, door_config
 from breakerdeck.engine.front.serving import StartError, split_address
 
 if TYPE_CHECKING:
@@ -89,24 +86,16 @@ def host_server(
     """uvicorn for hosts, with the gateway's bounds on strangers before the token is read
     (`front.protocol`), no websocket upgrades, uvicorn's records through the door's one-line
     handler (`say`), and the doors' drain (`front.drain`)."""
-    host, port = split_address(listen)
-    table = proxy.config.proxy
+    host, _ = split_address(listen)
     reserved = SPARE_FDS + _FDS_PER_SERVER * len(proxy.config.servers)
-    config = uvicorn.Config(
+    config = door_config(
         host_app(proxy, token, host),
-        host=host,
-        port=port,
-        http=bounded_http(table, reserved, say),
-        ws="none",
-        log_config=None,
-        lifespan="on",
-        log_level="warning",
-        access_log=False,
-        server_header=False,
-        timeout_graceful_shutdown=math.ceil(proxy.clock.real(_longest_budget(proxy))) or 1,
+        listen,
+        proxy.config.proxy,
+        reserved=reserved,
+        drain_seconds=proxy.clock.real(_longest_budget(proxy)),
         backlog=ACCEPT_BURST,
-        ssl_certfile=table.tls_cert,
-        ssl_keyfile=table.tls_key,
+        say=say,
     )
     return DrainingServer(config, on_drain=proxy.stop_taking_calls, end_calls=proxy.end_calls)
 
