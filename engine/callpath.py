@@ -32,7 +32,8 @@ from breakerdeck.engine import results, telemetry
 from breakerdeck.engine.breaker import Admission
 from breakerdeck.engine.deadline import Deadlines
 from breakerdeck.engine.engine import Call, Engine
-from breakerdeck.engine.outcomes import ABANDONING, Outcome
+from breakerdeck.engine.events import Event
+from breakerdeck.engine.outcomes import ABANDONED_TIMEOUT, ABANDONING, Outcome
 from breakerdeck.engine.probewait import ProbeWaits
 from breakerdeck.engine.results import ToolResult
 
@@ -228,8 +229,8 @@ class CallPath(ABC, Generic[B, A, R]):
             raise
         # Past here a cancellation finds the call completed (or being so): never twice.
         completion = budget.completion()
-        await engine.complete_async(call, *completion)
-        self._completed(call, completion[0])
+        line = await engine.complete_async(call, *completion)
+        self._completed(call, _recorded(completion[0], line))
         answer: R = budget.answer()
         return answer
 
@@ -301,8 +302,9 @@ class CallPath(ABC, Generic[B, A, R]):
             self._completed(call, own[0])
 
     def _completed(self, call: Call, outcome: Outcome) -> None:
-        """After a call's completion: a probe's waiters ask again. A shell that counts its
-        completions (the MCP proxy's metrics) adds its count here."""
+        """After a call's completion, with the outcome it was recorded as: a probe's waiters
+        ask again. A shell that counts its completions (each door's metrics) adds its count
+        here."""
         if call.admitted_as == "probe" and self._waits is not None:
             self._waits.wake(call.key)
 
@@ -322,3 +324,11 @@ class CallPath(ABC, Generic[B, A, R]):
     @abstractmethod
     def _denied(self, budget: B, admission: Admission) -> R:
         """The answer when the breaker refuses."""
+
+
+def _recorded(outcome: Outcome, line: Event | None) -> Outcome:
+    """The outcome a call was recorded as: the one it was completed with, unless the breaker
+    judged an abandoned probe the third in a row (`Engine.abandon`), a counted timeout."""
+    if outcome.abandoned and line is not None and line.fields["counted"]:
+        return ABANDONED_TIMEOUT
+    return outcome

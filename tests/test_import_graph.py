@@ -22,13 +22,13 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _imports(path: Path, known: set[str]) -> set[str]:
-    """Every breakerdeck module this file imports, at any depth of the file, but not those
-    imported only for type checking (they never run)."""
+def _imports(path: Path, known: set[str], *, type_only: bool = False) -> set[str]:
+    """Every breakerdeck module this file imports, at any depth of the file; those imported
+    only for type checking (they never run) only when `type_only` asks for them."""
     tree = ast.parse(path.read_text())
     checking_only: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if not type_only and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             checking_only.update(id(child) for child in ast.walk(node))
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -77,15 +77,26 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_no_module_imports_itself_around_a_circle() -> None:
+def _graph(*, type_only: bool = False) -> dict[str, set[str]]:
     modules = _modules()
     known = set(modules)
-    graph = {
+    return {
         name: {
             other
-            for other in _imports(path, known)
+            for other in _imports(path, known, type_only=type_only)
             if other != name and not (name.startswith(other + ".") and other in PACKAGES.values())
         }
         for name, path in modules.items()
     }
-    assert _circles(graph) == []
+
+
+def test_no_module_imports_itself_around_a_circle() -> None:
+    assert _circles(_graph()) == []
+
+
+def test_the_doors_import_only_downward_counting_type_only_imports() -> None:
+    """A door's module that names another only for its types still cannot be read without it
+    (issue 31: five MCP modules once went around through one file holding both transports)."""
+    doors = "breakerdeck.engine.front."
+    circles = _circles(_graph(type_only=True))
+    assert [circle for circle in circles if any(name.startswith(doors) for name in circle)] == []

@@ -1,11 +1,20 @@
-"""What both doors' command lines share: the exit status of a refused start, the argument
-types for `--speed` and `HOST:PORT` flags and the flags every door takes, so `gateway` and
-`mcp` read a flag alike."""
+"""What the command lines share: the exit status of a refused start, the argument types for
+`--speed` and `HOST:PORT` flags, the help's exit codes, and the flags every door takes
+(`add_door_flags`) with how they and the door's table decide together (`door_fields`).
+
+Only argparse here: `breakerdeck --help` and the console's commands read this module."""
 
 from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
+
+from breakerdeck.engine.front.paths import resolve
+
+if TYPE_CHECKING:
+    from breakerdeck.engine.front.options import DoorTable
 
 EXIT_START = 2
 
@@ -31,8 +40,35 @@ def address(text: str) -> str:
     return text
 
 
-def add_door_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags every front door takes, with the same names, help and meaning."""
+def add_door_flags(parser: argparse.ArgumentParser, table: str, kept: str) -> None:
+    """The flags every front door takes, with the same names, help and meaning; `table` is the
+    door's own table in its file, `kept` what its state dir holds."""
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help=f"{kept} (default: [{table}] state_dir; none: nothing is kept)",
+    )
+    parser.add_argument(
+        "--feed-listen",
+        type=address,
+        metavar="HOST:PORT",
+        help=f"serve the live feed for `watch` and `status` here (needs a state dir; default: "
+        f"[{table}] feed_listen)",
+    )
+    parser.add_argument(
+        "--metrics-listen",
+        type=address,
+        metavar="HOST:PORT",
+        help=f"serve Prometheus metrics at http://HOST:PORT/metrics (default: [{table}] "
+        "metrics_listen)",
+    )
+    parser.add_argument(
+        "--speed",
+        type=speed,
+        default=1.0,
+        metavar="N",
+        help="the breakers' clock runs N times real time, 0.1 to 1000 (default: 1; for demos)",
+    )
     parser.add_argument(
         "--events",
         metavar="FILE",
@@ -52,6 +88,35 @@ def add_door_flags(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="the feed's token that may reset (default: operator.token in the state dir, made "
         "if missing)",
+    )
+
+
+class DoorFields(TypedDict):
+    config_path: Path
+    state_dir: Path | None
+    feed_listen: str | None
+    metrics_listen: str | None
+    speed: float
+    insecure_bind: bool
+    viewer_token_file: str | None
+    operator_token_file: str | None
+    events: Path | None
+
+
+def door_fields(args: argparse.Namespace, table: DoorTable) -> DoorFields:
+    """The shared options from `add_door_flags`' flags and the door's table: a flag wins; a
+    state dir named in the file is beside the file, as every other path in it is."""
+    state_dir = args.state_dir or (table.state_dir and resolve(args.config, table.state_dir))
+    return DoorFields(
+        config_path=Path(args.config),
+        state_dir=None if state_dir is None else Path(state_dir).expanduser(),
+        feed_listen=args.feed_listen or table.feed_listen,
+        metrics_listen=args.metrics_listen or table.metrics_listen,
+        speed=args.speed,
+        insecure_bind=args.insecure_bind,
+        viewer_token_file=args.viewer_token_file,
+        operator_token_file=args.operator_token_file,
+        events=None if args.events is None else Path(args.events),
     )
 
 

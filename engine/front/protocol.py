@@ -10,7 +10,7 @@ send a head (a byte every few seconds holds a connection for ever), and any numb
 connections from one address (a thousand half-sent heads under `ulimit -n 1024` locked every
 other client out). This subclass adds those bounds and nothing else (DESIGN, "A shared
 service"); the parsing, flow control and the ASGI cycle stay uvicorn's. Both doors' tables
-take the same keys (`StrangerBounds`).
+take the same keys (`front.options.StrangerBounds`).
 
 It also gives the app one thing ASGI lacks: `scope["extensions"]["breakerdeck.connection"]`,
 through which a relayed stream learns at once that its agent left (`watch`) and cuts a
@@ -22,17 +22,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import resource
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 
 import httptools
-from pydantic import BaseModel, ConfigDict, Field
+import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from breakerdeck.engine.feed.repeats import RepeatFilter
+from breakerdeck.engine.front.options import ClientLimits, DoorTable
+from breakerdeck.engine.front.serving import split_address
 
 log = logging.getLogger(__name__)
 
@@ -45,60 +47,45 @@ LINGER_SECONDS = 2.0
 SWEEP_SECONDS = 0.25
 
 
-@dataclass(frozen=True, slots=True)
-class ClientLimits:
-    """What one stranger may cost before its token is read (`[gateway]` keys, docs/gateway.md)."""
-
-    head_bytes: int = 32 * 1024
-    header_count: int = 100
-    head_seconds: float = 10.0
-    connections: int = 4096
-    connections_per_address: int = 512
-
-
 #: File descriptors a door keeps back from its clients' connections, besides its upstreams':
 #: the feed, the state dir, Redis, logs.
 SPARE_FDS = 64
 
 
-class StrangerBounds(BaseModel):
-    """The keys bounding a stranger, in both doors' tables (`[gateway]`, `[proxy]`)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    head_limit_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = 32 * 1024
-    header_count_limit: Annotated[int, Field(ge=8, le=10_000)] = 100
-    head_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
-    max_client_connections: Annotated[int, Field(ge=1, le=1_000_000)] = 4096
-    max_client_connections_per_address: Annotated[int, Field(ge=1, le=1_000_000)] = 512
-
-    def limits(self, reserved: int, say: Callable[[str], None]) -> ClientLimits:
-        """The bounds, with the connection cap lowered to what the process's file descriptor
-        limit leaves after the `reserved` ones (a cap the process cannot honour is no cap:
-        `accept` would fail for everyone at once, a traceback each)."""
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-        room = self.max_client_connections
-        if soft != resource.RLIM_INFINITY:
-            room = min(room, max(16, soft - reserved))
-        if room < self.max_client_connections:
-            say(
-                f"client connections capped at {room} (the open-file limit is {soft}; "
-                "raise it with ulimit -n to allow max_client_connections)"
-            )
-        return ClientLimits(
-            head_bytes=self.head_limit_bytes,
-            header_count=self.header_count_limit,
-            head_seconds=self.head_timeout_seconds,
-            connections=room,
-            connections_per_address=min(room, self.max_client_connections_per_address),
-        )
-
-
-def bounded_http(
-    bounds: StrangerBounds, reserved: int, say: Callable[[str], None]
-) -> type[HttpToolsProtocol]:
-    """uvicorn's `http=` for one server: the bounded protocol, counting into its own `Clients`."""
-    return bounded_protocol(Clients(bounds.limits(reserved, say)))
+def door_config(
+    app: Any,
+    listen: str,
+    table: DoorTable,
+    *,
+    reserved: int,
+    drain_seconds: float,
+    backlog: int,
+    say: Callable[[str], None],
+) -> uvicorn.Config:
+    """uvicorn as every HTTP door runs it: the bounded httptools protocol (its own `Clients`,
+    the connection cap within the file descriptors left after `reserved`), no websocket
+    upgrades (refused 400 by the protocol), uvicorn's records through the door's one handler
+    (`engine.front.logs`), no headers of its own or trusted from a client, TLS from the
+    table's `tls_cert` and `tls_key`, and the drain's bound in whole seconds (`front.drain`)."""
+    host, port = split_address(listen)
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=bounded_protocol(Clients(table.limits(reserved, say))),
+        ws="none",
+        log_config=None,
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        date_header=False,
+        proxy_headers=False,
+        timeout_graceful_shutdown=math.ceil(drain_seconds) or 1,
+        backlog=backlog,
+        ssl_certfile=table.tls_cert,
+        ssl_keyfile=table.tls_key,
+    )
 
 
 @dataclass(slots=True)

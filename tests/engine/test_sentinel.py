@@ -17,7 +17,8 @@ import pytest
 from breakerdeck.engine import AgentPolicy, Engine
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.front.gateway.config import GatewayConfig, Shared
-from breakerdeck.engine.front.gateway.server import Options, open_shared
+from breakerdeck.engine.front.gateway.options import Options
+from breakerdeck.engine.front.gateway.server import open_shared
 from breakerdeck.engine.front.serving import StartError
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.shared import SharedStore
@@ -178,12 +179,10 @@ def test_a_gateway_on_a_service_no_sentinel_knows_stops_at_start_naming_it(
 ) -> None:
     url = sentinels.url.replace(f"/{SERVICE}/", "/nobody/")
     options = Options(
-        Path("gateway.toml"),
-        GatewayConfig(),
-        {},
-        "127.0.0.1:0",
-        state_dir=None,
-        feed_listen=None,
+        config_path=Path("gateway.toml"),
+        config=GatewayConfig(),
+        digests={},
+        listen="127.0.0.1:0",
         shared=Shared(url, "hunter2", "breakerdeck", 0.25),
     )
     with pytest.raises(StartError) as raised:

@@ -28,13 +28,13 @@ from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.shared import SharedStore
 from tests.feed.feedkit import OPERATOR, VIEWER, client, events_until, receive, request
 from tests.redis_server import RedisServer
+from tests.waiting import BOUND_SECONDS, eventually
 
 AGENT = "billing-assistant"
 UPSTREAM = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="connection refused")
+
+
 #: A loss is noticed by the store within its listener's wait, then by the feed within a second.
-NOTICED_WITHIN = 5.0
-
-
 class Replicas:
     """Engines on one manual clock, each with its own `SharedStore` on `url`."""
 
@@ -86,9 +86,9 @@ def fail(engine: Engine, times: int = 1) -> None:
 
 async def snapshot_where(ws, check: Callable[[p.SnapshotMessage], bool]) -> p.SnapshotMessage:
     """The next snapshot `check` accepts, skipping events (and snapshots it does not)."""
-    async with asyncio.timeout(NOTICED_WITHIN):
+    async with asyncio.timeout(BOUND_SECONDS):
         while True:
-            message = await receive(ws, NOTICED_WITHIN)
+            message = await receive(ws, BOUND_SECONDS)
             if isinstance(message, p.SnapshotMessage) and check(message):
                 return message
 
@@ -156,9 +156,7 @@ async def test_a_lost_store_reaches_a_connected_client_with_the_reason_and_so_do
         async with served(engine, "replica-a") as feed, client(feed.url) as ws:
             assert answering(await receive(ws))
             redis_server.kill()
-            began = time.monotonic()
             gone = await snapshot_where(ws, lost)
-            took = time.monotonic() - began
             assert gone.shared_store_reason == engine.shared_lost
             assert f"127.0.0.1:{redis_server.port}/0" in (gone.shared_store_reason or "")
             redis_server.start()
@@ -167,7 +165,6 @@ async def test_a_lost_store_reaches_a_connected_client_with_the_reason_and_so_do
         for made in replicas.engines:
             made.close()
     assert back.shared_store_reason is None
-    assert took < NOTICED_WITHIN
 
 
 async def test_a_client_of_the_feed_reads_the_change_without_losing_its_connection(
@@ -181,7 +178,7 @@ async def test_a_client_of_the_feed_reads_the_change_without_losing_its_connecti
         async with served(engine, "replica-a") as feed:
             reader = FeedClient(feed.url, VIEWER)
             seen: list[object] = []
-            async with asyncio.timeout(NOTICED_WITHIN * 2):
+            async with asyncio.timeout(BOUND_SECONDS):
                 async for message in reader:
                     seen.append(message)
                     if len(seen) == 1:
@@ -209,10 +206,7 @@ async def test_another_replicas_trip_reaches_this_feed_with_its_origin_and_no_ca
     async with served(b, "replica-b") as feed, client(feed.url) as ws:
         await receive(ws)
         fail(a, 5)
-        deadline = time.monotonic() + NOTICED_WITHIN
-        while b.view(AGENT).state != "open":
-            assert time.monotonic() < deadline, "the trip never reached replica b"
-            await asyncio.sleep(0.01)
+        await eventually(lambda: b.view(AGENT).state == "open", "the trip reaching replica b")
         got = await events_until(ws, b.seq)
     [tripped] = [event for event in got if event.type == ev.TRIPPED]
     assert tripped.fields == {
@@ -240,7 +234,7 @@ async def test_a_reset_over_one_replicas_feed_reaches_the_other_feeds_audited_on
         ack = await request(wa, type="reset", key=AGENT, request_id="r1")
         assert isinstance(ack, p.AckMessage)
         resets: list[p.EventRecord] = []
-        async with asyncio.timeout(NOTICED_WITHIN):
+        async with asyncio.timeout(BOUND_SECONDS):
             while not resets:
                 message = await receive(wc)
                 if isinstance(message, p.EventMessage):

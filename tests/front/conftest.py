@@ -25,7 +25,8 @@ from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.front.drain import DrainingServer
 from breakerdeck.engine.front.gateway.app import GatewayApp
 from breakerdeck.engine.front.gateway.config import load
-from breakerdeck.engine.front.gateway.server import Options, uvicorn_config
+from breakerdeck.engine.front.gateway.options import Options
+from breakerdeck.engine.front.gateway.server import uvicorn_config
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.replica import Store
 
@@ -127,7 +128,9 @@ async def start_gateway(tmp_path: Path) -> AsyncIterator[StartRig]:
             config, digests, config_path=config_path, engine=engine, idle_seconds=deadline
         )
         sock = sock or free_socket()
-        options = Options(config_path, config, digests, "127.0.0.1:0", None, None)
+        options = Options(
+            config_path=config_path, config=config, digests=digests, listen="127.0.0.1:0"
+        )
         server = DrainingServer(uvicorn_config(app, options))
         server.config.timeout_graceful_shutdown = 1
         task = asyncio.create_task(server.serve(sockets=[sock]))

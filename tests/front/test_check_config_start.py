@@ -3,7 +3,9 @@ starts with, and a file the start refuses is refused by the check with the same 
 
 from __future__ import annotations
 
+import ast
 import subprocess
+import sys
 from pathlib import Path
 
 from tests.front.test_gateway_config import DIGEST, GOOD, _gateway, _write
@@ -77,3 +79,37 @@ def test_mcp_check_counts_one_server_in_the_singular_and_two_in_the_plural(
         done = mcp("--config", str(write_config(tmp_path, text)), "--check-config")
         assert done.returncode == 0, done.stderr
         assert done.stderr.strip().endswith(f": ok ({counted})")
+
+
+#: What only serving needs: the MCP SDK, the HTTP server and the doors' servers on them.
+SERVING = ("mcp", "mcp_types", "uvicorn", "aiohttp", "breakerdeck.engine.front.mcp.serve")
+SERVING += ("breakerdeck.engine.front.gateway.server",)
+
+
+def _imported_by(*argv: str) -> set[str]:
+    """The serving modules a `breakerdeck` run imported (its exit code is not the point)."""
+    code = (
+        "import sys\n"
+        "from breakerdeck.console.cli import main\n"
+        f"sys.argv = ['breakerdeck', *{list(argv)!r}]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print(sorted(m for m in {SERVING!r} if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    return set(ast.literal_eval(done.stdout.strip().splitlines()[-1]))
+
+
+def test_mcp_check_config_imports_no_server_nor_the_sdk(tmp_path: Path) -> None:
+    """A check is as cheap as reading the file: the SDK alone was 1.5 s of CPU a process."""
+    path = write_config(tmp_path, f"[servers.search]\ncommand = {fixture_command(tmp_path)}\n")
+    assert _imported_by("mcp", "--config", str(path), "--check-config") == set()
+
+
+def test_gateway_check_config_imports_no_server(tmp_path: Path) -> None:
+    path = _write(tmp_path, GOOD.format(digest=DIGEST))
+    assert _imported_by("gateway", "--config", str(path), "--check-config") == set()

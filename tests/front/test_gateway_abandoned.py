@@ -61,6 +61,18 @@ async def _agent_leaves_mid_probe(rig: Rig, platform: FakePlatform, lines: list[
     return line
 
 
+async def _three_probes_left(
+    tmp_path: Path, payments: tuple[FakePlatform, PlatformServer], start: StartRig
+) -> tuple[Rig, Event]:
+    """Tripped, then three probes in a row whose agents leave them on the wire: the third's
+    line."""
+    platform, server = payments
+    rig, lines = await _tripped(tmp_path, platform, server, start)
+    for _ in range(2):
+        await _agent_leaves_mid_probe(rig, platform, lines)
+    return rig, await _agent_leaves_mid_probe(rig, platform, lines)
+
+
 async def test_an_agent_leaving_mid_probe_frees_the_slot_at_once_and_counts_nothing(
     tmp_path: Path, payments: tuple[FakePlatform, PlatformServer], start_gateway: StartRig
 ) -> None:
@@ -80,12 +92,19 @@ async def test_an_agent_leaving_mid_probe_frees_the_slot_at_once_and_counts_noth
 async def test_the_third_probe_its_agent_leaves_counts_as_a_timeout(
     tmp_path: Path, payments: tuple[FakePlatform, PlatformServer], start_gateway: StartRig
 ) -> None:
-    platform, server = payments
-    rig, lines = await _tripped(tmp_path, platform, server, start_gateway)
-    for _ in range(2):
-        await _agent_leaves_mid_probe(rig, platform, lines)
-    third = await _agent_leaves_mid_probe(rig, platform, lines)
+    rig, third = await _three_probes_left(tmp_path, payments, start_gateway)
     assert (third.fields["outcome"], third.fields["fault"]) == ("upstream_failure", "timeout")
     assert third.fields["counted"] is True
     view = rig.engine.view("billing")
     assert (view.state, view.failed_probes) == ("open", 1)
+
+
+async def test_the_gateways_metrics_count_the_third_abandoned_probe_as_the_log_does(
+    tmp_path: Path, payments: tuple[FakePlatform, PlatformServer], start_gateway: StartRig
+) -> None:
+    rig, _ = await _three_probes_left(tmp_path, payments, start_gateway)
+    scraped = (await rig.client.get(rig.url + "/-/metrics")).text
+    abandoned = 'breakerdeck_calls_total{counted="false",key="billing",outcome="caller_error"}'
+    counted = 'breakerdeck_calls_total{counted="true",key="billing",outcome="upstream_failure"}'
+    assert f"{abandoned} 2.0" in scraped
+    assert f"{counted} 6.0" in scraped  # the five that tripped it, and the third probe

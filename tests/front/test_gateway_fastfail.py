@@ -16,7 +16,8 @@ from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.front.drain import DrainingServer
 from breakerdeck.engine.front.gateway.app import GatewayApp
 from breakerdeck.engine.front.gateway.config import load
-from breakerdeck.engine.front.gateway.server import Options, uvicorn_config
+from breakerdeck.engine.front.gateway.options import Options
+from breakerdeck.engine.front.gateway.server import uvicorn_config
 from breakerdeck.engine.policy import AgentPolicy
 from tests.front.conftest import (
     DEADLINE,
@@ -76,7 +77,10 @@ async def test_with_a_state_dir_each_refusal_is_in_the_audit_log_and_counted(
     app = GatewayApp(config, digests, config_path=config_path, engine=engine)
     sock = free_socket()
     server = DrainingServer(
-        uvicorn_config(app, Options(config_path, config, digests, "127.0.0.1:0", None, None))
+        uvicorn_config(
+            app,
+            Options(config_path=config_path, config=config, digests=digests, listen="127.0.0.1:0"),
+        )
     )
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:

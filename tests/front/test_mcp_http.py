@@ -12,7 +12,7 @@ import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from breakerdeck.engine.front.mcp.http import host_app
+from breakerdeck.engine.front.mcp.host_http import host_app
 from tests.front.mcp_support import ANNOTATED, control, free_port, http_fixture, proxied
 
 FAST = {"deadline_seconds": 1.0, "backoff_seconds": 0.01}

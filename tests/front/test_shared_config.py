@@ -20,7 +20,8 @@ import pytest
 from breakerdeck.console.cli import main
 from breakerdeck.engine.front.gateway.app import GatewayApp
 from breakerdeck.engine.front.gateway.config import GatewayConfig, Shared
-from breakerdeck.engine.front.gateway.server import Options, open_engine, open_shared
+from breakerdeck.engine.front.gateway.options import Options
+from breakerdeck.engine.front.gateway.server import open_engine, open_shared
 from breakerdeck.engine.shared import SharedStore
 from breakerdeck.fixtures.faults import REFUSED
 from breakerdeck.fixtures.platform import FakePlatform
@@ -372,12 +373,10 @@ async def test_healthz_says_nothing_of_a_shared_store_that_answers(
 
 def _options(redis: RedisServer, clock_anchor: float | None = None) -> Options:
     return Options(
-        Path("gateway.toml"),
-        GatewayConfig(),
-        {},
-        "127.0.0.1:0",
-        state_dir=None,
-        feed_listen=None,
+        config_path=Path("gateway.toml"),
+        config=GatewayConfig(),
+        digests={},
+        listen="127.0.0.1:0",
         speed=10.0,
         clock_anchor=clock_anchor,
         shared=Shared(redis.url, None, "breakerdeck", 0.25),

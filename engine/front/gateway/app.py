@@ -402,9 +402,12 @@ class GatewayApp(CallPath[_GatewayCall, None, _GatewayCall | tuple[Message, Mess
             if not cut.uncancel():
                 raise
             self._cut_before_head(this, cut)
-        outcome = this.outcome
-        assert outcome is not None
-        self.counts.calls[(this.call.key, outcome.cls.value, outcome.counted)] += 1
+
+    def _completed(self, call: Call, outcome: Outcome) -> None:
+        """Counted with the outcome the call was recorded as: an abandoned probe the breaker
+        judged the third in a row is a counted timeout here too, as in the audit log."""
+        super()._completed(call, outcome)
+        self.counts.calls[(call.key, outcome.cls.value, outcome.counted)] += 1
 
     def _cut_before_head(self, this: _GatewayCall, cut: Cut) -> None:
         """The call ended before the platform's head: the agent left (uncounted, nobody to

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from breakerdeck.engine.front.arguments import (
@@ -17,13 +16,13 @@ from breakerdeck.engine.front.arguments import (
     USAGE_EXITS,
     add_door_flags,
     address,
+    door_fields,
     exit_codes,
-    speed,
 )
 from breakerdeck.engine.text import counted
 
 if TYPE_CHECKING:
-    from breakerdeck.engine.front.gateway.server import Options
+    from breakerdeck.engine.front.gateway.options import Options
 
 
 def _wall(text: str) -> float:
@@ -57,29 +56,10 @@ def add_gateway_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
         help="where agents call (default: [gateway] listen, else 127.0.0.1:8080)",
     )
     gateway.add_argument(
-        "--state-dir",
-        metavar="DIR",
-        help="verdicts, audit log and the feed's tokens (default: [gateway] state_dir; none: "
-        "verdicts are not kept)",
-    )
-    gateway.add_argument(
-        "--feed-listen",
-        type=address,
-        metavar="HOST:PORT",
-        help="serve the live feed for `watch` and `status` here (needs a state dir)",
-    )
-    gateway.add_argument(
         "--shared",
         metavar="URL",
         help="share each agent's breaker with other replicas through Redis: redis://host:port/db "
         "or rediss://…, the password from [shared] password_env or password_file",
-    )
-    gateway.add_argument(
-        "--speed",
-        type=speed,
-        default=1.0,
-        metavar="N",
-        help="the breakers' clock runs N times real time, 0.1 to 1000 (default: 1; for demos)",
     )
     gateway.add_argument(
         "--clock-anchor",
@@ -88,7 +68,7 @@ def add_gateway_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
         help="the wall time (Unix seconds) a sped-up clock runs from, the same for every "
         "replica; default: the one in the shared store, else the start",
     )
-    add_door_flags(gateway)
+    add_door_flags(gateway, "gateway", "verdicts, audit log and the feed's tokens")
     gateway.add_argument("--scenario", help="with --demo: the scenario to play (default live-demo)")
     gateway.add_argument(
         "--demo",
@@ -101,8 +81,7 @@ def add_gateway_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
 
 def run_gateway(args: argparse.Namespace) -> int:
     from breakerdeck.engine.front.gateway.config import ConfigError, load, shared_settings
-    from breakerdeck.engine.front.gateway.server import Options, say
-    from breakerdeck.engine.front.paths import resolve
+    from breakerdeck.engine.front.gateway.options import Options, say
 
     if not args.config:
         say("gateway: --config FILE is required (or --demo)")
@@ -113,23 +92,13 @@ def run_gateway(args: argparse.Namespace) -> int:
     except ConfigError as error:
         say(str(error))
         return EXIT_START
-    table = config.gateway
-    # A state dir named in the file is beside the file, as every other path in it is.
-    state_dir = args.state_dir or (table.state_dir and resolve(args.config, table.state_dir))
     options = Options(
-        config_path=Path(args.config),
+        **door_fields(args, config.gateway),
         config=config,
         digests=digests,
-        listen=args.listen or table.listen,
-        state_dir=None if state_dir is None else Path(state_dir).expanduser(),
-        feed_listen=args.feed_listen or table.feed_listen,
-        speed=args.speed,
+        listen=args.listen or config.gateway.listen,
         clock_anchor=args.clock_anchor,
         shared=shared,
-        insecure_bind=args.insecure_bind,
-        viewer_token_file=args.viewer_token_file,
-        operator_token_file=args.operator_token_file,
-        events=None if args.events is None else Path(args.events),
     )
     if args.check_config:
         return _check(options)
@@ -139,7 +108,7 @@ def run_gateway(args: argparse.Namespace) -> int:
 def _check(options: Options) -> int:
     """`--check-config`: the file, then the same checks the start makes before it binds."""
     from breakerdeck.engine.front.gateway.config import redis_address
-    from breakerdeck.engine.front.gateway.server import check_start, say
+    from breakerdeck.engine.front.gateway.options import check_start, say
     from breakerdeck.engine.front.serving import StartError
 
     try:
@@ -158,15 +127,14 @@ def _serve(options: Options) -> int:
     from breakerdeck.engine import statedir
     from breakerdeck.engine.errors import StateDirError
     from breakerdeck.engine.front import logs, ports
-    from breakerdeck.engine.front.gateway.server import check_start, run, say, serve
+    from breakerdeck.engine.front.gateway.options import check_start, say
+    from breakerdeck.engine.front.gateway.server import run, serve
     from breakerdeck.engine.front.serving import StartError
 
     logs.setup("gateway")
     try:
         check_start(options)
-        ports.check_free(
-            [("the feed", options.feed_listen), ("metrics", options.config.gateway.metrics_listen)]
-        )
+        ports.check_free([("the feed", options.feed_listen), ("metrics", options.metrics_listen)])
         sock = ports.bind("the gateway", options.listen)
         if options.state_dir is not None:
             statedir.prepare(options.state_dir)

@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
+from breakerdeck.engine.front.options import Address, DoorTable, check_address
 from breakerdeck.engine.front.paths import resolve
-from breakerdeck.engine.front.protocol import StrangerBounds
 from breakerdeck.engine.policy import MAX_DEADLINE_SECONDS, AgentPolicy
 from breakerdeck.engine.store_url import parse_store_url
 
@@ -45,26 +45,14 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-def _check_address(value: str) -> str:
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"expected HOST:PORT, got {value!r}")
-    return value
-
-
-Address = Annotated[str, Field(min_length=3)]
 Deadline = Annotated[float, Field(gt=0, le=MAX_DEADLINE_SECONDS)]
 
 
-class GatewayTable(_Strict, StrangerBounds):
-    """`[gateway]`; with what a stranger may cost before its token is read (`StrangerBounds`)."""
+class GatewayTable(_Strict, DoorTable):
+    """`[gateway]`: the keys every door reads alike (`DoorTable`), what a stranger may cost
+    before its token is read (`StrangerBounds`), and the gateway's own."""
 
     listen: Address = "127.0.0.1:8080"
-    state_dir: str | None = None
-    feed_listen: Address | None = None
-    metrics_listen: Address | None = None
-    tls_cert: str | None = None
-    tls_key: str | None = None
     drain_seconds: Annotated[float, Field(gt=0, le=3600)] = 30.0
     body_limit_bytes: Annotated[int, Field(gt=0)] = 10 * MIB
     replay_buffer_bytes: Annotated[int, Field(ge=0)] = MIB
@@ -74,16 +62,10 @@ class GatewayTable(_Strict, StrangerBounds):
     max_connections: Annotated[int, Field(ge=1, le=65_536)] = 256
     max_connections_per_agent: Annotated[int, Field(ge=1, le=65_536)] = 64
 
-    @field_validator("listen", "feed_listen", "metrics_listen")
+    @field_validator("listen")
     @classmethod
-    def _address(cls, value: str | None) -> str | None:
-        return None if value is None else _check_address(value)
-
-    @model_validator(mode="after")
-    def _tls_pair(self) -> Self:
-        if (self.tls_cert is None) != (self.tls_key is None):
-            raise ValueError("tls_cert and tls_key go together: give both or neither")
-        return self
+    def _listen(cls, value: str) -> str:
+        return check_address(value)
 
 
 def _check_url(value: str) -> str:

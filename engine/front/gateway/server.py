@@ -13,11 +13,8 @@ import asyncio
 import contextlib
 import logging
 import socket
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -27,19 +24,17 @@ from breakerdeck.engine.feed.server import serve_feed
 from breakerdeck.engine.front import logs
 from breakerdeck.engine.front.drain import DrainingServer
 from breakerdeck.engine.front.gateway.app import GatewayApp
-from breakerdeck.engine.front.gateway.config import GatewayConfig, Shared
-from breakerdeck.engine.front.protocol import SPARE_FDS, bounded_http
+from breakerdeck.engine.front.gateway.options import Options, say
+from breakerdeck.engine.front.protocol import SPARE_FDS, door_config
 from breakerdeck.engine.front.serving import (
     OPERATOR_TOKEN_FILE,
     StartError,
     check_feed,
     feed_tokens,
-    is_loopback,
     open_trace,
     split_address,
 )
 from breakerdeck.engine.front.speed import SpeedClock
-from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.shared import SharedStore
 from breakerdeck.engine.telemetry import setup as telemetry_setup
 from breakerdeck.engine.tracefile import TraceFile
@@ -47,69 +42,19 @@ from breakerdeck.engine.tracefile import TraceFile
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Options:
-    """What the command line and the file decided together (flags win)."""
-
-    config_path: Path
-    config: GatewayConfig
-    digests: dict[str, str]
-    listen: str
-    state_dir: Path | None
-    feed_listen: str | None
-    speed: float = 1.0
-    clock_anchor: float | None = None
-    shared: Shared | None = None
-    insecure_bind: bool = False
-    viewer_token_file: str | None = None
-    operator_token_file: str | None = None
-    policy: AgentPolicy = field(default_factory=AgentPolicy)
-    #: `--events FILE`: the headless trace's lines for every call and transition.
-    events: Path | None = None
-
-
-def check_bind(options: Options) -> None:
-    """Loopback unless told otherwise: a non-loopback address needs TLS or --insecure-bind,
-    since agent tokens and platform answers would cross the network in the clear."""
-    host, _ = split_address(options.listen)
-    tls = options.config.gateway.tls_cert is not None
-    if not is_loopback(host) and not tls and not options.insecure_bind:
-        raise StartError(
-            f"refusing to listen on {host} without TLS: set tls_cert and tls_key in [gateway], "
-            "or pass --insecure-bind if a TLS proxy in front of it is yours"
-        )
-
-
-def check_start(options: Options) -> None:
-    """Everything the start refuses before it binds or writes anything; `--check-config` runs
-    this same check, so a file that checks out is one the gateway starts with."""
-    check_bind(options)
-    check_feed(options.feed_listen, options.state_dir)
-
-
 def uvicorn_config(app: GatewayApp, options: Options) -> uvicorn.Config:
-    """uvicorn with the bounded httptools protocol and no websocket upgrades (an upgrade is
-    refused 400 by the protocol: nothing here speaks websocket on the agents' port)."""
-    host, port = split_address(options.listen)
+    """uvicorn as every door runs it (`front.protocol.door_config`), for the agents' port: the
+    connections the platforms may take kept back from strangers', and in-flight calls given
+    `drain_seconds` on SIGTERM."""
     gateway = options.config.gateway
-    return uvicorn.Config(
+    return door_config(
         app,
-        host=host,
-        port=port,
-        http=bounded_http(gateway, gateway.max_connections + SPARE_FDS, say),
-        ws="none",
-        # uvicorn's own records go through the door's one handler (engine.front.logs).
-        log_config=None,
-        lifespan="on",
-        log_level="warning",
-        access_log=False,
-        server_header=False,
-        date_header=False,
-        proxy_headers=False,
-        timeout_graceful_shutdown=int(gateway.drain_seconds) or 1,
+        options.listen,
+        gateway,
+        reserved=gateway.max_connections + SPARE_FDS,
+        drain_seconds=gateway.drain_seconds,
         backlog=2048,
-        ssl_certfile=gateway.tls_cert,
-        ssl_keyfile=gateway.tls_key,
+        say=say,
     )
 
 
@@ -245,7 +190,7 @@ async def serve(options: Options, sock: socket.socket | None = None) -> None:
 def _serve_metrics(app: GatewayApp, options: Options) -> Callable[[], None]:
     """`metrics_listen`: the same metrics on a port of their own too (a scraper that may not
     reach the agents' port), from prometheus-client's own small server thread."""
-    address = options.config.gateway.metrics_listen
+    address = options.metrics_listen
     if address is None:
         return lambda: None
     from prometheus_client import start_http_server
@@ -271,7 +216,3 @@ def run(main: Coroutine[Any, Any, None]) -> None:
         return
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(main)
-
-
-def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)

@@ -108,8 +108,8 @@ class McpBudget(Retries[Sent]):
             status = _relayed_status(outcome)
         else:
             credential_id = self.upstream.config.credential_id
-            result = self.result = result_for(
-                self.called, outcome, self.call.attempts, credential_id
+            result = self.result = results.tool_result(
+                self.called, outcome, None, self.call.attempts, credential_id
             )
             status = result["status"]
         return outcome, verdict.fault, status, None, verdict.platform_status
@@ -291,22 +291,6 @@ def _relayed_status(outcome: Outcome) -> str:
     if outcome.is_success:
         return "ok"
     return "tool_error" if outcome.counted else "is_error"
-
-
-def result_for(tool: str, outcome: Outcome, attempts: int, credential_id: str) -> ToolResult:
-    """The `tool` policy's object for an outcome the proxy answers itself."""
-    cls = outcome.cls
-    if outcome.counted:
-        return results.tool_error(tool, outcome.detail, attempts, outcome.retry_after)
-    if cls is OutcomeClass.RATE_LIMITED:
-        return results.rate_limited(tool, outcome.retry_after)
-    if cls is OutcomeClass.PERMISSION_DENIED:
-        return results.permission_denied(tool, outcome.detail)
-    if cls is OutcomeClass.CREDENTIAL_REVOKED:
-        return results.credential_revoked(tool, credential_id)
-    if cls is OutcomeClass.REFUSED_PRE_CALL:
-        return results.refused(tool, outcome.detail)
-    return results.invalid_request(tool, outcome.detail)
 
 
 def own_result(result: ToolResult) -> types.CallToolResult:

@@ -16,10 +16,9 @@ from breakerdeck.engine.front.arguments import (
     USAGE_EXITS,
     add_door_flags,
     address,
+    door_fields,
     exit_codes,
-    speed,
 )
-from breakerdeck.engine.front.paths import resolve
 from breakerdeck.engine.text import counted
 
 
@@ -47,35 +46,10 @@ def add_mcp_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
     )
     mcp.add_argument("--config", metavar="FILE", help="the proxy's TOML file")
     mcp.add_argument(
-        "--state-dir",
-        metavar="DIR",
-        help="verdicts, audit log, tool lists and the feed's tokens (default: [proxy] state_dir; "
-        "none: nothing is kept)",
-    )
-    mcp.add_argument(
-        "--feed-listen",
-        type=address,
-        metavar="HOST:PORT",
-        help="serve the live feed for `watch` and `status` here (needs a state dir)",
-    )
-    mcp.add_argument(
-        "--metrics-listen",
-        type=address,
-        metavar="HOST:PORT",
-        help="serve Prometheus metrics at http://HOST:PORT/metrics",
-    )
-    mcp.add_argument(
-        "--speed",
-        type=speed,
-        default=1.0,
-        metavar="N",
-        help="the breakers' clock runs N times real time, 0.1 to 1000 (default: 1; for demos)",
-    )
-    mcp.add_argument(
         "--http", type=address, metavar="HOST:PORT", help="serve streamable HTTP, not stdio"
     )
     mcp.add_argument("--token-file", metavar="FILE", help="the bearer token hosts send (--http)")
-    add_door_flags(mcp)
+    add_door_flags(mcp, "proxy", "verdicts, audit log, tool lists and the feed's tokens")
     mcp.add_argument(
         "--from-host-config",
         metavar="FILE",
@@ -97,12 +71,7 @@ def run_mcp(args: argparse.Namespace) -> int:
     from breakerdeck.engine import statedir
     from breakerdeck.engine.errors import StateDirError
     from breakerdeck.engine.front.mcp.config import ConfigError, check_commands, load
-    from breakerdeck.engine.front.mcp.serve import (
-        McpOptions,
-        check_start,
-        say,
-        serve,
-    )
+    from breakerdeck.engine.front.mcp.options import McpOptions, check_start, say
     from breakerdeck.engine.front.serving import StartError
 
     logs.setup("mcp")
@@ -116,22 +85,11 @@ def run_mcp(args: argparse.Namespace) -> int:
     except ConfigError as error:
         say(str(error))
         return EXIT_START
-    table = config.proxy
-    # A state dir named in the file is beside the file, as every other path in it is.
-    state_dir = args.state_dir or (table.state_dir and resolve(args.config, table.state_dir))
     options = McpOptions(
-        config_path=Path(args.config),
+        **door_fields(args, config.proxy),
         config=config,
-        state_dir=None if state_dir is None else Path(state_dir).expanduser(),
-        feed_listen=args.feed_listen or table.feed_listen,
-        metrics_listen=args.metrics_listen or table.metrics_listen,
-        speed=args.speed,
         http_listen=args.http,
         token_file=args.token_file,
-        insecure_bind=args.insecure_bind,
-        viewer_token_file=args.viewer_token_file,
-        operator_token_file=args.operator_token_file,
-        events=None if args.events is None else Path(args.events),
     )
     if args.check_config:
         try:
@@ -153,6 +111,8 @@ def run_mcp(args: argparse.Namespace) -> int:
         )
         if options.state_dir is not None:
             statedir.prepare(options.state_dir)
+        from breakerdeck.engine.front.mcp.serve import serve  # the SDK: only when serving
+
         anyio.run(serve, options)
     except (StartError, StateDirError) as error:
         say(str(error))
@@ -169,7 +129,7 @@ def _from_host_config(args: argparse.Namespace) -> int:
     import sys
 
     from breakerdeck.engine.front.mcp.hostconfig import from_host_config
-    from breakerdeck.engine.front.mcp.serve import say
+    from breakerdeck.engine.front.mcp.options import say
 
     if not args.out:
         say("--from-host-config FILE needs --out DIR: where the config and its secrets go")

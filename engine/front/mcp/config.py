@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import BreakerdeckError, StateDirError
+from breakerdeck.engine.front.options import DoorTable
 from breakerdeck.engine.front.paths import resolve
-from breakerdeck.engine.front.protocol import StrangerBounds
 from breakerdeck.engine.text import printable
 
 #: `<server>__<tool>` may be at most this long: hosts refuse longer tool names.
@@ -148,15 +148,11 @@ class ServerConfig(_Strict):
         return self.attempts * self.deadline_seconds + (self.attempts - 1) * self.backoff_seconds
 
 
-class ProxySection(_Strict, StrangerBounds):
-    """`[proxy]`; with what a stranger may cost `--http` before its token is read
-    (`StrangerBounds`, the gateway's keys) and the sessions hosts may hold open."""
+class ProxySection(_Strict, DoorTable):
+    """`[proxy]`: the keys every door reads alike (`DoorTable`), what a stranger may cost
+    `--http` before its token is read (`StrangerBounds`, the gateway's keys) and the sessions
+    hosts may hold open."""
 
-    state_dir: str | None = None
-    feed_listen: str | None = None
-    metrics_listen: str | None = None
-    tls_cert: str | None = None
-    tls_key: str | None = None
     #: Opt in to a first description line beginning `Unavailable` while a server is out (each
     #: transition then changes the list, and busts the host's prompt cache: docs/mcp.md).
     annotate_unavailable: bool = False

@@ -12,9 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
-import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +25,8 @@ from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.feed.server import serve_feed
 from breakerdeck.engine.front import logs
 from breakerdeck.engine.front.mcp.breakers import Breakers
-from breakerdeck.engine.front.mcp.config import ProxyConfig
 from breakerdeck.engine.front.mcp.lists import StoredLists
+from breakerdeck.engine.front.mcp.options import McpOptions, say
 from breakerdeck.engine.front.mcp.proxy import ANSWER_FLUSH_SECONDS, Proxy
 from breakerdeck.engine.front.mcp.stdio import host_stdio
 from breakerdeck.engine.front.metrics import Counts, registry_for
@@ -36,7 +34,6 @@ from breakerdeck.engine.front.serving import (
     StartError,
     check_feed,
     feed_tokens,
-    is_loopback,
     open_trace,
     split_address,
 )
@@ -52,29 +49,6 @@ TTY_HINT = (
     "speaking MCP (JSON-RPC) on stdin/stdout: an MCP host starts this command itself; "
     "its config entry is in docs/mcp.md (Ctrl-D or Ctrl-C ends it)"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class McpOptions:
-    """What the command line and the file decided together (flags win)."""
-
-    config_path: Path
-    config: ProxyConfig
-    state_dir: Path | None
-    feed_listen: str | None
-    metrics_listen: str | None
-    speed: float = 1.0
-    http_listen: str | None = None
-    token_file: str | None = None
-    insecure_bind: bool = False
-    viewer_token_file: str | None = None
-    operator_token_file: str | None = None
-    #: `--events FILE`: the headless trace's lines for every call and transition.
-    events: Path | None = None
-
-
-def say(message: str) -> None:
-    print(f"breakerdeck mcp: {message}", file=sys.stderr, flush=True)
 
 
 def open_engine(
@@ -141,30 +115,6 @@ def start_metrics(engine: Engine, listen: str | None, counts: Counts) -> Any:
     return server
 
 
-def check_start(options: McpOptions) -> None:
-    """Everything the start refuses before it binds or writes anything; `--check-config` runs
-    this same check."""
-    if options.http_listen is not None and not options.token_file:
-        raise StartError("--http needs --token-file FILE: the bearer token hosts must send")
-    check_bind(options)
-    check_feed(options.feed_listen, options.state_dir)
-
-
-def check_bind(options: McpOptions) -> None:
-    """Loopback unless told otherwise: a host's bearer token and its tools' answers would cross
-    the network in the clear."""
-    for listen in (options.http_listen, options.metrics_listen, options.feed_listen):
-        if listen is None:
-            continue
-        host, _ = split_address(listen)
-        tls = options.config.proxy.tls_cert is not None
-        if not is_loopback(host) and not tls and not options.insecure_bind:
-            raise StartError(
-                f"refusing to listen on {host} without TLS: set tls_cert and tls_key in [proxy], "
-                "or pass --insecure-bind if a TLS proxy in front of it is yours"
-            )
-
-
 async def serve(options: McpOptions) -> None:
     """Serve until the host goes away or a signal; the engine is closed on the way out."""
     loop = asyncio.get_running_loop()
@@ -203,9 +153,12 @@ async def serve(options: McpOptions) -> None:
 
 async def _serve_host(proxy: Proxy, options: McpOptions) -> None:
     if options.http_listen is not None:
-        from breakerdeck.engine.front.mcp.http import serve_http
+        from breakerdeck.engine.front.mcp.host_http import serve_http
 
-        await serve_http(proxy, options, say)  # uvicorn drains on SIGTERM, as the gateway does
+        assert options.token_file is not None
+        await serve_http(
+            proxy, options.http_listen, options.token_file, say
+        )  # uvicorn drains on SIGTERM, as the gateway does
         return
     if os.isatty(0):
         say(TTY_HINT)

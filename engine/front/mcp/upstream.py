@@ -40,10 +40,10 @@ from breakerdeck.engine.front.mcp.config import (
     ServerConfig,
     command_problem,
 )
-from breakerdeck.engine.front.mcp.http import ATTEMPT_META, upstream_transport
 from breakerdeck.engine.front.mcp.lists import StoredLists, same
 from breakerdeck.engine.front.mcp.sources import describe, read_env, read_source
 from breakerdeck.engine.front.mcp.stdio import bounded_stdio
+from breakerdeck.engine.front.mcp.upstream_http import ATTEMPT_META, upstream_transport
 from breakerdeck.engine.text import printable
 
 log = logging.getLogger(__name__)
