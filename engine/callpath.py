@@ -32,8 +32,7 @@ from breakerdeck.engine import results, telemetry
 from breakerdeck.engine.breaker import Admission
 from breakerdeck.engine.deadline import Deadlines
 from breakerdeck.engine.engine import Call, Engine
-from breakerdeck.engine.events import Event
-from breakerdeck.engine.outcomes import ABANDONED_TIMEOUT, ABANDONING, Outcome
+from breakerdeck.engine.outcomes import ABANDONING, Outcome, recorded_as
 from breakerdeck.engine.probewait import ProbeWaits
 from breakerdeck.engine.results import ToolResult
 
@@ -230,7 +229,8 @@ class CallPath(ABC, Generic[B, A, R]):
         # Past here a cancellation finds the call completed (or being so): never twice.
         completion = budget.completion()
         line = await engine.complete_async(call, *completion)
-        self._completed(call, _recorded(completion[0], line))
+        counted = line is not None and line.fields["counted"]
+        self._completed(call, recorded_as(completion[0], counted))
         answer: R = budget.answer()
         return answer
 
@@ -324,11 +324,3 @@ class CallPath(ABC, Generic[B, A, R]):
     @abstractmethod
     def _denied(self, budget: B, admission: Admission) -> R:
         """The answer when the breaker refuses."""
-
-
-def _recorded(outcome: Outcome, line: Event | None) -> Outcome:
-    """The outcome a call was recorded as: the one it was completed with, unless the breaker
-    judged an abandoned probe the third in a row (`Engine.abandon`), a counted timeout."""
-    if outcome.abandoned and line is not None and line.fields["counted"]:
-        return ABANDONED_TIMEOUT
-    return outcome

@@ -35,7 +35,7 @@ from breakerdeck.engine.ledger import Ledger, Mark, read_mark
 from breakerdeck.engine.lines import EXPIRED, Lines
 from breakerdeck.engine.operations import LEASE_GRACE_SECONDS, Operations, Parts
 from breakerdeck.engine.outbox import Listener, Outbox, PageHook
-from breakerdeck.engine.outcomes import ABANDONED, ABANDONED_TIMEOUT, Outcome, OutcomeClass
+from breakerdeck.engine.outcomes import ABANDONED, Outcome, OutcomeClass, recorded_as
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.replica import Member, Store
 from breakerdeck.engine.state import State
@@ -327,7 +327,7 @@ class Engine:
         (neutral, or a probe's third in a row, a counted timeout). Synchronous: a cancelled
         caller must not await again, and nothing after its exception may be skipped."""
         line = self.complete(call, *self.abandoned(call))
-        return ABANDONED_TIMEOUT if line is not None and line.fields["counted"] else ABANDONED
+        return recorded_as(ABANDONED, line is not None and line.fields["counted"])
 
     def untouched(self, key: str) -> bool:
         """Whether a success on `key` now changes nothing and nobody reads its line (the audit

@@ -70,3 +70,9 @@ ABANDONED_TIMEOUT = Outcome(
     counted=True,
     detail="no answer before its caller gave up, three probes in a row: read as a timeout",
 )
+
+
+def recorded_as(outcome: Outcome, counted: bool) -> Outcome:
+    """The outcome a call was recorded as, from whether its line counted: the one it was
+    completed with, unless the breaker judged an abandoned probe the third in a row."""
+    return ABANDONED_TIMEOUT if outcome.abandoned and counted else outcome
