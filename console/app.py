@@ -51,8 +51,8 @@ from breakerdeck.console.source import (
 )
 from breakerdeck.console.web_role import web_session
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.bus import Missed
 from breakerdeck.engine.events import Event
+from breakerdeck.engine.feed.bus import Missed
 from breakerdeck.engine.text import printable
 
 #: Audit rows read at start so cards show recent denials and trips at once.
