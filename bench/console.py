@@ -6,7 +6,7 @@ phase is bounded in time and the app is told to exit at the end.
 
 - The engine: `Engine(AgentPolicy())` on a `ManualClock`, with a state directory (the audit log
   the app seeds its cards from), 10,000 agents made real through the engine's own call path
-  (`new_call`, `admit`, `complete`): every third one trips (five counted upstream failures, or
+  (`enter`, `admit`, `complete`): every third one trips (five counted upstream failures, or
   three counted auth failures for every sixth) and then has one call denied; the others make a
   healthy call, every tenth of them two counted failures. The clock moves between trips so the
   countdowns differ and none is due during the run.
@@ -106,7 +106,7 @@ def _peak_mb() -> float:
 
 def call(engine: Engine, agent: str, platform_name: str, outcome: Outcome | None) -> None:
     """One call through the engine's API; `None`: expect a refusal (the breaker is open)."""
-    ticket = engine.new_call(
+    ticket = engine.enter(
         key=agent, agent=agent, platform=platform_name, tool=platform_name, deadline_seconds=30.0
     )
     admission = engine.admit(ticket, 30.0)

@@ -50,7 +50,7 @@ def child() -> None:
         for i in range(OPEN):
             agent = f"agent-{i}"
             for _ in range(5):
-                ticket = engine.new_call(
+                ticket = engine.enter(
                     key=agent, agent=agent, platform="payments", tool="payments",
                     deadline_seconds=30.0,
                 )  # fmt: skip

@@ -6,7 +6,7 @@ Printed, never asserted. Everything is on loopback, bounded in time, and stops b
 1. Stream: an engine (tool policy, system clock, 50 keys) served by `serve_feed` on an event
    loop in a background thread, as `breakerdeck serve` runs it; 20 watchers in a separate
    process (bench/feed_watcher.py) read every frame and check its envelope. The event source
-   is this process's main thread driving the engine's own call path (`new_call`, `admit`,
+   is this process's main thread driving the engine's own call path (`enter`, `admit`,
    `complete` with a success: one `call.completed` line each) at a target rate, in bursts
    every millisecond. Each event's emit time is the engine's own stamp (`Event.wall`,
    `time.time()`), kept by seq; a watcher notes `time.time()` when a frame arrives. Lag is
@@ -68,12 +68,12 @@ def make_engine(keys: int) -> tuple[Engine, list[str]]:
     engine = Engine(ToolPolicy(), clock=SystemClock())
     names = [f"backend-{i:02d}@default" for i in range(keys)]
     for name in names:  # the snapshot has every breaker from the start
-        engine.new_call(key=name, agent="agent-1", platform=name, tool="t", deadline_seconds=30)
+        engine.enter(key=name, agent="agent-1", platform=name, tool="t", deadline_seconds=30)
     return engine, names
 
 
 def one_call(engine: Engine, key: str) -> Any:
-    call = engine.new_call(
+    call = engine.enter(
         key=key, agent="agent-1", platform="search-api", tool="search", deadline_seconds=30.0
     )
     engine.admit(call, 30.0)
@@ -398,7 +398,7 @@ def render(streams: list[Stream], calls: list[CallPath], seconds: float) -> str:
     base, served, full = calls
     lines += [
         "",
-        f"call path: new_call+admit+complete, paced {CALL_RATE:,}/s (calls/s; ratio: of no feed)",
+        f"call path: enter+admit+complete, paced {CALL_RATE:,}/s (calls/s; ratio: of no feed)",
     ]
     floor = 1 - TARGET_SLOWDOWN
     for c in calls:

@@ -212,7 +212,7 @@ class EngineSubject:
         self.engine.subscribe(self.sink.append)
 
     def _ticket(self) -> Any:
-        return self.engine.new_call(
+        return self.engine.enter(
             key=KEY, agent=AGENT, platform=BACKEND, tool=TOOL, deadline_seconds=LEASE
         )
 
@@ -220,7 +220,7 @@ class EngineSubject:
         engine = self.engine
 
         def guarded() -> Any:
-            call = engine.new_call(
+            call = engine.enter(
                 key=KEY, agent=AGENT, platform=BACKEND, tool=TOOL, deadline_seconds=LEASE
             )
             admission = engine.admit(call, LEASE)
@@ -243,7 +243,7 @@ class EngineSubject:
         engine = self.engine
 
         async def guarded() -> Any:
-            call = engine.new_call(
+            call = engine.enter(
                 key=KEY, agent=AGENT, platform=BACKEND, tool=TOOL, deadline_seconds=LEASE
             )
             admission = engine.admit(call, LEASE)
@@ -278,7 +278,7 @@ class EngineSubject:
         engine = Engine(agent_policy(self.cooldown), clock=SystemClock())
         engine.subscribe(self.sink.append)
         for _ in range(3):
-            call = engine.new_call(
+            call = engine.enter(
                 key=AGENT, agent=AGENT, platform=PLATFORM, tool=PLATFORM, deadline_seconds=30.0
             )
             engine.admit(call, 90.0)
@@ -289,7 +289,7 @@ class EngineSubject:
         engine = self._agent_engine()
 
         def guarded() -> Any:
-            call = engine.new_call(
+            call = engine.enter(
                 key=AGENT, agent=AGENT, platform=PLATFORM, tool=PLATFORM, deadline_seconds=30.0
             )
             admission = engine.admit(call, 90.0)
@@ -304,7 +304,7 @@ class EngineSubject:
         engine = Engine(ToolPolicy(), clock=SystemClock())
 
         def make(key: str) -> None:
-            engine.new_call(key=key, agent=AGENT, platform=BACKEND, tool=TOOL, deadline_seconds=30)
+            engine.enter(key=key, agent=AGENT, platform=BACKEND, tool=TOOL, deadline_seconds=30)
 
         make.keep = engine  # type: ignore[attr-defined]
         return make
@@ -371,7 +371,7 @@ class Durability:
         self._keys = itertools.count()
 
     def _call(self, key: str, outcome: Outcome) -> bool:
-        call = self.engine.new_call(
+        call = self.engine.enter(
             key=key, agent=AGENT, platform=BACKEND, tool=TOOL, deadline_seconds=LEASE
         )
         if not self.engine.admit(call, LEASE).allowed:

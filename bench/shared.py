@@ -4,7 +4,7 @@ Printed, never asserted. One `redis-server` (tests/redis_server.py: Debian's bin
 loopback port, nothing on disk) serves every part, one part at a time, so the server's own
 counters see only the part being measured:
 
-1. Closed path: `new_call` → `admit` → `complete` of a healthy call on an `Engine` (agent
+1. Closed path: `enter` → `admit` → `complete` of a healthy call on an `Engine` (agent
    policy, system clock) with a `SharedStore` against the same engine without one, sync and
    async (`admit_async`/`complete_async`), with no listener and with one; in each of 15
    repeats the two loops run back to back, each first in turn, and the ratio is the median of

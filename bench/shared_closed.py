@@ -22,10 +22,10 @@ from breakerdeck.engine.policy import AgentPolicy
 
 
 def _guard_async(engine: Engine) -> Callable[[], Awaitable[None]]:
-    new_call, admit, complete = engine.new_call, engine.admit_async, engine.complete_async
+    enter, admit, complete = engine.enter, engine.admit_async, engine.complete_async
 
     async def guarded() -> None:
-        call = new_call(AGENT, AGENT, "up", "GET", LEASE)
+        call = enter(AGENT, AGENT, "up", "GET", LEASE)
         if (await admit(call, LEASE)).allowed:
             await complete(call, SUCCESS, "ok", 200)
 

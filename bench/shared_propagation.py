@@ -68,7 +68,7 @@ def replica(url: str) -> None:
         if not event.relayed or event.key != AGENT or event.type not in (ev.TRIPPED, ev.RESET):
             return
         seen = time.monotonic()
-        call = engine.new_call(AGENT, AGENT, "up", "GET", LEASE)
+        call = engine.enter(AGENT, AGENT, "up", "GET", LEASE)
         admission = engine.admit(call, LEASE)
         admitted = time.monotonic()
         if admission.allowed:

@@ -42,16 +42,16 @@ def store(url: str) -> SharedStore:
 
 def failures(engine: Engine, key: str, n: int) -> None:
     for _ in range(n):
-        call = engine.new_call(key, key, "up", "GET", LEASE)
+        call = engine.enter(key, key, "up", "GET", LEASE)
         engine.admit(call, LEASE)
         engine.complete(call, DOWN, "upstream", 502)
 
 
 def guard(engine: Engine) -> Callable[[], None]:
-    new_call, admit, complete = engine.new_call, engine.admit, engine.complete
+    enter, admit, complete = engine.enter, engine.admit, engine.complete
 
     def guarded() -> None:
-        call = new_call(AGENT, AGENT, "up", "GET", LEASE)
+        call = enter(AGENT, AGENT, "up", "GET", LEASE)
         if admit(call, LEASE).allowed:
             complete(call, SUCCESS, "ok", 200)
 

@@ -71,7 +71,7 @@ class CommandStats:
 
 def _probe(engine: Engine, key: str, outcome: Outcome) -> None:
     """One probe: its admit (the store's half-open and probe slot) and its outcome."""
-    call = engine.new_call(key, key, "up", "GET", LEASE)
+    call = engine.enter(key, key, "up", "GET", LEASE)
     if not engine.admit(call, LEASE).as_probe:
         raise RuntimeError(f"{key}: the cooldown ended but no probe was let in")
     engine.complete(call, outcome, "ok" if outcome is SUCCESS else "upstream", 200)
@@ -96,7 +96,7 @@ def round_trips(server: RedisServer) -> dict[str, Trips]:
                 failures(engine, key, 1)
             with counter.count("refusal in the cooldown", 10):
                 for _ in range(10):
-                    call = engine.new_call(key, key, "up", "GET", LEASE)
+                    call = engine.enter(key, key, "up", "GET", LEASE)
                     assert not engine.admit(call, LEASE).allowed
             clock.advance(policy.cooldown_seconds + 1)
             with counter.count("probe that fails", 1):

@@ -27,7 +27,7 @@ from breakerdeck.engine import results
 from breakerdeck.engine.clock import SystemClock
 from breakerdeck.engine.core.breaker import ADMIT_NORMAL, Admission, Breaker
 from breakerdeck.engine.engine import Engine
-from breakerdeck.engine.events import QUIET_ENDING, CallCompleted
+from breakerdeck.engine.events import CallCompleted
 from breakerdeck.engine.feed.bus import EventBus, Subscription
 from breakerdeck.engine.harness import Harness, Tool
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
@@ -40,6 +40,8 @@ DOWN = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="backend down
 THREADS = 8
 THREAD_CALLS = 20_000
 THREAD_ROUNDS = 5
+#: How a healthy call ended, as its line keeps it (probe, fault, status, refresh, platform's).
+_HEALTHY = (False, "ok", "ok", None, None)
 
 
 @dataclass
@@ -109,15 +111,13 @@ def _bus(engine: Engine, loop: asyncio.AbstractEventLoop) -> Subscription:
 
 def _engine_guard(engine: Engine, fn: Callable[[], Any], key: str = KEY) -> Callable[[], Any]:
     """A call through the Engine as docs/engine.md shows: ticket, admit, call, complete."""
-    new_call, admit, complete = engine.new_call, engine.admit, engine.complete
+    enter, admit, complete = engine.enter, engine.admit, engine.complete
 
     def guarded() -> Any:
-        call = new_call(key, AGENT, BACKEND, TOOL, LEASE)
+        call = enter(key, AGENT, BACKEND, TOOL, LEASE)
         admission = admit(call, LEASE)
         if not admission.allowed:
-            b = engine.breaker(key)
-            reason = f"{key} failed {b.count} times in a row"
-            return results.denied(TOOL, admission, reason, ALTERNATIVES)
+            return results.denied(TOOL, admission, engine.open_reason(key), ALTERNATIVES)
         call.attempts = 1
         try:
             value = fn()
@@ -147,7 +147,7 @@ class _EmptyEngine:
     def __init__(self) -> None:
         self._numbers = itertools.count(1)
 
-    def new_call(
+    def enter(
         self, key: str, agent: str, platform: str, tool: str, deadline: float
     ) -> _EmptyTicket:
         return _EmptyTicket(next(self._numbers), key, agent, platform, tool, deadline)
@@ -185,7 +185,7 @@ class _LeastWatchedGuard:
         try:
             if breaker.state is not State.CLOSED or breaker.count:
                 raise AssertionError("a healthy breaker only")
-            event = CallCompleted(KEY, AGENT, entries[-1], SUCCESS, QUIET_ENDING)
+            event = CallCompleted(KEY, AGENT, entries[-1], SUCCESS, _HEALTHY)
             event.seq = next(self.seqs)
             event.wall = time.time()
         finally:
@@ -199,7 +199,7 @@ class _LeastWatchedGuard:
 
 def _trip(engine: Engine, key: str = KEY) -> None:
     for _ in range(3):
-        call = engine.new_call(key, AGENT, BACKEND, TOOL, LEASE)
+        call = engine.enter(key, AGENT, BACKEND, TOOL, LEASE)
         engine.admit(call, LEASE)
         engine.complete(call, DOWN, "error", "tool_error")
 
@@ -362,7 +362,7 @@ def run() -> list[Row]:
             with_what = "EventBus listener" if listener else "no listener"
             three = measure.beside(_engine_guard(engine(listener, ""), work), p_sync, work)
             rows.append(
-                _reference(f"(reference) new_call/admit/complete, {with_what}", three, p_label)
+                _reference(f"(reference) enter/admit/complete, {with_what}", three, p_label)
             )
 
         for place in PLACES:
@@ -390,7 +390,7 @@ def run() -> list[Row]:
             title = f"refusal with its result, Engine.guard{place}"
             rows.append(_ratio_row(title, refusals, cb_label, 1.34))
             refusals = measure.beside(_engine_guard(refusing, work), cb_refusal, _nothing)
-            title = f"refusal with its result, new_call/admit{place}"
+            title = f"refusal with its result, enter/admit{place}"
             rows.append(_ratio_row(title, refusals, cb_label, 1.3 if place else 0.84))
             refused_harness = Harness(engine(False, place))
             failing = refused_harness.guard(TOOL)(_boom)

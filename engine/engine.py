@@ -1,6 +1,7 @@
 """The engine: breakers by key, one sequence of events, persistence and subscribers.
 
-`Engine` is a facade over parts that each own their state and are called downward: the key
+`Engine` is a facade over parts that each own their state and are called downward: each
+call's entry and the one rule for calls nobody reads (`entries.py`), the key
 table (`keys.py`: slots and their locks), the ledger (`ledger.py`: seqs, call numbers, the
 mark file, the audit hand-off in seq order), the outbox (`outbox.py`: listeners and the page
 hook, after the lock), durability (`durability.py`: commits, what is owed, what is restored),
@@ -8,7 +9,8 @@ timers (`timers.py`: probe expiry and polls), views and tallies (`views.py`), th
 decision writes (`lines.py`) and who decides (`decide.py`: the breaker here, or the fleet's
 shared store behind the same interface). Each operation's body is written once
 (`operations.py`: lock, decide, write; deliver after the lock); the methods here are its sync
-and async drivers, with the closed path's shortcuts (no lock, no line when nobody reads one).
+and async drivers, with the closed path's shortcuts (`entries.py`: no lock, no line when
+nobody reads one).
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ from typing import Any, Self
 
 from breakerdeck.engine import results
 from breakerdeck.engine.clock import Clock, SystemClock
-from breakerdeck.engine.core.breaker import ADMIT_NORMAL, Admission, Breaker, DenyReason
+from breakerdeck.engine.core.breaker import Admission, Breaker, DenyReason
 from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.outcomes import ABANDONED, Outcome, OutcomeClass, recorded_as
 from breakerdeck.engine.parts.call import Call, call_id
 from breakerdeck.engine.parts.decide import Decider, Local
 from breakerdeck.engine.parts.durability import COMMIT_WAIT, Durability
+from breakerdeck.engine.parts.entries import Entries
 from breakerdeck.engine.parts.guard import Guard
 from breakerdeck.engine.parts.keys import KeyTable, Slot
 from breakerdeck.engine.parts.ledger import Ledger, Mark, read_mark
@@ -95,6 +98,14 @@ class Engine:
         keys = self._keys = KeyTable(policy)
         outbox = self._outbox = Outbox(page_hook, self.epoch, self._problems)
         ledger = self._ledger = Ledger(self._wall, self._problems, outbox)
+        self._entries = Entries(
+            keys,
+            ledger,
+            outbox,
+            agent_policy=self._agent_policy,
+            wall=self._wall,
+            monotonic=clock.monotonic,
+        )
         durability = self._durability = Durability(policy, clock, keys, ledger, self._problems)
         self._timers = Timers(scheduler, self.poll, aside=shared is not None)
         self._views = Views(clock)
@@ -208,45 +219,27 @@ class Engine:
         """A reusable guard on one key, for code that makes its own calls (`engine.guard`):
         `with guard:` or `async with guard:` admits or raises `BreakerOpen`, and records
         the body's outcome. `settings`: `tool`, `deadline_seconds`, `classifier`."""
-        return Guard(self, self._parts, key, agent=agent, lease=lease, **settings)
+        slot = self._keys.slot(key, agent)
+        return Guard(self, self._entries, slot, key, agent=agent, lease=lease, **settings)
 
-    def new_call(
+    def enter(
         self, key: str, agent: str, platform: str, tool: str, deadline_seconds: float
     ) -> Call:
-        """A ticket for one call: an integer number (its printed id is made only when a line
-        needs it) and the settings its line reports."""
-        slot = self._keys.slots.get(key)
-        if slot is None or agent not in slot.agents:
-            self._keys.slot(key, agent)
-        return Call(self._ledger.next_call(), key, agent, platform, tool, deadline_seconds)
+        """One call's entry (`Call`), for every door: it holds the admission (`admit`) and
+        the attempts until the call's end (`complete`), and draws its number only when a line
+        or an Idempotency-Key needs one (`parts/entries.py`: the rule for calls nobody reads)."""
+        return self._entries.enter(key, agent, platform, tool, deadline_seconds)
 
     def idempotency_key(self, call: str | int) -> str:
         """What every attempt of a call sends upstream as its `Idempotency-Key`: the call's
         printed id or its number."""
         return f"{self.instance}.{call_id(call) if isinstance(call, int) else call}"
 
-    def _admitted_early(self, call: Call) -> Admission | None:
-        """The admissions that take no lock: a closed breaker lets in, and (when nobody reads
-        a refusal's line) one in its cooldown refuses. None: the locked path decides."""
-        slot = self._keys.slots[call.key]
-        breaker = slot.breaker
-        # The seq is read before the state: if a trip lands in between, this call still reads
-        # as admitted before it, which is what a closed breaker let in.
-        seq = self._ledger.numbered
-        if breaker.state is _CLOSED:
-            call.admitted_as = "normal"
-            call.admitted_wall = self._wall()
-            call.admitted_seq = seq
-            return ADMIT_NORMAL
-        if not self._outbox.watched:  # nobody reads a refusal's line
-            return slot.cooling(self.clock.monotonic())
-        return None
-
     def admit(self, call: Call, lease: float) -> Admission:
         """Let the call in, as normal or as the one probe, or refuse it (`call.denied`).
 
         A transition this causes (a due half-open) is on disk before it returns."""
-        early = self._admitted_early(call)
+        early = self._entries.admitted_early(call)
         if early is not None:
             return early
         admission, owed = self._ops.admit(call, lease)
@@ -256,7 +249,7 @@ class Engine:
     async def admit_async(self, call: Call, lease: float) -> Admission:
         """`admit` for a coroutine: the wait for the disk never blocks the event loop, nor a
         round trip to the shared store (made on a worker thread)."""
-        early = self._admitted_early(call)
+        early = self._entries.admitted_early(call)
         if early is not None:
             return early
         breaker = self._keys.slots[call.key].breaker
@@ -286,7 +279,7 @@ class Engine:
     ) -> Event | None:
         """Record a finished call: its `call.completed` line, then what it caused. A transition
         it caused is on disk before it returns (at most `COMMIT_WAIT`)."""
-        if outcome.cls is _SUCCESS and self.untouched(call.key):
+        if self._entries.ends_unread(call.key, outcome):
             return None
         line, owed = self._ops.record(call, outcome, fault, agent_status, refresh, platform_status)
         if owed is not None:
@@ -304,7 +297,7 @@ class Engine:
     ) -> Event | None:
         """`complete` for a coroutine: the wait for the disk never blocks the event loop, nor a
         round trip to the shared store (made on a worker thread)."""
-        if outcome.cls is _SUCCESS and self.untouched(call.key):
+        if self._entries.ends_unread(call.key, outcome):
             return None
         args = (call, outcome, fault, agent_status, refresh, platform_status)
         if self._decide.remote_record(self._keys.slots[call.key], outcome):
@@ -333,34 +326,7 @@ class Engine:
     def untouched(self, key: str) -> bool:
         """Whether a success on `key` now changes nothing and nobody reads its line (the audit
         log keeps no successes): it takes no lock and writes no line."""
-        return not self._outbox.listeners and self._keys.slots[key].quiet(self._agent_policy)
-
-    # -- a call nobody reads a line of goes without a ticket ---------------------------------
-
-    def quiet_entry(self, key: str, agent: str) -> tuple[float, int] | Admission | None:
-        """How a call with no listener goes in with no ticket, once `agent` calls `key` and its
-        credential is not revoked: let in, when a success would change nothing (`untouched`;
-        the audit log keeps no successes): the admission's wall time and seq, for the ticket
-        the call takes (`new_call`) only if it has something to record after all; or, when
-        nobody reads a refusal's line either (no audit log), refused by a breaker in its
-        cooldown (uncounted until its caller answers it: `count_refusal`). None: it takes its
-        ticket first (`new_call`, `admit`)."""
-        slot = self._keys.slots.get(key)
-        seq = self._ledger.numbered  # before the state, as `_admitted_early` reads it
-        outbox = self._outbox
-        if slot is None or outbox.listeners or agent not in slot.agents:
-            return None
-        if slot.credential_revoked:
-            return None
-        if slot.quiet(self._agent_policy):
-            return self._wall(), seq  # a success's line: only a listener reads one
-        if outbox.watched:  # the audit log keeps a refusal's line
-            return None
-        return slot.breaker.cooling(self.clock.monotonic())
-
-    def count_refusal(self, key: str, refusal: Admission) -> None:
-        """Count a refusal `quiet_entry` made, answered by its caller (as `admit` counts one)."""
-        self._keys.slots[key].count_denied(refusal.reason)
+        return self._entries.untouched(key)
 
     def refuse(self, call: Call, outcome: Outcome, agent_status: int | str) -> Event:
         """A refusal before the breaker: a line, attempts 0, never counted, no probe slot."""

@@ -145,7 +145,7 @@ CallEnding = tuple[bool, str, int | str | None, str | None, int | None]
 class CallCompleted(Event):
     """`call.completed`: a finished call, as the engine saw it. The call's numbers are copied
     into one tuple when the line is written (a probe's line may be written while its call goes
-    on), how it ended into another (a healthy call's is one shared constant, `QUIET_ENDING`);
+    on), how it ended into another;
     the outcome is kept whole; each is read out only when asked. A line is written for every
     call a listener sees, so it is built with as few stores as it takes."""
 
@@ -263,7 +263,6 @@ class CallCompleted(Event):
 
 #: How a healthy call ends, shared by every line that says so: not a probe, fault and agent
 #: status "ok", no refresh, no platform status.
-QUIET_ENDING: Final[CallEnding] = (False, "ok", "ok", None, None)
 
 
 class CallDenied(Event):

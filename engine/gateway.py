@@ -21,6 +21,7 @@ from breakerdeck.engine import results
 from breakerdeck.engine.calls.callpath import CallPath
 from breakerdeck.engine.calls.deadline import Deadlines
 from breakerdeck.engine.calls.exchange import Exchange, Failed, Unsent
+from breakerdeck.engine.calls.urls import Base, upstream_url
 from breakerdeck.engine.core.breaker import Admission
 from breakerdeck.engine.core.classify import describe_error, fault_of, network_fault, response_json
 from breakerdeck.engine.engine import Call, Engine
@@ -107,9 +108,7 @@ class Gateway(CallPath[_Call, GatewayResponse, GatewayResponse]):
                 },
             )
         engine = self.engine
-        call = engine.new_call(
-            agent, agent, platform, tool or platform, self.policy.deadline_seconds
-        )
+        call = engine.enter(agent, agent, platform, tool or platform, self.policy.deadline_seconds)
         asked = (method, path, json)
         refusal = self.authorize(agent, platform, json) if self.authorize else None
         if refusal is not None:
@@ -263,9 +262,10 @@ _ANY_ORIGIN = "http://target.invalid/"
 def _prepare(base: httpx.URL, method: str, path: str, json: Any) -> _Request | Refusal:
     """The request the caller asked for, or why it cannot be sent (the caller's to fix).
 
-    `path` (with its query) is appended to the platform's `base_url` path and can never
-    change its scheme, host or port: `//evil`, `@evil` and `http://evil/` are path text, and
-    dot segments resolve inside the caller's part, so `..` cannot climb out of `base_url`.
+    `path` (with its query) goes where the HTTP gateway sends an agent's path
+    (`calls.urls.upstream_url`): appended to the platform's `base_url` path, never changing
+    its scheme, host or port (`//evil`, `@evil` and `http://evil/` are path text), dot
+    segments resolved inside the caller's part, so `..` cannot climb out of `base_url`.
     """
     if not _METHOD.fullmatch(method):
         return Refusal(OutcomeClass.CALLER_ERROR, f"{method!r} is not an HTTP method")
@@ -276,8 +276,9 @@ def _prepare(base: httpx.URL, method: str, path: str, json: Any) -> _Request | R
     content = json_body(json)
     if isinstance(content, Refusal):
         return content
-    url = base.copy_with(raw_path=base.raw_path + relative.raw_path.removeprefix(b"/"))
-    return _Request(method, url, content)
+    rest, _, query = relative.raw_path.partition(b"?")
+    url = upstream_url(Base.parse(str(base)), rest, query)  # the HTTP gateway's rule
+    return _Request(method, httpx.URL(url), content)
 
 
 def _refusal_response(refusal: Refusal) -> GatewayResponse:

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from breakerdeck.engine import results, telemetry
+from breakerdeck.engine import results
 from breakerdeck.engine.calls.callpath import CallPath, Completion, Retries
 from breakerdeck.engine.calls.deadline import Deadlines
 from breakerdeck.engine.core.breaker import Admission
@@ -141,11 +141,6 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         self.clients = dict(clients or {})
         self.authorize = authorize
         self._tools: dict[str, Tool] = {}
-        #: Whether `call_tool`'s first attempt may go before its ticket (`_quietly`): the
-        #: quiet path makes it as `Harness._attempt` does, so a subclass that makes its
-        #: attempts otherwise (its own `_attempt`) takes the ticket first. (`guard`'s attempts
-        #: are always the harness's.)
-        self._own_attempts = type(self)._attempt is Harness._attempt
 
     def register(self, tool: Tool) -> Tool:
         if tool.function is None and tool.backend not in self.clients:
@@ -177,95 +172,24 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
     ) -> ToolResult:
         """One call of `tool` with `args` (what its attempts are given; `checked`: what the
         argument schema and the authorizer are): `call_tool`'s, or an async guard's."""
-        engine = self.engine
-        key = engine.key_for(agent, tool.backend, credential)
-        function = tool.function
-        quiet = function is not None and self._own_attempts
-        entry = self._quietly(tool, key, agent) if quiet else None
-        body: bytes | None = None
-        first: Attempt | None = None
-        if entry is None:
-            encoded = json_body(args) if function is None else None
-            call = self._check(agent, tool, checked, credential, key, encoded)
-            if not isinstance(call, Call):
-                return call
-            assert not isinstance(encoded, Refusal)
-            body = encoded
-            deadlines = self._loop_deadlines()
-        elif not isinstance(entry, tuple):
-            return entry
-        else:
-            assert function is not None  # only a function tool goes in quietly
-            deadlines = self._loop_deadlines()
-            number = deadlines.start(tool.deadline_seconds)
-            try:
-                value = await function(args)
-            except BaseException as error:
-                failed = self._attempt_failed(tool, key, deadlines, number, error)
-                ended = self._quiet_end(tool, key, None, failed)
-            else:
-                deadlines.stop(number)
-                if tool.plain and engine.untouched(key):  # a success as it is, changing nothing
-                    return results.ok(tool.name, value)
-                ended = self._quiet_end(tool, key, value, None)
-            if not isinstance(ended, Attempt):
-                return ended
-            first = ended
-            call = self._ticket(tool, key, agent, entry)
+        key = self.engine.key_for(agent, tool.backend, credential)
+        body = json_body(args) if tool.function is None else None
+        call = self._check(agent, tool, checked, credential, key, body)
+        if not isinstance(call, Call):
+            return call
+        assert not isinstance(body, Refusal)
+        deadlines = self._loop_deadlines()
         budget = RetryBudget(
             self, tool, call, credential, args, body, deadlines, tool.call_attempts
         )
-        if first is None:
-            return await self._run(budget, tool.lease, tool.probe_wait_seconds)
-        return await self._steps(budget, tool.lease, 0.0, self._attempt, first)
-
-    def _quietly(self, tool: Tool, key: str, agent: str) -> tuple[float, int] | ToolResult | None:
-        """A function tool's call with nothing to check before the breaker and no span to run
-        in, when nobody reads its line: let in with no ticket (the admission's time and seq,
-        `Engine.quiet_entry`; its first attempt is made before it takes one, if it
-        takes one at all), or refused with none (the refusal's answer). None: it takes its
-        ticket first."""
-        if tool.args_schema is not None or self.authorize is not None:
-            return None
-        engine = self.engine
-        entry = engine.quiet_entry(key, agent)
-        if entry is None or telemetry.spans():  # asked second: a watched call never asks it
-            return None
-        if isinstance(entry, Admission):
-            engine.count_refusal(key, entry)
-            return self._refusal(tool, key, entry)
-        return entry
-
-    def _quiet_end(
-        self, tool: Tool, key: str, value: Any, attempt: Attempt | None
-    ) -> ToolResult | Attempt:
-        """How the first attempt of a call let in with no ticket (`_quietly`) ended: as
-        `attempt` says, or (None) by returning `value`. A success that changes nothing needs
-        no ticket, and this is its answer; anything else is the attempt, for the path to go on
-        from with a ticket (`_ticket`). (A success as it is that changes nothing, the usual
-        end, is answered by the caller before asking.)"""
-        if attempt is None:
-            attempt = self._classified(tool, key, value, None)
-        if attempt.outcome.cls is _SUCCESS and self.engine.untouched(key):
-            return results.ok(tool.name, attempt.data)
-        return attempt
-
-    def _ticket(self, tool: Tool, key: str, agent: str, admitted: tuple[float, int]) -> Call:
-        """The ticket of a call let in with none (`_quietly`) whose first attempt has
-        something to record: numbered now, admitted as normal when and where it was, that
-        attempt counted."""
-        call = self.engine.new_call(key, agent, tool.backend, tool.name, tool.deadline_seconds)
-        call.admitted_as = "normal"
-        call.admitted_wall, call.admitted_seq = admitted
-        call.attempts = 1
-        return call
+        return await self._run(budget, tool.lease, tool.probe_wait_seconds)
 
     def _check(
         self, agent: str, tool: Tool, args: Any, credential: str, key: str, body: Body = None
     ) -> Call | ToolResult:
         """The checks before any request: a refusal is answered and written here."""
         engine = self.engine
-        call = engine.new_call(key, agent, tool.backend, tool.name, tool.deadline_seconds)
+        call = engine.enter(key, agent, tool.backend, tool.name, tool.deadline_seconds)
         if (
             tool.args_schema is None
             and self.authorize is None
@@ -281,10 +205,9 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         return self._refused(call, outcome, result["status"], result)
 
     def _denied(self, budget: RetryBudget, admission: Admission) -> ToolResult:
-        return self._refusal(budget.tool, budget.call.key, admission)
-
-    def _refusal(self, tool: Tool, key: str, admission: Admission) -> ToolResult:
-        return results.denied(tool.name, admission, self.open_reason(key), tool.alternatives)
+        tool = budget.tool
+        reason = self.open_reason(budget.call.key)
+        return results.denied(tool.name, admission, reason, tool.alternatives)
 
     def _precheck(self, agent: str, tool: Tool, args: Any, key: str, body: Body) -> Refusal | None:
         if tool.args_schema is not None:
@@ -419,34 +342,12 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
             *args: Any, agent: str = "local", credential: str = "default", **kwargs: Any
         ) -> ToolResult:
             key = engine.key_for(agent, settings.backend, credential)
-            entry = self._quietly(settings, key, agent)
-            first: Attempt | None = None
-            if entry is None:
-                call = self._check(agent, settings, kwargs, credential, key)
-                if not isinstance(call, Call):
-                    return call
-            elif not isinstance(entry, tuple):
-                return entry
-            else:
-                try:
-                    value = function(*args, **kwargs)
-                except Exception as error:
-                    ended = self._quiet_end(
-                        settings, key, None, self._classified(settings, key, None, error)
-                    )
-                else:
-                    if settings.plain and engine.untouched(key):  # as in `_call`
-                        return results.ok(settings.name, value)
-                    ended = self._quiet_end(settings, key, value, None)
-                if not isinstance(ended, Attempt):
-                    return ended
-                first = ended
-                call = self._ticket(settings, key, agent, entry)
+            call = self._check(agent, settings, kwargs, credential, key)
+            if not isinstance(call, Call):
+                return call
             budget = RetryBudget(self, settings, call, credential, None, None, None, attempts)
             attempt = functools.partial(self._sync_attempt, settings, key, function, args, kwargs)
-            if first is None:
-                return self._run_sync(budget, settings.lease, attempt, sleep)
-            return self._steps_sync(budget, settings.lease, attempt, sleep, first)
+            return self._run_sync(budget, settings.lease, attempt, sleep)
 
         return guarded
 

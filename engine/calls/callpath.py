@@ -9,10 +9,9 @@ twice, as a thin async driver (`_run`) and a thin sync one (`_run_sync`, for `Ha
 on a plain function), over the same budget. Refusals before the breaker are each shell's own
 (their checks differ) and end in `CallPath._refused`, so they are written alike.
 
-A call let in with no ticket (the harness's, when nobody reads its line:
-`Engine.quiet_entry`) makes its first attempt before the path; if that attempt has
-something to record, it takes its ticket and the path goes on from the attempt's report
-(`first`): the same loop, completion and answer.
+Every call opens with its entry (`Engine.enter`, the shell's, before its own refusals) and
+closes with it (`Engine.complete`); a closed breaker lets it in and a success that changes
+nothing ends it without a lock or a line when nobody reads one: the engine decides that, once.
 
 The `tool` policy's retry rule is `Retries`, which the harness's budget and the MCP proxy's
 both are: they differ in what an attempt is and in the answer, not in when to try again.
@@ -198,23 +197,18 @@ class CallPath(ABC, Generic[B, A, R]):
         lease: float,
         wait_seconds: float,
         attempt: Callable[[B], Awaitable[A]],
-        first: A | None = None,
     ) -> R:
-        """`first`: the call was let in with no ticket and made its first attempt before
-        taking one (`Engine.quiet_entry`), which had something to record: the path goes
-        on from there."""
         engine = self.engine
         call = budget.call
         try:
-            if first is None:
-                if wait_seconds > 0:
-                    real = self._real(wait_seconds)
-                    admission = await self._probe_waits().admit(call, lease, real)
-                else:
-                    admission = await engine.admit_async(call, lease)
-                if not admission.allowed:
-                    return self._denied(budget, admission)
-            budget.report(await attempt(budget) if first is None else first)
+            if wait_seconds > 0:
+                real = self._real(wait_seconds)
+                admission = await self._probe_waits().admit(call, lease, real)
+            else:
+                admission = await engine.admit_async(call, lease)
+            if not admission.allowed:
+                return self._denied(budget, admission)
+            budget.report(await attempt(budget))
             while budget.more():
                 await asyncio.sleep(self._real(budget.wait()))
                 if not budget.recheck():
@@ -251,20 +245,15 @@ class CallPath(ABC, Generic[B, A, R]):
         lease: float,
         attempt: Callable[[], A],
         sleep: Callable[[float], None],
-        first: A | None = None,
     ) -> R:
-        """`first`: as `_steps`' (its ticket counts it)."""
         engine = self.engine
         call = budget.call
-        if first is None:
-            admission = engine.admit(call, lease)
-            if not admission.allowed:
-                return self._denied(budget, admission)
+        admission = engine.admit(call, lease)
+        if not admission.allowed:
+            return self._denied(budget, admission)
         try:
-            if first is None:
-                call.attempts += 1
-                first = attempt()
-            budget.report(first)
+            call.attempts += 1
+            budget.report(attempt())
             while budget.more():
                 sleep(budget.wait())
                 if not budget.recheck():

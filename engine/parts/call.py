@@ -1,15 +1,23 @@
-"""One call's ticket: what a door holds from its first look at a call to the call's line."""
+"""One call's entry: what every door holds from its first look at a call to the call's end.
+
+The entry is lazy. It holds the admission (how and when the breaker let the call in) and the
+attempts, and it draws its call number from the ledger only when something needs one: a line
+(`call.completed`, `call.denied`), an Idempotency-Key, or the probe slot. With a listener
+every call will have a line, so the engine draws it at entry (`Engine.enter`), in the order
+calls arrive; with nobody reading, a healthy call never draws one.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class Call:
-    """One call's ticket, from the harness's first look at it to its `call.completed` line.
-
-    The call's number is an integer; its printed id (`call-000042`) is formatted only when a
-    line or an Idempotency-Key needs it."""
+    """One call's entry, from `Engine.enter` to its completion (`Engine.complete`)."""
 
     __slots__ = (
+        "_draw",
+        "_number",
         "admitted_as",
         "admitted_seq",
         "admitted_wall",
@@ -17,15 +25,23 @@ class Call:
         "attempts",
         "deadline_seconds",
         "key",
-        "number",
         "platform",
         "tool",
     )
 
     def __init__(
-        self, number: int, key: str, agent: str, platform: str, tool: str, deadline: float
+        self,
+        draw: Callable[[], int],
+        key: str,
+        agent: str,
+        platform: str,
+        tool: str,
+        deadline: float,
+        number: int = 0,
     ) -> None:
-        self.number = number
+        """`draw` hands out the next call number (the ledger's); `number`: one drawn already."""
+        self._draw = draw
+        self._number = number
         self.key = key
         self.agent = agent
         self.platform = platform
@@ -35,6 +51,14 @@ class Call:
         self.admitted_wall: float | None = None
         self.admitted_as: str | None = None
         self.admitted_seq: int | None = None
+
+    @property
+    def number(self) -> int:
+        """The call's number, drawn on first use."""
+        number = self._number
+        if not number:
+            number = self._number = self._draw()
+        return number
 
     @property
     def call_id(self) -> str:

@@ -190,7 +190,7 @@ async def test_enter_opens_the_detail_screen_with_audit_rows_newest_first(agent_
 async def test_only_visible_cards_are_drawn(agent_world):
     engine = agent_world.engine
     for index in range(2000):
-        call = engine.new_call(
+        call = engine.enter(
             key=f"agent-{index:04d}",
             agent=f"agent-{index:04d}",
             platform="crm",

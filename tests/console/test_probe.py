@@ -37,7 +37,7 @@ async def test_a_probe_admitted_without_a_line_shows_as_out_since_its_admission(
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         clock.advance(69)
-        probe = engine.new_call("ava", "ava", "payments", "charge", 30)
+        probe = engine.enter("ava", "ava", "payments", "charge", 30)
         assert engine.admit(probe, lease=30).as_probe  # in flight: no line written
         app.tick()
         await settle(pilot)

@@ -109,7 +109,7 @@ def no_color(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def fail(engine: Engine, times: int = 1) -> None:
     for _ in range(times):
-        call = engine.new_call(AGENT, AGENT, "payments", "charge", 30.0)
+        call = engine.enter(AGENT, AGENT, "payments", "charge", 30.0)
         if engine.admit(call, AgentPolicy().probe_lease()).allowed:
             engine.complete(call, UPSTREAM, "refused", 502)
 

@@ -32,7 +32,7 @@ def emit(engine: Engine, n: int) -> list[ev.Event]:
     """n `call.completed` lines, as pre-breaker refusals: cheap, and each one an event."""
     written = []
     for _ in range(n):
-        call = engine.new_call(
+        call = engine.enter(
             key=KEY, agent="ava", platform="payments", tool="charge", deadline_seconds=30
         )
         written.append(engine.refuse(call, DENIED, agent_status="permission_denied"))
@@ -72,7 +72,7 @@ async def test_transitions_arrive_right_after_the_line_that_caused_them(engine, 
     subscription = bus.subscribe()
     failure = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True)
     for _ in range(3):
-        call = engine.new_call(
+        call = engine.enter(
             key=KEY, agent="ava", platform="payments", tool="charge", deadline_seconds=30
         )
         engine.admit(call, 61)
@@ -184,7 +184,7 @@ def test_a_listener_that_raises_is_detached_and_the_call_path_goes_on():
 
     engine.subscribe(broken)
     engine.subscribe(lambda event: seen.append(event.type))
-    call = engine.new_call(key="b@c", agent="a", platform="b", tool="t", deadline_seconds=30)
+    call = engine.enter(key="b@c", agent="a", platform="b", tool="t", deadline_seconds=30)
     engine.admit(call, 61)
     engine.complete(
         call,

@@ -148,7 +148,7 @@ class _Hanging(CallPath[_Waiting, Attempt, str]):
 
 
 def _cancel_mid_attempt(engine: Engine, agent: str) -> asyncio.Task[str]:
-    call = engine.new_call("hang@default", agent, "hang", "wait", 30.0)
+    call = engine.enter("hang@default", agent, "hang", "wait", 30.0)
     budget = _Waiting(engine, call, 2, 1.0)
     return asyncio.create_task(_Hanging(engine)._run(budget, 61.0))
 
@@ -174,7 +174,7 @@ async def test_a_probe_cancelled_mid_attempt_frees_the_slot_for_the_next_call(
 ) -> None:
     failed = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="refused")
     for _ in range(3):
-        call = tool_engine.new_call("hang@default", "bo", "hang", "wait", 30.0)
+        call = tool_engine.enter("hang@default", "bo", "hang", "wait", 30.0)
         tool_engine.admit(call, 30.0)
         tool_engine.complete(call, failed, "refused", "tool_error")
     await asyncio.sleep(30)
@@ -184,6 +184,6 @@ async def test_a_probe_cancelled_mid_attempt_frees_the_slot_for_the_next_call(
     probe.cancel()
     with pytest.raises(asyncio.CancelledError):
         await probe
-    after = tool_engine.new_call("hang@default", "cy", "hang", "wait", 30.0)
+    after = tool_engine.enter("hang@default", "cy", "hang", "wait", 30.0)
     assert tool_engine.admit(after, 30.0).allowed
     assert after.admitted_as == "probe"

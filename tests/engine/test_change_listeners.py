@@ -12,7 +12,7 @@ DOWN = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="refused")
 
 
 def fail(engine: Engine) -> None:
-    call = engine.new_call(KEY, "planner", "search", "search", 5.0)
+    call = engine.enter(KEY, "planner", "search", "search", 5.0)
     engine.admit(call, 10.0)
     engine.complete(call, DOWN, "refused", "tool_error")
 

@@ -60,7 +60,7 @@ def replicas(cluster: ClusterSet) -> Iterator[Replicas]:
 
 
 def fail(engine: Engine, agent: str) -> None:
-    call = engine.new_call(agent, agent, "payments", "charge", 30.0)
+    call = engine.enter(agent, agent, "payments", "charge", 30.0)
     if engine.admit(call, LEASE).allowed:
         engine.complete(call, UPSTREAM, "refused", 502)
 

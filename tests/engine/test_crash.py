@@ -45,7 +45,7 @@ n = 0
 while True:
     n += 1
     key = f"{name}-{rng.randrange(40)}"
-    call = engine.new_call(key=key, agent="a", platform="p", tool="t", deadline_seconds=30)
+    call = engine.enter(key=key, agent="a", platform="p", tool="t", deadline_seconds=30)
     say(f"CALL {call.call_id}")
     if engine.admit(call, lease=61).allowed:
         was = engine.view(key).state

@@ -35,7 +35,7 @@ KEY = "payments@default"
 
 def call(engine: Engine, outcome: Outcome, key: str = KEY, agent: str = "ava"):
     """One call through admission to its outcome, as the harness makes it."""
-    ticket = engine.new_call(
+    ticket = engine.enter(
         key=key, agent=agent, platform="payments", tool="charge", deadline_seconds=30
     )
     admission = engine.admit(ticket, lease=61)
@@ -88,7 +88,7 @@ from breakerdeck.engine.policy import ToolPolicy
 engine = Engine(ToolPolicy(), clock=ManualClock(), state_dir=sys.argv[1])
 engine.subscribe(lambda event: None)  # so successes write lines, which are never audited
 for _ in range(int(sys.argv[2])):
-    call = engine.new_call(key="k", agent="a", platform="p", tool="t", deadline_seconds=30)
+    call = engine.enter(key="k", agent="a", platform="p", tool="t", deadline_seconds=30)
     engine.admit(call, lease=61)
     engine.complete(call, SUCCESS, fault="ok", agent_status="ok")
 print(call.call_id, engine.seq, flush=True)
@@ -263,7 +263,7 @@ async def test_a_coroutine_waiting_for_its_trips_commit_leaves_the_event_loop_to
         finished: list[str] = []
 
         async def one_call(key: str) -> None:
-            ticket = engine.new_call(key, "ava", "payments", "charge", 30)
+            ticket = engine.enter(key, "ava", "payments", "charge", 30)
             await engine.admit_async(ticket, 61)
             await engine.complete_async(ticket, UPSTREAM, "x", "x")
             finished.append(key)

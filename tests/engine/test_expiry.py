@@ -46,7 +46,7 @@ class Rig:
         self.engine.subscribe(self.lines.append)
 
     def call(self, agent: str = "ava", key: str = KEY):
-        return self.engine.new_call(
+        return self.engine.enter(
             key=key, agent=agent, platform="payments", tool="charge", deadline_seconds=30
         )
 
@@ -537,6 +537,6 @@ async def test_a_non_ascii_retry_after_is_read_as_absent(tool_engine, raw):
 def test_an_unknown_key_error_says_how_many_known_keys_it_left_out():
     engine = Engine(ToolPolicy(), clock=ManualClock())
     for n in range(12):
-        engine.new_call(key=f"b{n:02d}@c", agent="a", platform="b", tool="t", deadline_seconds=30)
+        engine.enter(key=f"b{n:02d}@c", agent="a", platform="b", tool="t", deadline_seconds=30)
     with pytest.raises(UnknownKey, match=r"known: b00@c, .*b09@c and 2 more"):
         engine.reset("nosuch@c", actor="ann", reason="test")

@@ -16,7 +16,7 @@ REFUSED = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="refused")
 
 
 def run(engine: Engine, outcome: Outcome, agent: str = "ava") -> None:
-    call = engine.new_call(agent, agent, "payments", "charge", 30)
+    call = engine.enter(agent, agent, "payments", "charge", 30)
     if engine.admit(call, lease=30).allowed:
         engine.complete(call, outcome, "ok" if outcome is SUCCESS else "refused", 200)
 

@@ -79,7 +79,7 @@ def replicas(sentinels: SentinelSet, tmp_path: Path) -> Iterator[Replicas]:
 
 def call(engine: Engine, agent: str, outcome: Outcome | None) -> bool:
     """One call: whether it was admitted (and then completed with `outcome`)."""
-    made = engine.new_call(agent, agent, "payments", "charge", 30.0)
+    made = engine.enter(agent, agent, "payments", "charge", 30.0)
     admission = engine.admit(made, LEASE)
     if admission.allowed and outcome is not None:
         engine.complete(made, outcome, "none", 200 if outcome.is_success else 502)

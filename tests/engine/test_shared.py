@@ -45,7 +45,7 @@ class Replica:
 
     def call(self, outcome: Outcome | None = None, agent: str = AGENT) -> Any:
         """One call: admitted or refused; when admitted and `outcome` given, completed."""
-        call = self.engine.new_call(agent, agent, "payments", "charge", 30.0)
+        call = self.engine.enter(agent, agent, "payments", "charge", 30.0)
         admission = self.engine.admit(call, LEASE)
         if admission.allowed and outcome is not None:
             self.engine.complete(call, outcome, "none", 200 if outcome.is_success else 502)
@@ -291,7 +291,7 @@ def test_the_dead_probes_late_outcome_counts_as_late(fleet: Fleet) -> None:
     a, b = fleet.replica("a"), fleet.replica("b")
     trip([a])
     fleet.clock.advance(300)
-    call = a.engine.new_call(AGENT, AGENT, "payments", "charge", 30.0)
+    call = a.engine.enter(AGENT, AGENT, "payments", "charge", 30.0)
     assert a.engine.admit(call, LEASE).as_probe
     wait_until(lambda: knows_the_probe(b))
     fleet.clock.advance(LEASE + 2)

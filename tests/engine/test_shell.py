@@ -12,7 +12,7 @@ KEY = "payments@default"
 
 
 def fail(engine: Engine, key: str = KEY) -> None:
-    call = engine.new_call(key, "ava", "payments", "charge", 30)
+    call = engine.enter(key, "ava", "payments", "charge", 30)
     if engine.admit(call, 61).allowed:
         engine.complete(call, UPSTREAM, "refused", 502)
 
@@ -23,7 +23,7 @@ def test_a_refusal_nobody_reads_writes_no_line_and_takes_no_seq():
         fail(engine)
     before = engine.seq
 
-    admission = engine.admit(engine.new_call(KEY, "ava", "payments", "charge", 30), 61)
+    admission = engine.admit(engine.enter(KEY, "ava", "payments", "charge", 30), 61)
 
     assert not admission.allowed and admission.reason is DenyReason.OPEN
     assert admission.retry_after == 30
@@ -37,7 +37,7 @@ def test_a_refusal_with_a_listener_is_written():
     for _ in range(3):
         fail(engine)
 
-    engine.admit(engine.new_call(KEY, "ava", "payments", "charge", 30), 61)
+    engine.admit(engine.enter(KEY, "ava", "payments", "charge", 30), 61)
 
     assert lines[-1].type == ev.CALL_DENIED and lines[-1].seq == engine.seq
 
@@ -64,7 +64,7 @@ def test_a_call_id_is_printed_from_its_number_on_the_line_and_the_idempotency_ke
     engine = Engine(ToolPolicy(), clock=ManualClock(), instance="abc")
     lines: list[ev.Event] = []
     engine.subscribe(lines.append)
-    call = engine.new_call(KEY, "ava", "payments", "charge", 30)
+    call = engine.enter(KEY, "ava", "payments", "charge", 30)
     engine.admit(call, 61)
 
     engine.complete(call, UPSTREAM, "refused", 502)
@@ -78,7 +78,7 @@ REVOKED = Outcome(OutcomeClass.CREDENTIAL_REVOKED, counted=False, detail="401")
 
 
 def succeed(engine: Engine, key: str = KEY, agent: str = "ava") -> None:
-    call = engine.new_call(key, agent, "payments", "charge", 30)
+    call = engine.enter(key, agent, "payments", "charge", 30)
     if engine.admit(call, 61).allowed:
         engine.complete(call, Outcome(OutcomeClass.SUCCESS), "ok", 200)
 
@@ -178,7 +178,7 @@ def test_time_and_the_operator_put_the_view_on_their_transitions():
 def test_a_revoked_and_a_restored_credential_carry_the_paused_flag():
     engine = Engine(ToolPolicy(), clock=ManualClock())
     lines = watched(engine)
-    call = engine.new_call(KEY, "ava", "payments", "charge", 30)
+    call = engine.enter(KEY, "ava", "payments", "charge", 30)
     engine.admit(call, 61)
     engine.complete(call, REVOKED, "http_401", 401)
     revoked = lines[-1]

@@ -53,8 +53,8 @@ def setup(request, tmp_path):
     engine.close()
 
 
-def new_call(engine: Engine, key: str, agent: str = "ava"):
-    return engine.new_call(
+def enter(engine: Engine, key: str, agent: str = "ava"):
+    return engine.enter(
         key=key, agent=agent, platform="payments", tool="charge", deadline_seconds=30
     )
 
@@ -65,7 +65,7 @@ async def unused(args):
 
 def trip(engine: Engine, key: str) -> None:
     while True:
-        call = new_call(engine, key)
+        call = enter(engine, key)
         engine.admit(call, 61)
         engine.complete(call, UPSTREAM, fault="refused", agent_status=502)
         if engine.view(key).state == "open":
@@ -80,7 +80,7 @@ def test_fifty_threads_admitting_on_a_half_open_breaker_get_exactly_one_probe(se
     if polled:
         engine.poll()
         assert engine.view(key).state == "half_open"
-    calls = [new_call(engine, key, agent=f"agent-{i}") for i in range(THREADS)]
+    calls = [enter(engine, key, agent=f"agent-{i}") for i in range(THREADS)]
 
     admissions = in_threads(THREADS, lambda i: engine.admit(calls[i], 90))
 
@@ -153,7 +153,7 @@ def test_a_listener_stuck_on_one_key_does_not_hold_up_calls_on_another(tmp_path)
     engine.subscribe(listener)
 
     def fail_once(key: str) -> None:
-        call = new_call(engine, key)
+        call = enter(engine, key)
         engine.admit(call, 61)
         engine.complete(call, UPSTREAM, fault="refused", agent_status=502)
 
@@ -186,7 +186,7 @@ def test_concurrent_completions_keep_seq_increasing_and_transitions_after_their_
         rng = random.Random(i)
         for _ in range(60):
             key = rng.choice(keys)
-            call = new_call(engine, key, agent=f"agent-{i}")
+            call = enter(engine, key, agent=f"agent-{i}")
             admission = engine.admit(call, 61)
             if admission.allowed:
                 call.attempts = 1
@@ -236,7 +236,7 @@ def test_concurrent_resets_and_calls_never_lose_a_line(tmp_path):
         if i % 5 == 0:
             engine.reset("ava", actor=f"op-{i}", reason="thread test")
             return
-        call = new_call(engine, "ava")
+        call = enter(engine, "ava")
         if engine.admit(call, 90).allowed:
             engine.complete(call, UPSTREAM, fault="refused", agent_status=502)
 

@@ -32,7 +32,7 @@ def fail(engine: Engine, times: int) -> list[Event]:
     seen: list[Event] = []
     unsubscribe = engine.subscribe(seen.append)
     for _ in range(times):
-        call = engine.new_call(KEY, "planner", "search", "search", 5.0)
+        call = engine.enter(KEY, "planner", "search", "search", 5.0)
         engine.admit(call, 10.0)
         engine.complete(call, DOWN, "refused", "tool_error")
     unsubscribe()

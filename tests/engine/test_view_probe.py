@@ -15,7 +15,7 @@ def tripped() -> tuple[Engine, ManualClock]:
     clock = ManualClock(now=100.0)
     engine = Engine(AgentPolicy(), clock=clock)
     for _ in range(5):
-        call = engine.new_call("ava", "ava", "payments", "charge", 30)
+        call = engine.enter("ava", "ava", "payments", "charge", 30)
         engine.admit(call, lease=30)
         engine.complete(call, FAILED, "refused", 502)
     return engine, clock
@@ -34,7 +34,7 @@ def test_the_admitted_probe_is_out_since_its_admission() -> None:
     clock.advance(300)
     engine.poll()
     clock.advance(12)
-    probe = engine.new_call("ava", "ava", "payments", "charge", 30)
+    probe = engine.enter("ava", "ava", "payments", "charge", 30)
     assert engine.admit(probe, lease=30).as_probe
     clock.advance(3)
     assert engine.view("ava").probe_since == clock.wall() - 3
@@ -45,7 +45,7 @@ def test_a_probe_admitted_with_its_half_open_is_on_that_lines_view() -> None:
     seen = []
     engine.subscribe(lambda event: seen.append(event))
     clock.advance(300)
-    probe = engine.new_call("ava", "ava", "payments", "charge", 30)
+    probe = engine.enter("ava", "ava", "payments", "charge", 30)
     assert engine.admit(probe, lease=30).as_probe
     half_open = next(e for e in seen if e.type == "circuit_breaker.half_open")
     assert half_open.view is not None and half_open.view.probe_since == clock.wall()
@@ -54,7 +54,7 @@ def test_a_probe_admitted_with_its_half_open_is_on_that_lines_view() -> None:
 def test_the_probes_outcome_clears_it() -> None:
     engine, clock = tripped()
     clock.advance(300)
-    probe = engine.new_call("ava", "ava", "payments", "charge", 30)
+    probe = engine.enter("ava", "ava", "payments", "charge", 30)
     engine.admit(probe, lease=30)
     engine.complete(probe, FAILED, "refused", 502)
     view = engine.view("ava")

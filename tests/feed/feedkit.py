@@ -20,7 +20,7 @@ OK = Outcome(OutcomeClass.SUCCESS)
 
 def call(engine: Engine, key: str, outcome: Outcome = OK) -> None:
     """One finished call through the engine's real call path: a `call.completed` line."""
-    ticket = engine.new_call(
+    ticket = engine.enter(
         key=key, agent=key, platform="payments", tool="charge", deadline_seconds=30.0
     )
     if engine.admit(ticket, 90.0).allowed:

@@ -79,7 +79,7 @@ async def served(engine: Engine, name: str) -> AsyncIterator[FeedServer]:
 
 def fail(engine: Engine, times: int = 1) -> None:
     for _ in range(times):
-        call = engine.new_call(AGENT, AGENT, "payments", "charge", 30.0)
+        call = engine.enter(AGENT, AGENT, "payments", "charge", 30.0)
         if engine.admit(call, AgentPolicy().probe_lease()).allowed:
             engine.complete(call, UPSTREAM, "refused", 502)
 

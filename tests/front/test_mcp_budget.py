@@ -47,14 +47,14 @@ def budget(breakers: Breakers, **settings: Any) -> McpBudget:
     config = ServerConfig.model_validate({"command": ["search"], **settings})
     upstream = Upstream("search", config, on_tools_changed=lambda: None)
     engine = breakers.engine
-    call = engine.new_call(KEY, "ava", "search", "search__lookup", config.deadline_seconds)
+    call = engine.enter(KEY, "ava", "search", "search__lookup", config.deadline_seconds)
     assert engine.admit(call, config.lease).allowed
     return McpBudget(breakers, call, None, upstream, LOOKUP, {"query": "q"})  # type: ignore[arg-type]
 
 
 def trip(engine: Engine) -> None:
     for _ in range(3):
-        call = engine.new_call(KEY, "bo", "search", "search__charge", 30.0)
+        call = engine.enter(KEY, "bo", "search", "search__charge", 30.0)
         engine.admit(call, 30.0)
         engine.complete(call, FAILED.outcome, "internal_error", "tool_error")
 

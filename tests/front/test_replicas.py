@@ -194,7 +194,7 @@ def trip_a_cooldown_ago(redis_url: str, agent: str) -> None:
     try:
         engine.restore()
         for _ in range(POLICY.upstream_threshold):
-            failed = engine.new_call(agent, agent, "payments", "GET /v1/charges", 30.0)
+            failed = engine.enter(agent, agent, "payments", "GET /v1/charges", 30.0)
             assert engine.admit(failed, POLICY.probe_lease()).allowed
             engine.complete(failed, UPSTREAM, "refused", 502)
         # Its own script tripped the agent. (Its view may already be half-open: a gateway,

@@ -22,7 +22,7 @@ FAILURE = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="502")
 def trip(engine: Engine, key: str) -> None:
     """Counted failures on `key` until its breaker opens."""
     for _ in range(20):
-        call = engine.new_call(key, key, "payments", "payments", 10.0)
+        call = engine.enter(key, key, "payments", "payments", 10.0)
         assert engine.admit(call, 10.0).allowed
         engine.complete(call, FAILURE, "upstream", 502)
         if engine.view(key).state == "open":
@@ -49,7 +49,7 @@ def test_a_verdict_restored_at_start_is_no_transition(tmp_path: Path) -> None:
 
 def test_a_known_keys_counters_start_at_zero_so_its_first_trip_is_an_increase() -> None:
     with Engine(AgentPolicy(), clock=ManualClock()) as engine:
-        call = engine.new_call("billing", "billing", "payments", "payments", 10.0)
+        call = engine.enter("billing", "billing", "payments", "payments", 10.0)
         engine.admit(call, 10.0)
         text = scraped(engine)
     for line in (

@@ -107,7 +107,7 @@ async def test_a_call_refused_while_the_probe_is_out_says_probe_in_flight(
     await trip(harness, platform)
     clock.advance(30)
     engine = harness.engine
-    probe = engine.new_call("payments@default", "bo", "payments", "charge", 30.0)
+    probe = engine.enter("payments@default", "bo", "payments", "charge", 30.0)
     assert engine.admit(probe, 60.0).as_probe
     await harness.call_tool("ava", "charge")
     denied = exported.calls()[-1]

@@ -31,6 +31,7 @@ from breakerdeck.engine import events as ev
 from breakerdeck.engine import results
 from breakerdeck.engine.calls.callpath import CallPath
 from breakerdeck.engine.calls.exchange import Exchange, Failed
+from breakerdeck.engine.calls.urls import Base, split_target, upstream_url
 from breakerdeck.engine.core.breaker import Admission
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.events import Event
@@ -45,7 +46,6 @@ from breakerdeck.engine.front.gateway.relay import (
 )
 from breakerdeck.engine.front.gateway.slots import Slots
 from breakerdeck.engine.front.gateway.transport import Platform, PlatformCall, Upstreams
-from breakerdeck.engine.front.gateway.urls import Base, split_target, upstream_url
 from breakerdeck.engine.front.gateway.waits import ListeningWaits
 from breakerdeck.engine.front.metrics import Counts, registry_for
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
@@ -265,7 +265,7 @@ class GatewayApp(CallPath[_GatewayCall, None, _GatewayCall | tuple[Message, Mess
             await _answer(send, 413, {"error": "body_too_large"})
             return
         # key, agent, platform, tool (the platform), deadline: positional, on every request.
-        call = self.engine.new_call(agent, agent, platform.name, platform.name, platform.deadline)
+        call = self.engine.enter(agent, agent, platform.name, platform.name, platform.deadline)
         this = _GatewayCall(call, platform, scope, receive, target[1], declared != 0)
         try:
             answer = await self._run(this, platform.lease, platform.probe_wait_seconds)

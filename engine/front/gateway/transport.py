@@ -19,12 +19,12 @@ from yarl import URL
 
 from breakerdeck.engine import telemetry
 from breakerdeck.engine.calls.exchange import Unsent, busy
+from breakerdeck.engine.calls.urls import Base
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.errors import VaultUnavailable
 from breakerdeck.engine.front.gateway.credentials import Vault
 from breakerdeck.engine.front.gateway.relay import RequestBody, fault_and_detail, forwarded_headers
 from breakerdeck.engine.front.gateway.slots import Busy, Slots
-from breakerdeck.engine.front.gateway.urls import Base
 
 #: How long a call waits for a connection slot before it is answered `gateway_busy`.
 SLOT_WAIT_SECONDS = 1.0

@@ -156,7 +156,7 @@ class ToolCalls(CallPath[McpBudget, Sent, Answer]):
     ) -> Answer:
         settings = upstream.config
         key = self.breakers.key(upstream.name, settings.credential_id)
-        call = self.engine.new_call(
+        call = self.engine.enter(
             key=key,
             agent=agent_of(ctx),
             platform=upstream.name,

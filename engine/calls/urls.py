@@ -1,4 +1,5 @@
-"""Where an agent's request goes: `base_url`'s scheme, host and port, whatever the path says.
+"""Where an agent's request goes: `base_url`'s scheme, host and port, whatever the path says
+(one rule for the HTTP gateway and the in-process `Gateway`).
 
 The agent's `<path>` is taken from the raw request target (still percent-encoded, as it came)
 and appended to `base_url`'s own path; the authority is never parsed out of the agent's text,

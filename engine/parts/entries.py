@@ -1,0 +1,121 @@
+"""Each call's entry, and the one rule for a call nobody reads, written once for every door.
+
+A call opens with its entry (`enter`) and closes with it (`Engine.complete`). In between, the
+engine takes the key's lock only when the call's admission or end is a decision or a line
+someone reads. The rule, here and nowhere else:
+
+- a closed breaker lets a call in with no lock (`admitted_early`); with nobody reading a
+  line (no listener, no audit log) a call may go in with no entry at all (`enters_quietly`),
+  and a breaker in its cooldown refuses with no lock and no line;
+- a success ends with no lock and no line when the key is closed with nothing counted and a
+  credential known to work (`Slot.quiet`) and no listener reads it (the audit log keeps no
+  successes: `untouched`); so does an abandoned call's neutral end when nobody reads a line
+  at all (`ends_unread`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from breakerdeck.engine.core.breaker import ADMIT_NORMAL, Admission
+from breakerdeck.engine.outcomes import ABANDONED, Outcome, OutcomeClass
+from breakerdeck.engine.parts.call import Call
+from breakerdeck.engine.parts.keys import KeyTable, Slot
+from breakerdeck.engine.parts.ledger import Ledger
+from breakerdeck.engine.parts.outbox import Outbox
+from breakerdeck.engine.state import State
+
+_CLOSED = State.CLOSED
+_SUCCESS = OutcomeClass.SUCCESS
+
+
+class Entries:
+    def __init__(
+        self,
+        keys: KeyTable,
+        ledger: Ledger,
+        outbox: Outbox,
+        *,
+        agent_policy: bool,
+        wall: Callable[[], float],
+        monotonic: Callable[[], float],
+    ) -> None:
+        self._slots = keys.slots
+        self._keys = keys
+        self._ledger = ledger
+        self._draw = ledger.next_call
+        self._outbox = outbox
+        self._agent_policy = agent_policy
+        self._wall = wall
+        self._monotonic = monotonic
+
+    def enter(
+        self, key: str, agent: str, platform: str, tool: str, deadline_seconds: float
+    ) -> Call:
+        """One call's entry, `agent` noted among the key's callers."""
+        slot = self._slots.get(key)
+        if slot is None or agent not in slot.agents:
+            self._keys.slot(key, agent)
+        return self.entry(key, agent, platform, tool, deadline_seconds)
+
+    def entry(
+        self, key: str, agent: str, platform: str, tool: str, deadline_seconds: float
+    ) -> Call:
+        """One call's entry on a key `agent` is known to call. Its number is drawn now when a
+        listener will read its line (in the order calls arrive), else only when something
+        needs one (`Call.number`)."""
+        draw = self._draw
+        number = draw() if self._outbox.listeners else 0
+        return Call(draw, key, agent, platform, tool, deadline_seconds, number)
+
+    def enter_late(
+        self, key: str, agent: str, platform: str, tool: str, deadline_seconds: float
+    ) -> Call:
+        """The entry of a call that went in quietly (`enters_quietly`) and leaves with
+        something to record: let in as normal, when nobody was reading, one attempt made."""
+        call = self.enter(key, agent, platform, tool, deadline_seconds)
+        call.admitted_as = "normal"
+        call.attempts = 1
+        return call
+
+    def enters_quietly(self, slot: Slot) -> bool:
+        """Whether a call may go in with no entry: its breaker is closed and nobody reads a
+        line (no listener, no audit log)."""
+        return not self._outbox.watched and slot.breaker.state is _CLOSED
+
+    def admitted_early(self, call: Call) -> Admission | None:
+        """The admissions that take no lock (`admitted_on`)."""
+        return self.admitted_on(self._slots[call.key], call)
+
+    def admitted_on(self, slot: Slot, call: Call) -> Admission | None:
+        """The admissions that take no lock: a closed breaker lets in, and (when nobody reads
+        a refusal's line) one in its cooldown refuses. None: the locked path decides."""
+        # The seq is read before the state: if a trip lands in between, this call still reads
+        # as admitted before it, which is what a closed breaker let in.
+        seq = self._ledger.numbered
+        if slot.breaker.state is _CLOSED:
+            call.admitted_as = "normal"
+            call.admitted_wall = self._wall()
+            call.admitted_seq = seq
+            return ADMIT_NORMAL
+        if not self._outbox.watched:
+            return slot.cooling(self._monotonic())
+        return None
+
+    def untouched(self, key: str) -> bool:
+        """Whether a success on `key` now changes nothing and nobody reads its line."""
+        return not self._outbox.listeners and self._slots[key].quiet(self._agent_policy)
+
+    def ends_unread(self, key: str, outcome: Outcome) -> bool:
+        """`ends_unread_on` the key's slot."""
+        return self.ends_unread_on(self._slots[key], outcome)
+
+    def ends_unread_on(self, slot: Slot, outcome: Outcome) -> bool:
+        """Whether a call's end changes nothing and nobody reads it: a success on a quiet key
+        (`Slot.quiet`) with no listener (the audit log keeps no successes), or an abandoned
+        call's neutral end on a quiet key with no audit log either (it keeps every call that
+        did not succeed)."""
+        outbox = self._outbox
+        if outcome.cls is _SUCCESS:
+            return not outbox.listeners and slot.quiet(self._agent_policy)
+        return outcome is ABANDONED and not outbox.watched and slot.quiet(self._agent_policy)
