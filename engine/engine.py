@@ -235,11 +235,17 @@ class Engine:
         printed id or its number."""
         return f"{self.instance}.{call_id(call) if isinstance(call, int) else call}"
 
+    def admitted_now(self, call: Call) -> Admission | None:
+        """The admissions that take no lock and no wait (a closed breaker's, and a refusal
+        nobody reads in the cooldown), decided at once, so a coroutine asks before it awaits
+        `admit_async`. None: `admit` decides."""
+        return self._entries.admitted_on(self._keys.slots[call.key], call)
+
     def admit(self, call: Call, lease: float) -> Admission:
         """Let the call in, as normal or as the one probe, or refuse it (`call.denied`).
 
         A transition this causes (a due half-open) is on disk before it returns."""
-        early = self._entries.admitted_early(call)
+        early = self._entries.admitted_on(self._keys.slots[call.key], call)
         if early is not None:
             return early
         admission, owed = self._ops.admit(call, lease)
@@ -249,7 +255,7 @@ class Engine:
     async def admit_async(self, call: Call, lease: float) -> Admission:
         """`admit` for a coroutine: the wait for the disk never blocks the event loop, nor a
         round trip to the shared store (made on a worker thread)."""
-        early = self._entries.admitted_early(call)
+        early = self._entries.admitted_on(self._keys.slots[call.key], call)
         if early is not None:
             return early
         breaker = self._keys.slots[call.key].breaker
@@ -279,7 +285,7 @@ class Engine:
     ) -> Event | None:
         """Record a finished call: its `call.completed` line, then what it caused. A transition
         it caused is on disk before it returns (at most `COMMIT_WAIT`)."""
-        if self._entries.ends_unread(call.key, outcome):
+        if self._entries.ends_unread_on(self._keys.slots[call.key], outcome):
             return None
         line, owed = self._ops.record(call, outcome, fault, agent_status, refresh, platform_status)
         if owed is not None:
@@ -297,7 +303,7 @@ class Engine:
     ) -> Event | None:
         """`complete` for a coroutine: the wait for the disk never blocks the event loop, nor a
         round trip to the shared store (made on a worker thread)."""
-        if self._entries.ends_unread(call.key, outcome):
+        if self._entries.ends_unread_on(self._keys.slots[call.key], outcome):
             return None
         args = (call, outcome, fault, agent_status, refresh, platform_status)
         if self._decide.remote_record(self._keys.slots[call.key], outcome):
@@ -322,6 +328,11 @@ class Engine:
         caller must not await again, and nothing after its exception may be skipped."""
         line = self.complete(call, *self.abandoned(call))
         return recorded_as(ABANDONED, line is not None and line.fields["counted"])
+
+    def ends_unread(self, call: Call, outcome: Outcome) -> bool:
+        """Whether ending `call` with `outcome` records nothing (`complete` would return
+        None at once), so a coroutine asks before it awaits `complete_async`."""
+        return self._entries.ends_unread_on(self._keys.slots[call.key], outcome)
 
     def untouched(self, key: str) -> bool:
         """Whether a success on `key` now changes nothing and nobody reads its line (the audit

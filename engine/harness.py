@@ -336,6 +336,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
     ) -> Callable[..., ToolResult]:
         engine = self.engine
         attempts = _guard_attempts(settings)
+        attempt = functools.partial(self._sync_attempt, settings, function)
 
         @functools.wraps(function)
         def guarded(
@@ -345,26 +346,25 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
             call = self._check(agent, settings, kwargs, credential, key)
             if not isinstance(call, Call):
                 return call
-            budget = RetryBudget(self, settings, call, credential, None, None, None, attempts)
-            attempt = functools.partial(self._sync_attempt, settings, key, function, args, kwargs)
+            packed = (args, kwargs)
+            budget = RetryBudget(self, settings, call, credential, packed, None, None, attempts)
             return self._run_sync(budget, settings.lease, attempt, sleep)
 
         return guarded
 
     def _sync_attempt(
-        self,
-        tool: Tool,
-        key: str,
-        function: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
+        self, tool: Tool, function: Callable[..., Any], budget: RetryBudget
     ) -> Attempt:
-        """A guarded plain function's attempt, classified."""
+        """A guarded plain function's attempt with the call's arguments (`budget.args`),
+        classified."""
+        args, kwargs = budget.args
         try:
             value = function(*args, **kwargs)
         except Exception as error:
-            return self._classified(tool, key, None, error)
-        return self._classified(tool, key, value, None)
+            return self._classified(tool, budget.call.key, None, error)
+        if tool.plain:
+            return Attempt(SUCCESS, "ok", None, value)  # `_classified`'s hot path, inline
+        return self._classified(tool, budget.call.key, value, None)
 
     def _guard_async(
         self, settings: Tool, function: Callable[..., Awaitable[Any]]
@@ -407,7 +407,7 @@ class RetryBudget(Retries[Attempt]):
         attempts: int,
     ) -> None:
         """`args`, `body` and `deadlines` are what an async attempt sends and runs under; the
-        sync `guard` makes its attempts itself and passes None. `attempts`: at most, as the
+        sync `guard` passes its function's `(args, kwargs)` and None. `attempts`: at most, as the
         door's retry rule allows (`Tool.call_attempts`). (The base is named, not reached
         through `super()`: a budget is made for every call, and `super()` alone measured a
         quarter of this constructor.)"""

@@ -201,7 +201,11 @@ class CallPath(ABC, Generic[B, A, R]):
         engine = self.engine
         call = budget.call
         try:
-            if wait_seconds > 0:
+            # A closed breaker's admission takes no lock and no await (`Engine.admitted_now`).
+            admission = engine.admitted_now(call)
+            if admission is not None:
+                pass
+            elif wait_seconds > 0:
                 real = self._real(wait_seconds)
                 admission = await self._probe_waits().admit(call, lease, real)
             else:
@@ -222,14 +226,17 @@ class CallPath(ABC, Generic[B, A, R]):
             raise
         # Past here a cancellation finds the call completed (or being so): never twice.
         completion = budget.completion()
-        line = await engine.complete_async(call, *completion)
-        counted = line is not None and line.fields["counted"]
-        self._completed(call, recorded_as(completion[0], counted))
+        if engine.ends_unread(call, completion[0]):  # nothing to record: no await
+            self._completed(call, completion[0])
+        else:
+            line = await engine.complete_async(call, *completion)
+            counted = line is not None and line.fields["counted"]
+            self._completed(call, recorded_as(completion[0], counted))
         answer: R = budget.answer()
         return answer
 
     def _run_sync(
-        self, budget: B, lease: float, attempt: Callable[[], A], sleep: Callable[[float], None]
+        self, budget: B, lease: float, attempt: Callable[[B], A], sleep: Callable[[float], None]
     ) -> R:
         """`_run` for a caller without an event loop: the same steps over the same budget,
         `attempt` making one attempt (the path counts it). No probe wait: it needs a loop."""
@@ -243,7 +250,7 @@ class CallPath(ABC, Generic[B, A, R]):
         self,
         budget: B,
         lease: float,
-        attempt: Callable[[], A],
+        attempt: Callable[[B], A],
         sleep: Callable[[float], None],
     ) -> R:
         engine = self.engine
@@ -253,13 +260,13 @@ class CallPath(ABC, Generic[B, A, R]):
             return self._denied(budget, admission)
         try:
             call.attempts += 1
-            budget.report(attempt())
+            budget.report(attempt(budget))
             while budget.more():
                 sleep(budget.wait())
                 if not budget.recheck():
                     break
                 call.attempts += 1
-                budget.report(attempt())
+                budget.report(attempt(budget))
         except ABANDONING:
             self._abandoned(budget)
             raise

@@ -4,13 +4,13 @@ A call opens with its entry (`enter`) and closes with it (`Engine.complete`). In
 engine takes the key's lock only when the call's admission or end is a decision or a line
 someone reads. The rule, here and nowhere else:
 
-- a closed breaker lets a call in with no lock (`admitted_early`); with nobody reading a
+- a closed breaker lets a call in with no lock (`admitted_on`); with nobody reading a
   line (no listener, no audit log) a call may go in with no entry at all (`enters_quietly`),
   and a breaker in its cooldown refuses with no lock and no line;
 - a success ends with no lock and no line when the key is closed with nothing counted and a
   credential known to work (`Slot.quiet`) and no listener reads it (the audit log keeps no
   successes: `untouched`); so does an abandoned call's neutral end when nobody reads a line
-  at all (`ends_unread`).
+  at all (`ends_unread_on`).
 """
 
 from __future__ import annotations
@@ -56,7 +56,9 @@ class Entries:
         slot = self._slots.get(key)
         if slot is None or agent not in slot.agents:
             self._keys.slot(key, agent)
-        return self.entry(key, agent, platform, tool, deadline_seconds)
+        draw = self._draw  # as `entry`, inline: every door's call comes this way
+        number = draw() if self._outbox.listeners else 0
+        return Call(draw, key, agent, platform, tool, deadline_seconds, number)
 
     def entry(
         self, key: str, agent: str, platform: str, tool: str, deadline_seconds: float
@@ -83,10 +85,6 @@ class Entries:
         line (no listener, no audit log)."""
         return not self._outbox.watched and slot.breaker.state is _CLOSED
 
-    def admitted_early(self, call: Call) -> Admission | None:
-        """The admissions that take no lock (`admitted_on`)."""
-        return self.admitted_on(self._slots[call.key], call)
-
     def admitted_on(self, slot: Slot, call: Call) -> Admission | None:
         """The admissions that take no lock: a closed breaker lets in, and (when nobody reads
         a refusal's line) one in its cooldown refuses. None: the locked path decides."""
@@ -105,10 +103,6 @@ class Entries:
     def untouched(self, key: str) -> bool:
         """Whether a success on `key` now changes nothing and nobody reads its line."""
         return not self._outbox.listeners and self._slots[key].quiet(self._agent_policy)
-
-    def ends_unread(self, key: str, outcome: Outcome) -> bool:
-        """`ends_unread_on` the key's slot."""
-        return self.ends_unread_on(self._slots[key], outcome)
 
     def ends_unread_on(self, slot: Slot, outcome: Outcome) -> bool:
         """Whether a call's end changes nothing and nobody reads it: a success on a quiet key

@@ -214,14 +214,14 @@ class Spans:
         self,
         engine: Engine,
         call: Call,
-        steps: Callable[[Callable[[], A]], R],
-        attempt: Callable[[], A],
+        steps: Callable[[Callable[[B], A]], R],
+        attempt: Callable[[B], A],
     ) -> R:
         tracer = self.tracer
 
-        def traced() -> A:
+        def traced(budget: B) -> A:
             with _attempt_span(tracer, {}):
-                return attempt()
+                return attempt(budget)
 
         with self._running(engine, call, None):
             return steps(traced)
