@@ -647,6 +647,9 @@ def _client(
                 "socket_timeout": timeout,
                 "socket_connect_timeout": timeout,
                 "ssl": url.tls,
+                # A sentinel down with its host is passed over at once, as a node is: the
+                # client's own retries, seconds apart, held every new connection that long.
+                "retry": options["retry"],
             },
             db=url.db,
             ssl=url.tls,

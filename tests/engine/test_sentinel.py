@@ -23,6 +23,7 @@ from breakerdeck.engine.front.serving import StartError
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.shared import SharedStore
 from tests.redis_server import SERVICE, RedisServerMissing, SentinelSet
+from tests.tcp_cut import Cuttable
 
 pytestmark = pytest.mark.xdist_group("sentinel")
 
@@ -172,6 +173,22 @@ def test_unreachable_sentinels_are_refused_at_start_without_the_password() -> No
         SharedStore("redis+sentinel://127.0.0.1:1,127.0.0.1:2/fleet", password="hunter2")
     assert str(raised.value).startswith("sentinel 127.0.0.1:1,127.0.0.1:2/fleet/0: ")
     assert "hunter2" not in str(raised.value)
+
+
+def test_an_unreachable_sentinel_is_asked_once_not_again_after_a_backoff() -> None:
+    # redis-py retries a command three times, seconds apart, by default: a sentinel whose host
+    # is down held a start, or a replica's first connection after a failover, for seconds.
+    links = [Cuttable(("127.0.0.1", 1)) for _ in range(2)]
+    for link in links:
+        link.cut()  # each connection accepted, then closed unanswered
+    url = "redis+sentinel://" + ",".join(f"127.0.0.1:{link.port}" for link in links) + "/fleet"
+    try:
+        with pytest.raises(ValueError, match="no sentinel answers"):
+            SharedStore(url)
+        assert [link.accepted for link in links] == [1, 1]
+    finally:
+        for link in links:
+            link.close()
 
 
 def test_a_gateway_on_a_service_no_sentinel_knows_stops_at_start_naming_it(
