@@ -26,11 +26,12 @@ from typing import Any, Literal
 import redis
 from pydantic import BaseModel, ConfigDict, Field
 from redis.backoff import NoBackoff
+from redis.client import PubSub
 from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
-from redis.sentinel import Sentinel
+from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.breaker import BreakerState
@@ -558,8 +559,9 @@ class SharedStore:
 
     def _listen(self, pubsub: _Listening | None) -> None:
         """Relay what others publish; every `RETRY_SECONDS` of quiet, ping (a Redis that hangs
-        keeps its sockets open, and a fleet with nothing to write would never notice)."""
-        heartbeat = time.monotonic() + RETRY_SECONDS
+        keeps its sockets open, and a fleet with nothing to write would never notice); every
+        `RETRY_SECONDS`, follow the primary the sentinels name (`_follow`)."""
+        heartbeat = primary_due = time.monotonic() + RETRY_SECONDS
         clock_due = time.monotonic() + CLOCK_CHECK_SECONDS
         while not self._stopping.is_set():
             if pubsub is None:
@@ -574,6 +576,9 @@ class SharedStore:
                 if message is None and time.monotonic() > heartbeat:
                     self._client.ping()
                     heartbeat = time.monotonic() + RETRY_SECONDS
+                if time.monotonic() > primary_due:
+                    self._follow(pubsub)
+                    primary_due = time.monotonic() + RETRY_SECONDS
                 if time.monotonic() > clock_due:
                     self._look()
                     clock_due = time.monotonic() + CLOCK_CHECK_SECONDS
@@ -588,6 +593,28 @@ class SharedStore:
                 self._deliver(message.get("data"))
         if pubsub is not None:
             pubsub.close()
+
+    def _follow(self, pubsub: _Listening) -> None:
+        """On a Sentinel store, every `RETRY_SECONDS`: is the node the listener is on still
+        the one the sentinels name as primary? After a planned failover (`SENTINEL FAILOVER`),
+        or a partition that leaves the old primary reachable from here, the old primary still
+        answers and takes writes the new one never sees, until the sentinels demote it (ten
+        seconds and more; never while they cannot reach it). Asking drops the pool's idle
+        connections to it (redis-py's pool does, on a new name); the store is then lost, and
+        the rejoin follows the new primary and writes back what it lacks. Sentinels that cannot
+        be asked leave the node in use. Raises `redis.ConnectionError`."""
+        pool = getattr(self._client, "connection_pool", None)  # none on a cluster
+        if not isinstance(pool, SentinelConnectionPool) or not isinstance(pubsub, PubSub):
+            return
+        on = pubsub.connection
+        try:
+            named = pool.get_master_address()  # type: ignore[no-untyped-call]
+        except redis.RedisError:
+            return
+        if on is not None and (on.host, on.port) != tuple(named):
+            raise redis.ConnectionError(
+                f"the sentinels name {named[0]}:{named[1]} as the primary now"
+            )
 
     def _deliver(self, data: object) -> None:
         """One published change to the engine. Whatever goes wrong with it is noted and the

@@ -24,6 +24,7 @@ from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.shared import SharedStore
 from tests.redis_server import SERVICE, RedisServerMissing, SentinelSet
 from tests.tcp_cut import Cuttable
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.xdist_group("sentinel")
 
@@ -157,6 +158,41 @@ def test_a_failover_while_two_replicas_take_calls_loses_no_verdict_and_keeps_one
     for thread in threads:
         thread.join()
     assert admitted.count(True) == 1
+
+
+@pytest.fixture
+def undemoted(tmp_path: Path) -> Iterator[SentinelSet]:
+    """A set whose primary cannot be demoted (REPLICAOF renamed away): after a planned failover
+    it stays a primary that takes writes, as every old primary does until the sentinels
+    reconfigure it, and for good while they cannot reach it."""
+    no_replicaof = ("--rename-command", "REPLICAOF", "", "--rename-command", "SLAVEOF", "")
+    try:
+        made = SentinelSet(tmp_path / "undemoted", *no_replicaof)
+    except RedisServerMissing as error:
+        pytest.fail(str(error), pytrace=False)
+    yield made
+    made.close()
+
+
+def test_after_a_planned_failover_the_replicas_write_to_the_new_primary_not_the_old_one(
+    undemoted: SentinelSet, tmp_path: Path
+) -> None:
+    made = Replicas(undemoted.url, tmp_path)
+    try:
+        a, b = made.engine("a"), made.engine("b")
+        old = undemoted.primary_port()
+        undemoted.failover()
+        wait_until(lambda: undemoted.primary_port() != old, "the sentinels named the replica")
+        for _ in range(5):
+            call(a, AGENT, UPSTREAM)
+        with undemoted.client() as new:
+            wait_until(
+                lambda: new.hget(f"breakerdeck:breaker:{AGENT}", "state") == b"open",
+                "a's trip in the new primary",
+            )
+        wait_until(lambda: b.view(AGENT).state == "open", "b heard of the trip")
+    finally:
+        made.close()
 
 
 # -- bad input, refused at start ---------------------------------------------------------------
