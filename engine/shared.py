@@ -696,6 +696,10 @@ class _Shards:
     slot map again and reconciles, so a moved slot costs a rejoin, never a lost change."""
 
     def __init__(self, cluster: RedisCluster, channel: Callable[[int], str]) -> None:
+        # The slot map read again first: after a primary's failover the client's map names the
+        # dead primary until a command through the client fails, and a rejoin subscribes before
+        # it sends any, so it tried the dead node every second, for good.
+        cluster.nodes_manager.initialize()
         owned: dict[str, tuple[redis.Redis, list[str]]] = {}
         for slot in range(REDIS_CLUSTER_HASH_SLOTS):
             node = cluster.nodes_manager.get_node_from_slot(slot)

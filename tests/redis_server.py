@@ -19,6 +19,7 @@ from functools import partial
 from pathlib import Path
 
 import redis
+from redis.crc import key_slot
 
 PROGRAM = "redis-server"
 MISSING = (
@@ -321,17 +322,18 @@ class Sentinel:
 
 
 class ClusterSet:
-    """A Redis Cluster of three primaries on loopback (Debian's redis-server, created with
-    `redis-cli --cluster create`), each holding a third of the slots."""
+    """A Redis Cluster on loopback (Debian's redis-server, created with `redis-cli --cluster
+    create`): three primaries, each holding a third of the slots, and `replicas` replicas of
+    each, which the cluster promotes when their primary fails (after `node_timeout_ms`)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, replicas: int = 0, node_timeout_ms: int = 2000) -> None:
         self.nodes = [
             RedisServer(
                 directory / f"node-{n}",
                 *("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"),
-                *("--cluster-node-timeout", "2000"),
+                *("--cluster-node-timeout", str(node_timeout_ms)),
             ).start()
-            for n in range(3)
+            for n in range(3 * (1 + replicas))
         ]
         subprocess.run(
             [
@@ -339,6 +341,7 @@ class ClusterSet:
                 "--cluster",
                 "create",
                 *(f"127.0.0.1:{node.port}" for node in self.nodes),
+                *("--cluster-replicas", str(replicas)),
                 "--cluster-yes",
             ],
             check=True,
@@ -357,13 +360,34 @@ class ClusterSet:
 
     def flushall(self) -> None:
         for node in self.nodes:
-            node.flushall()
+            if node.running and self._role(node) == "master":
+                node.flushall()
+
+    def owner(self, key: str) -> RedisServer:
+        """The primary that holds `key`'s slot now, as a running node's slot map says."""
+        slot = key_slot(key.encode())
+        (asked,) = [node for node in self.nodes if node.running][:1]
+        with asked.client() as client:
+            for first, last, (_, port, *_), *_ in client.execute_command("CLUSTER", "SLOTS"):
+                if first <= slot <= last:
+                    (found,) = [node for node in self.nodes if node.port == port]
+                    return found
+        raise RuntimeError(f"no node holds slot {slot}")
 
     def close(self) -> None:
         for node in self.nodes:
             node.kill()
 
-    @staticmethod
-    def _ok(node: RedisServer) -> bool:
+    @classmethod
+    def _ok(cls, node: RedisServer) -> bool:
         with node.client() as client:
-            return b"cluster_state:ok" in client.execute_command("CLUSTER", "INFO")
+            if b"cluster_state:ok" not in client.execute_command("CLUSTER", "INFO"):
+                return False
+            replication = client.info("replication")
+        return replication["role"] == "master" or replication["master_link_status"] == "up"
+
+    @staticmethod
+    def _role(node: RedisServer) -> str:
+        with node.client() as client:
+            role: str = client.info("replication")["role"]
+        return role
