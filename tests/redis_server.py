@@ -222,17 +222,18 @@ class SentinelSet:
         the `--replicaof` it may have been made with), and every node but the primary a replica
         in step with it that every sentinel counts (an old primary that was not killed is
         demoted by the sentinels, ten seconds and more after the switch)."""
-        for sentinel in self._sentinels:
-            if not sentinel.running:
-                sentinel.start()
-        primary = self.current_primary()
+        primary = self.current_primary()  # named by a sentinel that saw the failover
         others = [node for node in (self.primary, self.replica) if node is not primary]
         for node in others:
             if not node.running:
                 node.start("--replicaof", "127.0.0.1", str(primary.port))
+        for sentinel in self._sentinels:
+            if not sentinel.running:
+                sentinel.start()  # its file still names the old primary, until it hears
         for node in others:
             self.wait_until(
-                partial(self._replicates, node), f"the node on {node.port} is no replica again"
+                partial(self._replicates, node, primary),
+                f"the node on {node.port} is no replica again",
             )
 
     def close(self) -> None:
@@ -251,14 +252,19 @@ class SentinelSet:
     def _running(self) -> list[int]:
         return [sentinel.port for sentinel in self._sentinels if sentinel.running]
 
-    def _replicates(self, node: RedisServer) -> bool:
+    def _replicates(self, node: RedisServer, primary: RedisServer) -> bool:
+        """`node` replicates `primary` in step, and every sentinel says so."""
         try:
             with node.client() as client:
-                if client.info("replication").get("master_link_status") != "up":
-                    return False
+                link = client.info("replication")
+            if (link.get("master_port"), link.get("master_link_status")) != (primary.port, "up"):
+                return False
             for port in self._running():
                 with self._ask(port) as sentinel:
+                    _, named = sentinel.sentinel_get_master_addr_by_name(SERVICE)
                     replicas = sentinel.sentinel_slaves(SERVICE)
+                    if int(named) != primary.port:
+                        return False
                     if not any(int(r["port"]) == node.port and not r["is_sdown"] for r in replicas):
                         return False
         except redis.RedisError:
