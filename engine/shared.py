@@ -224,8 +224,10 @@ class SharedStore:
         primary has none, and the first call would pay for it). Raises `redis.RedisError`."""
         self.check_clock()
         self._client.script_load(SCRIPT)
-        if self._cluster:
-            return  # WAIT would go to any node, not the key's: not asked (docs/replicas.md)
+        if not self._cluster:  # WAIT would go to any node, not the key's: not asked there
+            self._count_replicas()
+
+    def _count_replicas(self) -> None:
         info = self._client.info("replication")
         self._replicas = int(info.get("connected_slaves", 0)) if info.get("role") == "master" else 0
 
@@ -602,7 +604,8 @@ class SharedStore:
         seconds and more; never while they cannot reach it). Asking drops the pool's idle
         connections to it (redis-py's pool does, on a new name); the store is then lost, and
         the rejoin follows the new primary and writes back what it lacks. Sentinels that cannot
-        be asked leave the node in use. Raises `redis.ConnectionError`."""
+        be asked leave the node in use. While the primary has no replica, they are counted
+        again. Raises `redis.RedisError`."""
         pool = getattr(self._client, "connection_pool", None)  # none on a cluster
         if not isinstance(pool, SentinelConnectionPool) or not isinstance(pubsub, PubSub):
             return
@@ -615,6 +618,10 @@ class SharedStore:
             raise redis.ConnectionError(
                 f"the sentinels name {named[0]}:{named[1]} as the primary now"
             )
+        if not self._replicas:
+            # A failover's new primary has none until the old one comes back: counted once a
+            # minute only, the transitions of that minute would not wait for it.
+            self._count_replicas()
 
     def _deliver(self, data: object) -> None:
         """One published change to the engine. Whatever goes wrong with it is noted and the

@@ -160,6 +160,33 @@ def test_a_failover_while_two_replicas_take_calls_loses_no_verdict_and_keeps_one
     assert admitted.count(True) == 1
 
 
+def test_a_replica_back_after_the_replicas_joined_is_waited_for_by_the_next_transitions(
+    replicas: Replicas, sentinels: SentinelSet
+) -> None:
+    # The new primary of a failover has no replica until the old one comes back: counted only
+    # once a minute, the transitions of that minute were not waited for.
+    primary = sentinels.current_primary()
+    (other,) = [node for node in (sentinels.primary, sentinels.replica) if node is not primary]
+    other.kill()
+    a = replicas.engine("a")  # joins a primary with no replica
+    sentinels.mend()  # the replica back, in step
+    with primary.client() as client:
+
+        def waited() -> int:
+            stats = client.info("commandstats").get("cmdstat_wait", {"calls": 0})
+            return int(stats["calls"])
+
+        before = waited()
+
+        def trip_and_reset() -> bool:
+            for _ in range(5):
+                call(a, AGENT, UPSTREAM)
+            a.reset(AGENT, "operator", "again")
+            return waited() > before
+
+        wait_until(trip_and_reset, "a transition waited for the replica", seconds=30)
+
+
 @pytest.fixture
 def undemoted(tmp_path: Path) -> Iterator[SentinelSet]:
     """A set whose primary cannot be demoted (REPLICAOF renamed away): after a planned failover
