@@ -99,8 +99,7 @@ def _round(n: int, f: Figures) -> list[str]:
     lines = [f"round {n}: {SAID[f.kind]}; {f.tripped} tripped just before"]
     for replica, name in enumerate("ab"):
         spans = ", ".join(
-            f"{start - r.killed_at:+.2f} to {end - r.killed_at:+.2f} s"
-            for start, end in r.lost(replica)
+            f"{start - r.began:+.2f} to {end - r.began:+.2f} s" for start, end in r.lost(replica)
         )
         total = Counter(a.status for a in r.answers if a.replica == replica)
         lines.append(

@@ -1,6 +1,7 @@
-"""Two `breakerdeck gateway` processes sharing one agent through `redis+sentinel://`, the
-primary killed while clients call them (DESIGN, "Replicas", "High availability"): one piece of
-code for what tests/front/test_replicas_failover.py pins and bench/failover.py measures longer.
+"""Two `breakerdeck gateway` processes sharing their agents through `redis+sentinel://`, the
+primary failed over while clients call them (DESIGN, "Replicas", "High availability"): one
+piece of code for what tests/front/test_replicas_failover.py pins and bench/failover.py
+measures longer.
 
 The platforms are the loopback fixture, counted at its wire: `payments` answers, `dead` refuses
 (it trips agents), `ledger` takes the probes and holds them until released. A health watcher
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 import httpx
+import redis
 
 from breakerdeck.fixtures.faults import REFUSED, Fault, FaultKind
 from breakerdeck.fixtures.platform import FakePlatform
@@ -58,7 +60,8 @@ class Answer:
 class Round:
     """One failover as the clients and the health watcher saw it."""
 
-    killed_at: float = 0.0
+    #: When the failover was set off (monotonic).
+    began: float = 0.0
     #: Per replica, each look at `/-/healthz`: when, and whether it said the store was lost.
     looks: list[list[tuple[float, bool]]] = field(default_factory=list)
     answers: list[Answer] = field(default_factory=list)
@@ -100,6 +103,8 @@ class Soak:
         every verdict it reads to its clock: see "Clocks" in docs/replicas.md), so the
         replicas find them due for half-open."""
         self.probed = probed
+        self.replicas: list[Replica] = []
+        self._directory = directory
         self.sentinels = SentinelSet(directory / "sentinels")
         self._running = contextlib.ExitStack()
         try:
@@ -113,8 +118,6 @@ class Soak:
             }
             urls = {name: self.server.url(name) for name in PLATFORMS}
             self.config = write_config(directory, urls, grants)
-            self.replicas: list[Replica] = []
-            self._directory = directory
         except BaseException:
             self.close()
             raise
@@ -183,7 +186,7 @@ class Soak:
             await self.trip(http, tripped_last)
             old = self.sentinels.primary_port()
             self._fail(kind)
-            made.killed_at = time.monotonic()
+            made.began = time.monotonic()
             await eventually(
                 lambda: all(made.lost(n) for n in (0, 1)), "each replica said the store was lost"
             )
@@ -210,7 +213,7 @@ class Soak:
     def _promoted(self, old: int) -> bool:
         try:
             return self.sentinels.primary_port() != old
-        except Exception:  # a sentinel busy electing: asked again
+        except redis.RedisError:  # a sentinel busy electing: asked again
             return False
 
     async def _watch(

@@ -37,13 +37,6 @@ async def soak(tmp_path: Path) -> AsyncIterator[Soak]:
         made.close()
 
 
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
-    async with httpx.AsyncClient(timeout=10, limits=limits) as client:
-        yield client
-
-
 async def test_a_primary_killed_under_calls_loses_no_verdict_and_keeps_one_probe_per_half_open(
     soak: Soak, http: httpx.AsyncClient
 ) -> None:
