@@ -26,11 +26,12 @@ from typing import Any, Literal
 import redis
 from pydantic import BaseModel, ConfigDict, Field
 from redis.backoff import NoBackoff
+from redis.client import PubSub
 from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
-from redis.sentinel import Sentinel
+from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.core.breaker import BreakerState
@@ -223,8 +224,10 @@ class SharedStore:
         primary has none, and the first call would pay for it). Raises `redis.RedisError`."""
         self.check_clock()
         self._client.script_load(SCRIPT)
-        if self._cluster:
-            return  # WAIT would go to any node, not the key's: not asked (docs/replicas.md)
+        if not self._cluster:  # WAIT would go to any node, not the key's: not asked there
+            self._count_replicas()
+
+    def _count_replicas(self) -> None:
         info = self._client.info("replication")
         self._replicas = int(info.get("connected_slaves", 0)) if info.get("role") == "master" else 0
 
@@ -558,8 +561,9 @@ class SharedStore:
 
     def _listen(self, pubsub: _Listening | None) -> None:
         """Relay what others publish; every `RETRY_SECONDS` of quiet, ping (a Redis that hangs
-        keeps its sockets open, and a fleet with nothing to write would never notice)."""
-        heartbeat = time.monotonic() + RETRY_SECONDS
+        keeps its sockets open, and a fleet with nothing to write would never notice); every
+        `RETRY_SECONDS`, follow the primary the sentinels name (`_follow`)."""
+        heartbeat = primary_due = time.monotonic() + RETRY_SECONDS
         clock_due = time.monotonic() + CLOCK_CHECK_SECONDS
         while not self._stopping.is_set():
             if pubsub is None:
@@ -574,6 +578,9 @@ class SharedStore:
                 if message is None and time.monotonic() > heartbeat:
                     self._client.ping()
                     heartbeat = time.monotonic() + RETRY_SECONDS
+                if time.monotonic() > primary_due:
+                    self._follow(pubsub)
+                    primary_due = time.monotonic() + RETRY_SECONDS
                 if time.monotonic() > clock_due:
                     self._look()
                     clock_due = time.monotonic() + CLOCK_CHECK_SECONDS
@@ -588,6 +595,33 @@ class SharedStore:
                 self._deliver(message.get("data"))
         if pubsub is not None:
             pubsub.close()
+
+    def _follow(self, pubsub: _Listening) -> None:
+        """On a Sentinel store, every `RETRY_SECONDS`: is the node the listener is on still
+        the one the sentinels name as primary? After a planned failover (`SENTINEL FAILOVER`),
+        or a partition that leaves the old primary reachable from here, the old primary still
+        answers and takes writes the new one never sees, until the sentinels demote it (ten
+        seconds and more; never while they cannot reach it). Asking drops the pool's idle
+        connections to it (redis-py's pool does, on a new name); the store is then lost, and
+        the rejoin follows the new primary and writes back what it lacks. Sentinels that cannot
+        be asked leave the node in use. While the primary has no replica, they are counted
+        again. Raises `redis.RedisError`."""
+        pool = getattr(self._client, "connection_pool", None)  # none on a cluster
+        if not isinstance(pool, SentinelConnectionPool) or not isinstance(pubsub, PubSub):
+            return
+        on = pubsub.connection
+        try:
+            named = pool.get_master_address()  # type: ignore[no-untyped-call]
+        except redis.RedisError:
+            return
+        if on is not None and (on.host, on.port) != tuple(named):
+            raise redis.ConnectionError(
+                f"the sentinels name {named[0]}:{named[1]} as the primary now"
+            )
+        if not self._replicas:
+            # A failover's new primary has none until the old one comes back: counted once a
+            # minute only, the transitions of that minute would not wait for it.
+            self._count_replicas()
 
     def _deliver(self, data: object) -> None:
         """One published change to the engine. Whatever goes wrong with it is noted and the
@@ -647,6 +681,9 @@ def _client(
                 "socket_timeout": timeout,
                 "socket_connect_timeout": timeout,
                 "ssl": url.tls,
+                # A sentinel down with its host is passed over at once, as a node is: the
+                # client's own retries, seconds apart, held every new connection that long.
+                "retry": options["retry"],
             },
             db=url.db,
             ssl=url.tls,
@@ -666,6 +703,10 @@ class _Shards:
     slot map again and reconciles, so a moved slot costs a rejoin, never a lost change."""
 
     def __init__(self, cluster: RedisCluster, channel: Callable[[int], str]) -> None:
+        # The slot map read again first: after a primary's failover the client's map names the
+        # dead primary until a command through the client fails, and a rejoin subscribes before
+        # it sends any, so it tried the dead node every second, for good.
+        cluster.nodes_manager.initialize()
         owned: dict[str, tuple[redis.Redis, list[str]]] = {}
         for slot in range(REDIS_CLUSTER_HASH_SLOTS):
             node = cluster.nodes_manager.get_node_from_slot(slot)

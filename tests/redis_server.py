@@ -15,9 +15,11 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import redis
+from redis.crc import key_slot
 
 PROGRAM = "redis-server"
 MISSING = (
@@ -56,15 +58,16 @@ class RedisServer:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
-    def start(self) -> RedisServer:
-        """Start (again, on the same port once it has one) and return when it answers PING."""
+    def start(self, *extra: str) -> RedisServer:
+        """Start (again, on the same port once it has one) and return when it answers PING.
+        `extra`: options for this start only, after those given at every start."""
         if self.running:
             raise RuntimeError(f"redis-server already runs on port {self.port}")
         fresh_port = self.port == 0
         for _ in range(3 if fresh_port else 1):
             if fresh_port:
                 self.port = _free_port()
-            if self._launch():
+            if self._launch(extra):
                 return self
         raise RuntimeError(f"redis-server did not start on port {self.port}: {self._log_tail()}")
 
@@ -102,7 +105,7 @@ class RedisServer:
             self.url, socket_timeout=timeout, socket_connect_timeout=timeout
         )
 
-    def _launch(self) -> bool:
+    def _launch(self, extra: tuple[str, ...]) -> bool:
         log = (self._directory / "redis.log").open("ab")
         with log:
             self._process = subprocess.Popen(
@@ -110,6 +113,7 @@ class RedisServer:
                     *(self._program, "--port", str(self.port), "--bind", "127.0.0.1"),
                     *("--save", "", "--appendonly", "no", "--dir", str(self._directory)),
                     *self._extra,
+                    *extra,
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -164,36 +168,77 @@ class SentinelSet:
     sentinels in its `--sentinel` mode), quick to fail over: the primary is taken as down after
     500 ms without an answer."""
 
-    def __init__(self, directory: Path) -> None:
-        self.primary = RedisServer(directory / "primary").start()
+    def __init__(self, directory: Path, *primary_options: str) -> None:
+        """`primary_options`: more of redis-server's options for the first primary."""
+        self.primary = RedisServer(directory / "primary", *primary_options).start()
         self.replica = RedisServer(
             directory / "replica", "--replicaof", "127.0.0.1", str(self.primary.port)
         ).start()
-        self._sentinels: list[tuple[int, subprocess.Popen[bytes]]] = []
-        self._directory = directory
+        self._sentinels: list[Sentinel] = []
         for n in range(3):
-            self._sentinels.append(self._sentinel(directory / f"sentinel-{n}"))
+            self._sentinels.append(Sentinel(directory / f"sentinel-{n}", self.primary.port))
         self.wait_until(self._known, "the sentinels did not learn of each other and the replica")
 
     @property
     def url(self) -> str:
-        nodes = ",".join(f"127.0.0.1:{port}" for port, _ in self._sentinels)
+        nodes = ",".join(f"127.0.0.1:{sentinel.port}" for sentinel in self._sentinels)
         return f"redis+sentinel://{nodes}/{SERVICE}/0"
 
     def primary_port(self) -> int:
-        """The port of the primary as the first sentinel names it now."""
-        with self._ask(self._sentinels[0][0]) as sentinel:
-            _, port = sentinel.sentinel_get_master_addr_by_name(SERVICE)
-        return int(port)
+        """The port of the primary as the first sentinel still running names it now."""
+        with self._ask(self._running()[0]) as sentinel:
+            _, named = sentinel.sentinel_get_master_addr_by_name(SERVICE)
+        return int(named)
+
+    def failover(self) -> None:
+        """A planned failover (`SENTINEL FAILOVER`): the replica promoted while the primary
+        still answers; the sentinels demote the old primary once they have seen the switch
+        (ten seconds and more), and never while they cannot reach it."""
+        with self._ask(self._running()[0]) as sentinel:
+            sentinel.sentinel_failover(SERVICE)
+
+    def kill_sentinel(self, number: int) -> None:
+        """SIGKILL one sentinel: the primary's host lost with its sentinel on it."""
+        self._sentinels[number].kill()
 
     def client(self) -> redis.Redis:
         """A client on the primary as the sentinels name it now."""
         return redis.Redis(port=self.primary_port(), socket_timeout=5.0)
 
+    def current_primary(self) -> RedisServer:
+        """The data node the sentinels name as the primary now."""
+        port = self.primary_port()
+        (found,) = [node for node in (self.primary, self.replica) if node.port == port]
+        return found
+
+    def sentinel_of(self, node: RedisServer) -> int:
+        """The sentinel that stands for `node`'s host: one per data node, as on two machines
+        that each run a Redis and a sentinel (the third sentinel on a third)."""
+        return (self.primary, self.replica).index(node)
+
+    def mend(self) -> None:
+        """Ready for the next failover: a sentinel that is down started again on its own file,
+        a data node that is down started again as the primary's replica (the option wins over
+        the `--replicaof` it may have been made with), and every node but the primary a replica
+        in step with it that every sentinel counts (an old primary that was not killed is
+        demoted by the sentinels, ten seconds and more after the switch)."""
+        primary = self.current_primary()  # named by a sentinel that saw the failover
+        others = [node for node in (self.primary, self.replica) if node is not primary]
+        for node in others:
+            if not node.running:
+                node.start("--replicaof", "127.0.0.1", str(primary.port))
+        for sentinel in self._sentinels:
+            if not sentinel.running:
+                sentinel.start()  # its file still names the old primary, until it hears
+        for node in others:
+            self.wait_until(
+                partial(self._replicates, node, primary),
+                f"the node on {node.port} is no replica again",
+            )
+
     def close(self) -> None:
-        for _, process in self._sentinels:
-            process.kill()
-            process.wait(timeout=START_SECONDS)
+        for sentinel in self._sentinels:
+            sentinel.kill()
         self.replica.kill()
         self.primary.kill()
 
@@ -204,9 +249,31 @@ class SentinelSet:
                 raise RuntimeError(what)
             time.sleep(0.05)
 
+    def _running(self) -> list[int]:
+        return [sentinel.port for sentinel in self._sentinels if sentinel.running]
+
+    def _replicates(self, node: RedisServer, primary: RedisServer) -> bool:
+        """`node` replicates `primary` in step, and every sentinel says so."""
+        try:
+            with node.client() as client:
+                link = client.info("replication")
+            if (link.get("master_port"), link.get("master_link_status")) != (primary.port, "up"):
+                return False
+            for port in self._running():
+                with self._ask(port) as sentinel:
+                    _, named = sentinel.sentinel_get_master_addr_by_name(SERVICE)
+                    replicas = sentinel.sentinel_slaves(SERVICE)
+                    if int(named) != primary.port:
+                        return False
+                    if not any(int(r["port"]) == node.port and not r["is_sdown"] for r in replicas):
+                        return False
+        except redis.RedisError:
+            return False
+        return True
+
     def _known(self) -> bool:
         try:
-            for port, _ in self._sentinels:
+            for port in self._running():
                 with self._ask(port) as sentinel:
                     if len(sentinel.sentinel_sentinels(SERVICE)) < 2:
                         return False
@@ -219,41 +286,60 @@ class SentinelSet:
     def _ask(self, port: int) -> redis.Redis:
         return redis.Redis(port=port, socket_timeout=2.0, decode_responses=True)
 
-    def _sentinel(self, directory: Path) -> tuple[int, subprocess.Popen[bytes]]:
+
+class Sentinel:
+    """One sentinel process on its own file (a sentinel rewrites it), restartable on its port."""
+
+    def __init__(self, directory: Path, primary_port: int) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        port = _free_port()
-        config = directory / "sentinel.conf"  # a sentinel rewrites its file: it must be its own
-        config.write_text(
-            f"port {port}\nbind 127.0.0.1\ndir {directory}\n"
-            f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 2\n"
+        self.port = _free_port()
+        self._directory = directory
+        self._config = directory / "sentinel.conf"
+        self._config.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {directory}\n"
+            f"sentinel monitor {SERVICE} 127.0.0.1 {primary_port} 2\n"
             f"sentinel down-after-milliseconds {SERVICE} 500\n"
             f"sentinel failover-timeout {SERVICE} 1500\n",
             encoding="utf-8",
         )
-        log = (directory / "sentinel.log").open("ab")
+        self._process: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> None:
+        log = (self._directory / "sentinel.log").open("ab")
         with log:
-            process = subprocess.Popen(
-                [PROGRAM, str(config), "--sentinel"],
+            self._process = subprocess.Popen(
+                [PROGRAM, str(self._config), "--sentinel"],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                cwd=directory,
+                cwd=self._directory,
             )
-        return port, process
+
+    def kill(self) -> None:
+        if self.running:
+            assert self._process is not None
+            self._process.kill()
+            self._process.wait(timeout=START_SECONDS)
 
 
 class ClusterSet:
-    """A Redis Cluster of three primaries on loopback (Debian's redis-server, created with
-    `redis-cli --cluster create`), each holding a third of the slots."""
+    """A Redis Cluster on loopback (Debian's redis-server, created with `redis-cli --cluster
+    create`): three primaries, each holding a third of the slots, and `replicas` replicas of
+    each, which the cluster promotes when their primary fails (after `node_timeout_ms`)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, replicas: int = 0, node_timeout_ms: int = 2000) -> None:
         self.nodes = [
             RedisServer(
                 directory / f"node-{n}",
                 *("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"),
-                *("--cluster-node-timeout", "2000"),
+                *("--cluster-node-timeout", str(node_timeout_ms)),
             ).start()
-            for n in range(3)
+            for n in range(3 * (1 + replicas))
         ]
         subprocess.run(
             [
@@ -261,6 +347,7 @@ class ClusterSet:
                 "--cluster",
                 "create",
                 *(f"127.0.0.1:{node.port}" for node in self.nodes),
+                *("--cluster-replicas", str(replicas)),
                 "--cluster-yes",
             ],
             check=True,
@@ -279,13 +366,34 @@ class ClusterSet:
 
     def flushall(self) -> None:
         for node in self.nodes:
-            node.flushall()
+            if node.running and self._role(node) == "master":
+                node.flushall()
+
+    def owner(self, key: str) -> RedisServer:
+        """The primary that holds `key`'s slot now, as a running node's slot map says."""
+        slot = key_slot(key.encode())
+        (asked,) = [node for node in self.nodes if node.running][:1]
+        with asked.client() as client:
+            for first, last, (_, port, *_), *_ in client.execute_command("CLUSTER", "SLOTS"):
+                if first <= slot <= last:
+                    (found,) = [node for node in self.nodes if node.port == port]
+                    return found
+        raise RuntimeError(f"no node holds slot {slot}")
 
     def close(self) -> None:
         for node in self.nodes:
             node.kill()
 
-    @staticmethod
-    def _ok(node: RedisServer) -> bool:
+    @classmethod
+    def _ok(cls, node: RedisServer) -> bool:
         with node.client() as client:
-            return b"cluster_state:ok" in client.execute_command("CLUSTER", "INFO")
+            if b"cluster_state:ok" not in client.execute_command("CLUSTER", "INFO"):
+                return False
+            replication = client.info("replication")
+        return replication["role"] == "master" or replication["master_link_status"] == "up"
+
+    @staticmethod
+    def _role(node: RedisServer) -> str:
+        with node.client() as client:
+            role: str = client.info("replication")["role"]
+        return role

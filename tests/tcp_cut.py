@@ -17,6 +17,8 @@ class Cuttable:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self._open = True
+        #: Connections accepted, cut or not: how often a client tried this address.
+        self.accepted = 0
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
@@ -48,6 +50,7 @@ class Cuttable:
             except OSError:
                 return
             with self._lock:
+                self.accepted += 1
                 if not self._open:
                     client.close()
                     continue

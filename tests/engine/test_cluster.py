@@ -4,6 +4,7 @@ tag, so every script touches one slot, and changes travel by sharded pub/sub."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator
 
@@ -15,6 +16,7 @@ from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.shared import SharedStore
 from tests.redis_server import ClusterSet, RedisServer, RedisServerMissing
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.xdist_group("cluster")
 
@@ -33,16 +35,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterSet]:
 
 
 class Replicas:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, timeout: float = 5.0) -> None:
         self.clock = ManualClock()
         self.url = url
+        self.timeout = timeout
         self.engines: list[Engine] = []
 
     def engine(self, name: str) -> Engine:
         engine = Engine(
             AgentPolicy(),
             clock=self.clock,
-            shared=SharedStore(self.url, timeout=5.0),
+            shared=SharedStore(self.url, timeout=self.timeout),
             instance=name,
         )
         engine.restore()
@@ -124,3 +127,60 @@ def test_a_cluster_url_pointed_at_a_plain_redis_is_refused_at_start(
     url = f"redis+cluster://127.0.0.1:{session_redis.port}"
     with pytest.raises(ValueError, match=f"^cluster 127.0.0.1:{session_redis.port}: "):
         SharedStore(url)
+
+
+# -- a primary's failover ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def replicated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterSet]:
+    """Three primaries with a replica each, a primary taken as failed after 1 s of silence."""
+    try:
+        made = ClusterSet(tmp_path_factory.mktemp("replicated"), replicas=1, node_timeout_ms=1000)
+    except RedisServerMissing as error:
+        pytest.fail(str(error), pytrace=False)
+    yield made
+    made.close()
+
+
+def test_a_primary_killed_while_a_replica_trips_an_agent_hands_its_slot_on_and_loses_no_verdict(
+    replicated: ClusterSet,
+) -> None:
+    made = Replicas(replicated.url, timeout=0.25)  # the gateway's timeout
+    try:
+        a, b = made.engine("a"), made.engine("b")
+        victim = replicated.owner(key("billing-assistant"))
+        before = next(name for name in agents() if replicated.owner(key(name)) is victim)
+        for _ in range(5):
+            fail(b, before)  # tripped just before the kill: no WAIT on a cluster
+        for _ in range(4):
+            fail(a, "billing-assistant")
+
+        victim.kill()
+        fail(a, "billing-assistant")  # the fifth, while the slot has no primary: alone
+        assert state(a, "billing-assistant") == "open"
+
+        wait_until(
+            lambda: replicated.owner(key("billing-assistant")) is not victim,
+            "the cluster promoted the killed primary's replica",
+        )
+        wait_until(
+            lambda: a.shared_lost is None and b.shared_lost is None,
+            "both replicas joined the cluster again",
+        )
+        wait_until(lambda: state(b, "billing-assistant") == "open", "b heard of a's trip")
+        assert state(a, before) == state(b, before) == "open"
+        with replicated.owner(key("billing-assistant")).client() as client:
+            assert client.hget(key("billing-assistant"), "state") == b"open"
+            assert client.hget(key(before), "state") == b"open"
+    finally:
+        for engine in made.engines:
+            engine.close()
+
+
+def key(agent: str) -> str:
+    return f"breakerdeck:breaker:{{{agent}}}"
+
+
+def agents() -> Iterator[str]:
+    return (f"agent-{number}" for number in itertools.count())

@@ -23,6 +23,8 @@ from breakerdeck.engine.front.serving import StartError
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.shared import SharedStore
 from tests.redis_server import SERVICE, RedisServerMissing, SentinelSet
+from tests.tcp_cut import Cuttable
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.xdist_group("sentinel")
 
@@ -158,6 +160,68 @@ def test_a_failover_while_two_replicas_take_calls_loses_no_verdict_and_keeps_one
     assert admitted.count(True) == 1
 
 
+def test_a_replica_back_after_the_replicas_joined_is_waited_for_by_the_next_transitions(
+    replicas: Replicas, sentinels: SentinelSet
+) -> None:
+    # The new primary of a failover has no replica until the old one comes back: counted only
+    # once a minute, the transitions of that minute were not waited for.
+    primary = sentinels.current_primary()
+    (other,) = [node for node in (sentinels.primary, sentinels.replica) if node is not primary]
+    other.kill()
+    a = replicas.engine("a")  # joins a primary with no replica
+    sentinels.mend()  # the replica back, in step
+    with primary.client() as client:
+
+        def waited() -> int:
+            stats = client.info("commandstats").get("cmdstat_wait", {"calls": 0})
+            return int(stats["calls"])
+
+        before = waited()
+
+        def trip_and_reset() -> bool:
+            for _ in range(5):
+                call(a, AGENT, UPSTREAM)
+            a.reset(AGENT, "operator", "again")
+            return waited() > before
+
+        wait_until(trip_and_reset, "a transition waited for the replica", seconds=30)
+
+
+@pytest.fixture
+def undemoted(tmp_path: Path) -> Iterator[SentinelSet]:
+    """A set whose primary cannot be demoted (REPLICAOF renamed away): after a planned failover
+    it stays a primary that takes writes, as every old primary does until the sentinels
+    reconfigure it, and for good while they cannot reach it."""
+    no_replicaof = ("--rename-command", "REPLICAOF", "", "--rename-command", "SLAVEOF", "")
+    try:
+        made = SentinelSet(tmp_path / "undemoted", *no_replicaof)
+    except RedisServerMissing as error:
+        pytest.fail(str(error), pytrace=False)
+    yield made
+    made.close()
+
+
+def test_after_a_planned_failover_the_replicas_write_to_the_new_primary_not_the_old_one(
+    undemoted: SentinelSet, tmp_path: Path
+) -> None:
+    made = Replicas(undemoted.url, tmp_path)
+    try:
+        a, b = made.engine("a"), made.engine("b")
+        old = undemoted.primary_port()
+        undemoted.failover()
+        wait_until(lambda: undemoted.primary_port() != old, "the sentinels named the replica")
+        for _ in range(5):
+            call(a, AGENT, UPSTREAM)
+        with undemoted.client() as new:
+            wait_until(
+                lambda: new.hget(f"breakerdeck:breaker:{AGENT}", "state") == b"open",
+                "a's trip in the new primary",
+            )
+        wait_until(lambda: b.view(AGENT).state == "open", "b heard of the trip")
+    finally:
+        made.close()
+
+
 # -- bad input, refused at start ---------------------------------------------------------------
 
 
@@ -172,6 +236,22 @@ def test_unreachable_sentinels_are_refused_at_start_without_the_password() -> No
         SharedStore("redis+sentinel://127.0.0.1:1,127.0.0.1:2/fleet", password="hunter2")
     assert str(raised.value).startswith("sentinel 127.0.0.1:1,127.0.0.1:2/fleet/0: ")
     assert "hunter2" not in str(raised.value)
+
+
+def test_an_unreachable_sentinel_is_asked_once_not_again_after_a_backoff() -> None:
+    # redis-py retries a command three times, seconds apart, by default: a sentinel whose host
+    # is down held a start, or a replica's first connection after a failover, for seconds.
+    links = [Cuttable(("127.0.0.1", 1)) for _ in range(2)]
+    for link in links:
+        link.cut()  # each connection accepted, then closed unanswered
+    url = "redis+sentinel://" + ",".join(f"127.0.0.1:{link.port}" for link in links) + "/fleet"
+    try:
+        with pytest.raises(ValueError, match="no sentinel answers"):
+            SharedStore(url)
+        assert [link.accepted for link in links] == [1, 1]
+    finally:
+        for link in links:
+            link.close()
 
 
 def test_a_gateway_on_a_service_no_sentinel_knows_stops_at_start_naming_it(

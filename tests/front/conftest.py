@@ -153,6 +153,14 @@ async def start_gateway(tmp_path: Path) -> AsyncIterator[StartRig]:
         rig.engine.close()
 
 
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    """A client for calls to several gateway processes at once (the replica tests)."""
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
+    async with httpx.AsyncClient(timeout=10, limits=limits) as client:
+        yield client
+
+
 def body(response: httpx.Response) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(response.content)
     return result

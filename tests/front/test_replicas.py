@@ -132,13 +132,6 @@ async def fleet(
     made.stop()
 
 
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
-    async with httpx.AsyncClient(timeout=10, limits=limits) as client:
-        yield client
-
-
 async def call(http: httpx.AsyncClient, replica: Replica, agent: str = "billing") -> httpx.Response:
     return await http.get(replica.url + "/p/payments/v1/charges", headers=auth(agent))
 

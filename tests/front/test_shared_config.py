@@ -22,6 +22,7 @@ from breakerdeck.engine.front.gateway.app import GatewayApp
 from breakerdeck.engine.front.gateway.config import GatewayConfig, Shared
 from breakerdeck.engine.front.gateway.options import Options
 from breakerdeck.engine.front.gateway.server import open_engine, open_shared
+from breakerdeck.engine.front.serving import StartError
 from breakerdeck.engine.shared import SharedStore
 from breakerdeck.fixtures.faults import REFUSED
 from breakerdeck.fixtures.platform import FakePlatform
@@ -287,6 +288,47 @@ def test_a_bad_high_availability_url_is_refused_with_why(
     line = _refused(check(_config(tmp_path), "--shared", url))
     assert line.startswith("gateway: --shared: ") and expected in line
     assert "hunter2" not in line
+
+
+def test_a_gateway_whose_sentinels_do_not_answer_stops_at_start_naming_them(
+    tmp_path: Path,
+) -> None:
+    file = _password_file(tmp_path)
+    config = _config(tmp_path, f'password_file = "{file.name}"')
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "breakerdeck.console.cli", "gateway"),
+            *("--config", str(config), "--listen", "127.0.0.1:0"),
+            *("--shared", "redis+sentinel://127.0.0.1:1,127.0.0.1:2/fleet"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "BD_TEST_PAYMENTS": "x"},
+    )
+    line = _refused(Done(done.returncode, done.stderr))
+    assert line.startswith(
+        "gateway: shared store: sentinel 127.0.0.1:1,127.0.0.1:2/fleet/0: no sentinel answers"
+    )
+
+
+def test_a_cluster_url_at_a_plain_redis_stops_the_gateway_at_start_naming_it(
+    session_redis: RedisServer,
+) -> None:
+    options = Options(
+        config_path=Path("gateway.toml"),
+        config=GatewayConfig(),
+        digests={},
+        listen="127.0.0.1:0",
+        shared=Shared(f"redis+cluster://127.0.0.1:{session_redis.port}", PASSWORD, "bd", 0.25),
+    )
+    with pytest.raises(StartError) as raised:
+        open_shared(options)
+    assert str(raised.value).startswith(
+        f"gateway: shared store: cluster 127.0.0.1:{session_redis.port}: "
+    )
+    assert "Cluster mode is not enabled" in str(raised.value)
+    assert PASSWORD not in str(raised.value)
 
 
 def test_a_sentinel_password_is_only_for_a_sentinel_url(
