@@ -28,11 +28,13 @@ def prepare(directory: str | Path) -> Path:
         raise StateDirError(f"state dir {path}: {error.strerror or error}") from error
     if not stat.S_ISDIR(info.st_mode):
         raise StateDirError(f"state dir {path} is not a directory (a symlink or a file is there)")
-    _check_owner(path, info, "state dir")
+    check_owner(path, info, "state dir")
     return path
 
 
-def _check_owner(path: Path, info: os.stat_result, what: str, *, root_ok: bool = False) -> None:
+def check_owner(path: Path, info: os.stat_result, what: str, *, root_ok: bool = False) -> None:
+    """Refuse what another user could have planted or changed: owned by someone else (root
+    too, unless `root_ok`), or writable by the group or the world."""
     if info.st_uid != os.geteuid() and not (root_ok and info.st_uid == 0):
         raise StateDirError(
             f"{what} {path} belongs to uid {info.st_uid}, not to this user ({os.geteuid()})"
@@ -57,7 +59,7 @@ def read_private(path: str | Path) -> str:
     except OSError as error:
         raise StateDirError(f"{path}: {error.strerror or error}") from error
     with os.fdopen(fd, "rb") as handle:
-        _check_owner(path, os.fstat(handle.fileno()), "file", root_ok=True)
+        check_owner(path, os.fstat(handle.fileno()), "file", root_ok=True)
         data = handle.read(65_536)
     try:
         return data.decode("utf-8")
@@ -78,7 +80,7 @@ def read_own(path: str | Path, limit: int) -> str:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise StateDirError(f"{path} is not a regular file")
-        _check_owner(path, info, "file")
+        check_owner(path, info, "file")
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise StateDirError(f"{path} is over {limit} bytes")
