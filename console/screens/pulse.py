@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import ClassVar, cast
 
-from rich.style import Style
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -22,6 +21,7 @@ from textual.widgets import DataTable, Footer, Static
 from breakerdeck.console.messages import ContextRequested, Deck
 from breakerdeck.console.pulse import COLUMNS, PulseRow, column_word
 from breakerdeck.console.states import BY_NAME
+from breakerdeck.console.widgets.tabs import name_style
 from breakerdeck.console.words import clock_text, mmss
 from breakerdeck.engine.text import printable
 
@@ -74,10 +74,11 @@ class PulseScreen(Screen[None]):
         rows = self.deck.pulse_rows()
         table = self.query_one(DataTable)
         at = table.cursor_row
+        no_color = self.app.no_color
         with self.app.batch_update():
             table.clear()
             for row in rows:
-                table.add_row(*_cells(row), height=2, key=str(row.number))
+                table.add_row(*_cells(row, no_color), height=2, key=str(row.number))
             table.move_cursor(row=min(max(at, 0), len(rows) - 1))
         self.rows = rows
         title = Text(no_wrap=True, overflow="ellipsis")
@@ -95,7 +96,7 @@ class PulseScreen(Screen[None]):
         row = self.selected
         text = Text(no_wrap=True, overflow="ellipsis")
         if row is not None:
-            text.append(printable(row.name), Style(color=row.color, bold=True))
+            text.append(printable(row.name), name_style(row.color, self.app.no_color))
             text.append(f": {printable(row.where)}")
             if row.stale_since is not None:
                 text.append(f"  STALE since {clock_text(row.stale_since)}", "bold reverse")
@@ -119,13 +120,13 @@ class PulseScreen(Screen[None]):
         self.action_show()
 
 
-def _cells(row: PulseRow) -> list[Text]:
+def _cells(row: PulseRow, no_color: bool) -> list[Text]:
     name = printable(row.name)
     if len(name) > NAME_CHARS:
         name = name[: NAME_CHARS - 1] + "…"
     context = Text(no_wrap=True)
     context.append(f"{row.number} ")
-    context.append(name, Style(color=row.color, bold=True))
+    context.append(name, name_style(row.color, no_color))
     stale = row.stale_since is not None
     marks = [word for word, on in (("read-only", row.read_only), ("STALE", stale)) if on]
     if marks:
@@ -133,7 +134,11 @@ def _cells(row: PulseRow) -> list[Text]:
     cells = [context]
     for (name_, _), count in zip(COLUMNS, row.counts, strict=True):
         look = BY_NAME.get(name_)
-        style = look.label if look is not None and count else ""
+        style = ""
+        if look is not None and count:
+            # As the header does: trouble reversed where there is no colour (a red count
+            # would be the faintest grey).
+            style = "bold reverse" if no_color and look.loud else look.label
         cells.append(Text(str(count), style=style))
     cells.append(Text(str(row.refused_per_minute)))
     ends = Text(no_wrap=True)

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rich.style import Style
 from rich.text import Text
 from textual.widgets import Static
 
 from breakerdeck.console.board import Summary
 from breakerdeck.console.card import Card
 from breakerdeck.console.pulse import TabTitle
+from breakerdeck.console.widgets.tabs import name_style
 from breakerdeck.console.words import clock_text
 from breakerdeck.engine.text import printable
 
@@ -71,7 +71,7 @@ class SummaryBar(Static):
             name = printable(context.name)  # from contexts.toml: outside text
             if len(name) > CONTEXT_CHARS:
                 name = name[: CONTEXT_CHARS - 1] + "…"
-            counts.append(name, Style(color=context.color, bold=True))
+            counts.append(name, name_style(context.color, self.app.no_color))
             counts.append(" read-only" if context.read_only else "", "bold")
             counts.append("  ")
         # NO_COLOR greys every colour, and red on the bar's grey is the faintest of them:

@@ -19,6 +19,13 @@ from breakerdeck.engine.text import printable
 SHORT_NAME = 10
 
 
+def name_style(color: str | None, no_color: bool) -> Style:
+    """A context's name: bold, in its colour where colours are shown. Under NO_COLOR a colour
+    turns to a grey, and red is the darkest of them (unreadable on the bars' grey): the name
+    says it alone there."""
+    return Style(bold=True, color=None if no_color else color)
+
+
 class ContextTabs(Static):
     DEFAULT_CSS = """
     ContextTabs { height: 1; width: 1fr; }
@@ -29,16 +36,17 @@ class ContextTabs(Static):
     def show(self, titles: Sequence[TabTitle]) -> None:
         self.display = bool(titles)
         width = self.size.width or self.app.size.width
-        text = _line(titles, cut=None)
+        no_color = self.app.no_color
+        text = _line(titles, None, no_color)
         if text.cell_len > width:
-            text = _line(titles, cut=SHORT_NAME)
+            text = _line(titles, SHORT_NAME, no_color)
         text.truncate(width, overflow="ellipsis")
         if text != self._shown:
             self._shown = text
             self.update(text)
 
 
-def _line(titles: Sequence[TabTitle], cut: int | None) -> Text:
+def _line(titles: Sequence[TabTitle], cut: int | None, no_color: bool) -> Text:
     opened, held = word_for("open"), word_for(HELD)
     text = Text(no_wrap=True)
     for n, title in enumerate(titles):
@@ -49,7 +57,7 @@ def _line(titles: Sequence[TabTitle], cut: int | None) -> Text:
             name = name[: cut - 1] + "…"
         base = Style(bold=True, reverse=True) if title.active else Style()
         text.append(f" {title.number} ", base)
-        text.append(name, base + Style(color=title.color, bold=True))
+        text.append(name, base + name_style(title.color, no_color))
         text.append(f" {opened} {title.open} {held} {title.held} ", base)
         if title.stale:
             text.append("STALE ", base + Style(bold=True, reverse=not title.active))

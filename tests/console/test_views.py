@@ -16,6 +16,7 @@ from breakerdeck.console.source import InProcessSource
 from breakerdeck.console.widgets.tabs import ContextTabs
 from tests.console.conftest import OPERATOR, AgentWorld, make_app, settle
 from tests.console.helpers import header_text, screen_text, status_text
+from tests.console.test_no_color import LOUD, contrast, find, screen_segments
 
 BILLING = View("billing", "agent:billing* state:open")
 
@@ -157,3 +158,20 @@ def test_refusals_per_minute_count_the_last_minute_of_the_sources_clock():
     refusals.add(95.0)  # a replica's clock behind: counted in the newest second
     assert refusals.per_minute(160.0) == 4
     assert refusals.per_minute(230.0) == 0
+
+
+async def test_with_no_color_a_red_context_name_still_reads(worlds, monkeypatch):
+    """NO_COLOR greys every colour, red the darkest: the name is drawn without its colour."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    a, b = worlds("a"), worlds("b")
+    red = Context("prod", ("ws://a:1",), color="red")
+    app = contexts_app((red, a), (Context("staging", ("ws://b:1",), color="red"), b))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        lines = screen_segments(app)
+        assert contrast(find(lines, 1, "prod")) >= LOUD  # the header
+        assert contrast(find(lines, 0, "staging")) >= LOUD  # a tab not shown
+        await pilot.press("p")
+        await settle(pilot)
+        lines = screen_segments(app)
+        assert contrast(find(lines, 4, "staging")) >= LOUD  # its pulse row (not selected)
