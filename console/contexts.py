@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import stat
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -216,29 +215,13 @@ def chosen(known: Mapping[str, T], names: Sequence[str], what: str, where: Path)
 
 def _read(path: Path) -> str | None:
     """The file's text (None: there is no such file), if no other user could have written it
-    (see the module's docstring). Opened without waiting for a writer, so a FIFO planted
-    there is refused, not waited on."""
+    (see the module's docstring; `statedir.read_config` says how)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"{path}: refused: not a regular file")
-        try:
-            statedir.check_owner(path, info, "file", root_ok=True)
-        except StateDirError as error:
-            raise ConfigError(f"{path}: refused: {error}") from None
-        data = handle.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES:
-        raise ConfigError(f"{path}: refused: over {MAX_BYTES // 1024} KiB")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
+        return statedir.read_config(path, MAX_BYTES)
+    except StateDirError as error:
+        if isinstance(error.__cause__, FileNotFoundError):
+            return None
+        raise ConfigError(f"refused: {error}") from None
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -16,6 +16,7 @@ from pathlib import Path
 from breakerdeck.engine.errors import StateDirError
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 def prepare(directory: str | Path) -> Path:
@@ -28,13 +29,11 @@ def prepare(directory: str | Path) -> Path:
         raise StateDirError(f"state dir {path}: {error.strerror or error}") from error
     if not stat.S_ISDIR(info.st_mode):
         raise StateDirError(f"state dir {path} is not a directory (a symlink or a file is there)")
-    check_owner(path, info, "state dir")
+    _check_owner(path, info, "state dir")
     return path
 
 
-def check_owner(path: Path, info: os.stat_result, what: str, *, root_ok: bool = False) -> None:
-    """Refuse what another user could have planted or changed: owned by someone else (root
-    too, unless `root_ok`), or writable by the group or the world."""
+def _check_owner(path: Path, info: os.stat_result, what: str, *, root_ok: bool = False) -> None:
     if info.st_uid != os.geteuid() and not (root_ok and info.st_uid == 0):
         raise StateDirError(
             f"{what} {path} belongs to uid {info.st_uid}, not to this user ({os.geteuid()})"
@@ -59,7 +58,7 @@ def read_private(path: str | Path) -> str:
     except OSError as error:
         raise StateDirError(f"{path}: {error.strerror or error}") from error
     with os.fdopen(fd, "rb") as handle:
-        check_owner(path, os.fstat(handle.fileno()), "file", root_ok=True)
+        _check_owner(path, os.fstat(handle.fileno()), "file", root_ok=True)
         data = handle.read(65_536)
     try:
         return data.decode("utf-8")
@@ -71,16 +70,27 @@ def read_own(path: str | Path, limit: int) -> str:
     """A file this process keeps in its state dir, read back: never through a link (one planted
     there is refused, as is a file of someone else's or one others could write), at most
     `limit` bytes (a longer one is refused, never half read)."""
-    path = Path(path)
+    return _read_regular(Path(path), limit, os.O_RDONLY | _NOFOLLOW, root_ok=False)
+
+
+def read_config(path: str | Path, limit: int) -> str:
+    """A configuration file only this user or root could have written (the console's
+    `contexts.toml`), at most `limit` bytes. A link is followed (dotfiles managers link them;
+    the file it reaches is checked), and it is opened without waiting for a writer, so a FIFO
+    planted there is refused rather than waited on."""
+    return _read_regular(Path(path), limit, os.O_RDONLY | _NONBLOCK, root_ok=True)
+
+
+def _read_regular(path: Path, limit: int, flags: int, *, root_ok: bool) -> str:
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+        fd = os.open(path, flags)
     except OSError as error:
         raise StateDirError(f"{path}: {error.strerror or error}") from error
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise StateDirError(f"{path} is not a regular file")
-        check_owner(path, info, "file")
+        _check_owner(path, info, "file", root_ok=root_ok)
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise StateDirError(f"{path} is over {limit} bytes")

@@ -11,7 +11,7 @@ def test_watch_refuses_a_group_writable_contexts_file_naming_it(cli_run, config_
     path = write(config_home / "contexts.toml", PROD, 0o660)
     code, err = cli_run(["watch", "--context", "prod"])
     assert code == 78
-    assert f"{path}: refused: " in err and "writable by others" in err
+    assert f"refused: file {path} is writable by others" in err
 
 
 def test_watch_names_the_known_contexts_for_an_unknown_one(cli_run, tmp_path):
@@ -49,7 +49,7 @@ def test_a_views_file_others_can_write_stops_a_console_from_starting(cli_run, co
     path = write(config_home / "views.toml", '[views.mine]\nfilter = "pay"\n', 0o646)
     code, err = cli_run(["demo", "--view", "open"])
     assert code == 78
-    assert f"{path}: refused: " in err
+    assert f"refused: file {path} is writable by others" in err
 
 
 def test_watch_takes_urls_or_contexts_and_a_context_brings_its_own_token(cli_run):

@@ -68,13 +68,12 @@ def test_a_contexts_file_others_can_write_is_refused_naming_it(tmp_path, mode):
     path = write(tmp_path / "contexts.toml", PROD, mode)
     with pytest.raises(ConfigError) as refused:
         load_contexts(path)
-    assert str(refused.value).startswith(f"{path}: refused: ")
-    assert "writable by others" in str(refused.value)
+    assert str(refused.value).startswith(f"refused: file {path} is writable by others (mode ")
 
 
 def test_a_views_file_others_can_write_is_refused_naming_it(config_home):
     path = write(config_home / "views.toml", '[views.mine]\nfilter = "pay"\n', 0o664)
-    with pytest.raises(ConfigError, match=f"^{path}: refused: .*writable by others"):
+    with pytest.raises(ConfigError, match=f"^refused: file {path} is writable by others"):
         load_views()
 
 
@@ -89,7 +88,7 @@ def test_a_file_another_user_owns_is_refused(tmp_path):
 def test_a_fifo_is_refused_and_not_waited_on(tmp_path):
     path = tmp_path / "contexts.toml"
     os.mkfifo(path, 0o600)
-    with pytest.raises(ConfigError, match="not a regular file"):
+    with pytest.raises(ConfigError, match=f"^refused: {path} is not a regular file"):
         load_contexts(path)
 
 
