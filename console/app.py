@@ -428,8 +428,8 @@ class BreakerdeckApp(OperatorActions):
             return len(self.tabs) > 1 and parameters[0] in range(len(self.tabs))
         if action == "pulse":
             return self.contexts
-        if action == "read_only":
-            return self.read_only
+        if action == "read_only":  # not on the pulse: no breaker there to write to
+            return self.read_only and not isinstance(self.screen, PulseScreen)
         return True
 
     def action_replay(self, what: str, amount: int = 1) -> None:
