@@ -9,6 +9,9 @@ counts the bytes: what an SSH link would carry.
   with five agents tripped (five counted upstream failures each) and nothing else happening;
   the console is `BreakerdeckApp` over `InProcessSource`, as `breakerdeck demo` builds it.
   Only the five countdowns move, once a second. Target: at most 2 KB/s.
+- "over 2 contexts" (issue 35): the same five, three in one context and two in another, as
+  `watch --context prod --context staging` shows them: the tabs' line and the header's
+  context name beside the cards. Target: the same 2 KB/s.
 - "breakerdeck demo": the demo as a user starts it (its default scenario at speed 5), for
   comparison: its simulated agents keep calling, so cards really change.
 """
@@ -26,6 +29,10 @@ import tempfile
 import termios
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from breakerdeck.engine.engine import Engine
 
 SIZE = (80, 24)
 SETTLE_SECONDS = 3.0
@@ -35,33 +42,56 @@ OPEN = 5
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def child() -> None:
-    """The console over five open breakers and nothing else (runs on the pty)."""
+def child(contexts: bool) -> None:
+    """The console over five open breakers and nothing else (runs on the pty); with
+    `contexts`, split over two contexts (`watch --context a --context b`), three and two."""
     from breakerdeck.console.app import BreakerdeckApp
+    from breakerdeck.console.contexts import Context
     from breakerdeck.console.source import InProcessSource
+
+    with tempfile.TemporaryDirectory(prefix="breakerdeck-bytes-") as state_dir:
+        if not contexts:
+            engine = _tripped(Path(state_dir), range(OPEN))
+            engines = [engine]
+            app = BreakerdeckApp(InProcessSource(engine, label="bench"), operator="bench")
+        else:
+            engines = [
+                _tripped(Path(state_dir) / "a", range(3)),
+                _tripped(Path(state_dir) / "b", range(3, OPEN)),
+            ]
+            names = (("prod", "red"), ("staging", "yellow"))
+            tabs = [
+                (Context(name, (f"ws://{name}:8765",), color=color), InProcessSource(engine))
+                for (name, color), engine in zip(names, engines, strict=True)
+            ]
+            app = BreakerdeckApp(tabs, operator="bench")
+        try:
+            app.run()
+        finally:
+            for engine in engines:
+                engine.close()
+
+
+def _tripped(state_dir: Path, agents: range) -> Engine:
+    """An engine on the system clock with these agents tripped (five counted failures each)."""
     from breakerdeck.engine.clock import SystemClock
     from breakerdeck.engine.engine import Engine
     from breakerdeck.engine.outcomes import Outcome, OutcomeClass
     from breakerdeck.engine.policy import AgentPolicy
 
     upstream = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="connection refused")
-    with tempfile.TemporaryDirectory(prefix="breakerdeck-bytes-") as state_dir:
-        engine = Engine(AgentPolicy(), clock=SystemClock(), state_dir=state_dir)
-        for i in range(OPEN):
-            agent = f"agent-{i}"
-            for _ in range(5):
-                ticket = engine.enter(
-                    key=agent, agent=agent, platform="payments", tool="payments",
-                    deadline_seconds=30.0,
-                )  # fmt: skip
-                if engine.admit(ticket, 30.0).allowed:
-                    ticket.attempts = 1
-                    engine.complete(ticket, upstream, fault="refused", agent_status=502)
-        app = BreakerdeckApp(InProcessSource(engine, label="bench"), operator="bench")
-        try:
-            app.run()
-        finally:
-            engine.close()
+    engine = Engine(AgentPolicy(), clock=SystemClock(), state_dir=state_dir)
+    for i in agents:
+        agent = f"agent-{i}"
+        for _ in range(5):
+            ticket = engine.enter(
+                key=agent, agent=agent, platform="payments", tool="payments",
+                deadline_seconds=30.0,
+            )  # fmt: skip
+            if engine.admit(ticket, 30.0).allowed:
+                ticket.attempts = 1
+                engine.complete(ticket, upstream, fault="refused", agent_status=502)
+    return engine
 
 
 def measure(command: list[str]) -> float:
@@ -106,6 +136,7 @@ def main() -> None:
     breakerdeck = str(Path(python).with_name("breakerdeck"))
     cases = [
         (f"{OPEN} open countdowns, nothing else", [python, __file__, "--child"], True),
+        (f"{OPEN} countdowns over 2 contexts", [python, __file__, "--child", "--contexts"], True),
         ("breakerdeck demo (default scenario)", [breakerdeck, "demo"], False),
     ]
     print(f"console bytes to a real pty at {SIZE[0]}x{SIZE[1]}, {SECONDS:g} s after "
@@ -119,6 +150,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     if "--child" in sys.argv:
-        child()
+        child(contexts="--contexts" in sys.argv)
     else:
         main()

@@ -12,7 +12,9 @@ from breakerdeck.console.card import RANK_CLOSED, Card, Thresholds
 from breakerdeck.console.history import History
 from breakerdeck.console.log_rows import CALL_KINDS, LOG_KINDS, LOG_ROWS, LogRow, log_row, probe_row
 from breakerdeck.console.ordering import BY_KEY, SortKey, group_by_key, order_key
+from breakerdeck.console.refusals import Refusals
 from breakerdeck.console.states import BY_TROUBLE, StateLook, look_of
+from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.state import State
 
@@ -82,6 +84,8 @@ class Board:
         self._summary: tuple[int, Summary] | None = None
         #: The event log, newest first.
         self.log: deque[LogRow] = deque(maxlen=LOG_ROWS)
+        #: Refused calls in the last minute (the pulse's column).
+        self.refusals = Refusals()
         self.log_version = getattr(self, "log_version", 0) + 1
 
     # -- writing (the source reader) -------------------------------------------------------
@@ -183,6 +187,8 @@ class Board:
             touched.add(event.key)
             self._dirty.add(event.key)
             self._history.setdefault(event.key, History()).fold(event, self._views.get(event.key))
+            if event.type == ev.CALL_DENIED:
+                self.refusals.add(event.wall)
             if event.type in LOG_KINDS or (event.type in CALL_KINDS and event.fields.get("probe")):
                 self._log_event(event)
         if touched:
@@ -377,6 +383,10 @@ class Board:
             if view.paged and view.state != State.CLOSED:
                 paged.add(ident)
         return counts, paged
+
+    def views(self) -> Iterable[BreakerView]:
+        """Every breaker's view as last known (what the pulse counts modes over)."""
+        return self._views.values()
 
     def __len__(self) -> int:
         return len(self._views)

@@ -15,9 +15,9 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
-from urllib.parse import urlsplit
 
-from breakerdeck.console.output import EXIT_IO, EXIT_USAGE, discard
+from breakerdeck.console.contexts import MAX_NAME, ConfigError, UnknownName, feed_url
+from breakerdeck.console.output import EXIT_CONFIG, EXIT_IO, EXIT_USAGE, discard
 from breakerdeck.console.web_command import add_web_parser, served_argv
 from breakerdeck.engine.feed.protocol import MAX_ACTOR_CHARS, MAX_KEY_CHARS, MAX_REASON_CHARS
 from breakerdeck.engine.front.arguments import EXIT_START, USAGE_EXITS, exit_codes
@@ -97,17 +97,10 @@ def _port(text: str) -> int:
 
 
 def _feed_url(text: str) -> str:
-    """A ws:// or wss:// URL with a host (and a valid port if one is given)."""
     try:
-        parts = urlsplit(text)
-        parts.port  # noqa: B018 - raises ValueError on a port out of range
+        return feed_url(text)
     except ValueError as error:
-        raise argparse.ArgumentTypeError(f"not a feed URL: {text!r} ({error})") from None
-    if parts.scheme not in ("ws", "wss") or not parts.hostname:
-        raise argparse.ArgumentTypeError(
-            f"not a feed URL: {text!r}; expected ws://host:port (or wss://)"
-        )
-    return text
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _text(limit: int, what: str) -> Callable[[str], str]:
@@ -128,6 +121,7 @@ _timeout = _number(0.0, MAX_TIMEOUT, above_low=True)
 _actor = _text(MAX_ACTOR_CHARS, "the operator name")
 _reason = _text(MAX_REASON_CHARS, "the reason")
 _key = _text(MAX_KEY_CHARS, "the key")
+_name = _text(MAX_NAME, "the name")
 
 
 #: Every command's exit codes end with these; a server (`serve`, `web`, `gateway`, `mcp`)
@@ -139,11 +133,14 @@ _FEED_TROUBLES = (
     (4, "the token was refused, or none could be found or read"),
     (5, "the server refused the request or spoke another protocol version"),
 )
+#: The consoles' files (`--view`, `--context`): an unknown name is a usage mistake (64).
+_CONFIG = (EXIT_CONFIG, "contexts.toml or views.toml refused or not valid (said which and why)")
 _EXITS = {
     "demo": exit_codes(
         (0, "the console quit, or the headless run's duration passed"),
         (2, "cannot start: the scenario or the state dir (said which)"),
         *USAGE_EXITS,
+        _CONFIG,
         _INTERRUPTED,
     ),
     "scenarios": exit_codes((0, "listed"), *USAGE_EXITS),
@@ -164,6 +161,7 @@ _EXITS = {
         (0, "the console quit"),
         *_FEED_TROUBLES,
         *USAGE_EXITS,
+        _CONFIG,
         _INTERRUPTED,
     ),
     "reset": exit_codes(
@@ -182,6 +180,7 @@ _EXITS = {
         (0, "the console quit"),
         (2, "the recording cannot be read (said why)"),
         *USAGE_EXITS,
+        _CONFIG,
         _INTERRUPTED,
     ),
 }
@@ -318,7 +317,11 @@ def build_parser() -> argparse.ArgumentParser:
         commands, "watch", help="the console on one or more remote engines (replicas of a service)"
     )
     watch.add_argument(
-        "urls", nargs="+", type=_feed_url, metavar="URL", help="ws://host:port of each engine"
+        "urls",
+        nargs="*",
+        type=_feed_url,
+        metavar="URL",
+        help="ws://host:port of each engine (or name contexts with --context)",
     )
     watch.add_argument(
         "--token-file",
@@ -326,6 +329,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="token for every URL, or repeat once per URL (default: $BREAKERDECK_TOKEN, then "
         "operator.token / viewer.token in the default state dir)",
+    )
+    watch.add_argument(
+        "--context",
+        action="append",
+        type=_name,
+        default=None,
+        metavar="NAME",
+        help="a context of contexts.toml, instead of URLs; repeat for one tab each (1-9 switch, "
+        "p shows them all)",
+    )
+    watch.add_argument(
+        "--contexts",
+        default=None,
+        metavar="FILE",
+        help="the contexts file (default: $XDG_CONFIG_HOME/breakerdeck/contexts.toml, else "
+        "~/.config/breakerdeck/contexts.toml); views.toml is read beside it",
     )
     watch.add_argument(
         "--operator", type=_actor, default=None, help="name written on resets (default: login)"
@@ -394,6 +413,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="start this many recorded seconds after the first event",
     )
 
+    for console in (demo, watch, replay):
+        console.add_argument(
+            "--view",
+            type=_name,
+            default=None,
+            metavar="NAME",
+            help="start filtered by a saved view: open, held, probing, or one of views.toml",
+        )
+
     add_gateway_parser(commands)
     add_mcp_parser(commands)
     add_web_parser(commands)
@@ -411,6 +439,14 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     args = build_parser().parse_args(argv)
     if args.command == "replay" and (args.trace is None) == (args.state_dir is None):
         command_parser("replay").error("give one recording: a trace file, or --state-dir DIR")
+    if args.command == "watch":
+        refuse = command_parser("watch").error
+        if bool(args.urls) == bool(args.context):
+            refuse("give the engines' URLs, or --context NAME (not both)")
+        if args.context and args.token_file:
+            refuse("--token-file goes with URLs; a context names its own token_file")
+        if args.contexts and not args.context:
+            refuse("--contexts FILE goes with --context NAME")
     return args
 
 
@@ -422,6 +458,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     try:
         return _run(args)
+    except (ConfigError, UnknownName) as error:  # contexts.toml, views.toml, or a name in them
+        from breakerdeck.console.output import say
+
+        for line in str(error).splitlines():
+            say(line)
+        return EXIT_CONFIG if isinstance(error, ConfigError) else EXIT_USAGE
     except ModuleNotFoundError as error:
         extra = _EXTRAS.get(args.command)
         if extra is None:

@@ -80,11 +80,13 @@ class SimulationControls:
 
 def run_demo(args: argparse.Namespace) -> int:
     from breakerdeck.console.app import BreakerdeckApp
+    from breakerdeck.console.contexts import views_for
     from breakerdeck.console.headless import scenario_policy
     from breakerdeck.engine.page import command_hook
     from breakerdeck.fixtures import scenario as scenarios
     from breakerdeck.fixtures.simulation import DEFAULT_SCENARIO, Simulation
 
+    views, start = views_for(args.view)
     speed = args.speed or DEFAULT_SPEED
     operator = args.operator or getpass.getuser()
     scenario = args.scenario or DEFAULT_SCENARIO
@@ -116,7 +118,12 @@ def run_demo(args: argparse.Namespace) -> int:
         label = f"demo {scenario} · {policy}"
         source = InProcessSource(sim.engine, label=label, speed=speed)
         app = BreakerdeckApp(
-            source, operator=operator, controls=controls, platform_of=controls.platform_of
+            source,
+            operator=operator,
+            controls=controls,
+            platform_of=controls.platform_of,
+            views=views,
+            filter_text=start,
         )
         sim.start_thread()
         try:

@@ -16,17 +16,37 @@ from breakerdeck.console.board import Board
 from breakerdeck.console.card import Card
 
 if TYPE_CHECKING:
+    from breakerdeck.console.pulse import PulseRow, TabTitle
     from breakerdeck.console.source import FaultControls, Fleet, SharedStores, Source
 
 
 class Deck(Protocol):
-    """The app as a screen sees it: data to draw, and which writes a card offers."""
+    """The app as a screen sees it: data to draw, and which writes a card offers. What a
+    breaker is read from is the tab shown's (one per context, else the only one)."""
 
-    board: Board
-    source: Source
-    fleet: Fleet
-    stores: SharedStores | None
     controls: FaultControls | None
+
+    @property
+    def board(self) -> Board: ...
+
+    @property
+    def source(self) -> Source: ...
+
+    @property
+    def fleet(self) -> Fleet: ...
+
+    @property
+    def stores(self) -> SharedStores | None: ...
+
+    def tab_titles(self) -> list[TabTitle]:
+        """Every tab as its bar names it; none when there is only one."""
+        ...
+
+    def context_title(self) -> TabTitle | None:
+        """The context shown, for the header (None: the console watches no context)."""
+        ...
+
+    def pulse_rows(self) -> list[PulseRow]: ...
 
     def now(self) -> float:
         """The header's clock, read once per frame."""
@@ -72,6 +92,14 @@ class DetailsRequested(CardMessage):
 
 class TableRequested(Message):
     """Show every breaker as a row of a table (`t`)."""
+
+
+class ContextRequested(Message):
+    """Show a context's tab (`enter` on the pulse): `index` counts from 0."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__()
+        self.index = index
 
 
 class ResetRequested(CardMessage):

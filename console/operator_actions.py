@@ -14,31 +14,77 @@ from breakerdeck.console.board import Board
 from breakerdeck.console.card import Card
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
-from breakerdeck.console.source import REVOKED, FaultControls, Fleet, SharedStores, Source, Writes
+from breakerdeck.console.source import (
+    REVOKED,
+    FaultControls,
+    Fleet,
+    FreshViews,
+    SharedStores,
+    Source,
+    Writes,
+)
+from breakerdeck.console.tab import Tab
 from breakerdeck.console.words import clock_text, mmss
 from breakerdeck.engine.state import State
 
 
 class OperatorActions(App[None]):
     """What the operator may do to a card, and the dialogs that do it; the state it reads is
-    declared here and set up by `BreakerdeckApp`."""
+    declared here and set up by `BreakerdeckApp`. Everything a card's breaker is read from and
+    written to is the tab shown's (`console.tab`): one per context, else the only one."""
 
-    source: Source
-    #: What the source can do besides showing breakers, asked once (`console.source`): its
-    #: engines (a fleet of one for most), its writes and its shared stores (None: it has none).
-    fleet: Fleet
-    writes: Writes | None
-    stores: SharedStores | None
-    board: Board
+    tabs: list[Tab]
+    #: The tab shown (an index into `tabs`).
+    active: int
     operator: str
     controls: FaultControls | None
-    read_only: bool
+    #: A web viewer's console (`console.web_role`): read-only in every tab.
+    viewer: bool
     platform_of: Callable[[str], str | None]
-    _fixed: set[tuple[str, int]]
 
     if TYPE_CHECKING:
 
         def now_for(self, ident: str) -> float: ...
+
+    @property
+    def tab(self) -> Tab:
+        return self.tabs[self.active]
+
+    @property
+    def source(self) -> Source:
+        return self.tab.source
+
+    @property
+    def board(self) -> Board:
+        return self.tab.board
+
+    # What the source can do besides showing breakers, asked once (`console.source`): its
+    # engines (a fleet of one for most), its writes and its shared stores (None: it has none).
+
+    @property
+    def fleet(self) -> Fleet:
+        return self.tab.fleet
+
+    @property
+    def writes(self) -> Writes | None:
+        return self.tab.writes
+
+    @property
+    def stores(self) -> SharedStores | None:
+        return self.tab.stores
+
+    @property
+    def probes(self) -> FreshViews | None:
+        return self.tab.probes
+
+    @property
+    def read_only(self) -> bool:
+        """No write from here: a web viewer's console, or a read-only context's tab."""
+        return self.viewer or self.tab.read_only
+
+    @property
+    def _fixed(self) -> set[tuple[str, int]]:
+        return self.tab.fixed
 
     def named(self, ident: str) -> str:
         """A breaker as the operator reads it: its key, and its source when there are several."""
@@ -220,19 +266,20 @@ class OperatorActions(App[None]):
     def _then_reset(
         self, card: Card, targets: list[Card], reason: str
     ) -> Callable[[bool | None], Awaitable[None]]:
-        """What a reset dialog's answer does."""
+        """What a reset dialog's answer does: to the tab the dialog was about, whichever is
+        shown when it is answered."""
+        writes = self.writes
 
         async def answered(confirmed: bool | None) -> None:
             if not confirmed:
                 self.notify(f"Reset cancelled: {card.key} is unchanged.", timeout=2)
                 return
-            await self._reset(targets, reason)
+            await self._reset(writes, targets, reason)
 
         return answered
 
-    async def _reset(self, cards: list[Card], reason: str) -> None:
+    async def _reset(self, writes: Writes | None, cards: list[Card], reason: str) -> None:
         """Send the resets; say what happened (a remote source may refuse or be gone)."""
-        writes = self.writes
         if writes is None:  # never offered (`reset_offer`)
             return
         results = await asyncio.gather(
@@ -265,6 +312,7 @@ class OperatorActions(App[None]):
             lines.append(f"Demo: makes {platform}'s credential valid again.")
         if card.auth_trip:
             lines.append("The breaker stays open: reset it next (r), or let the probe close it.")
+        tab = self.tab  # the answer writes to the tab the dialog was about
 
         async def answered(confirmed: bool | None) -> None:
             if not confirmed:
@@ -272,14 +320,14 @@ class OperatorActions(App[None]):
                 return
             if demo and platform is not None and self.controls is not None:
                 self.controls.fix(platform)
-            if marks and self.writes is not None:
+            if marks and tab.writes is not None:
                 try:
-                    await self.writes.mark_credential_fixed(card.id, self.operator)
+                    await tab.writes.mark_credential_fixed(card.id, self.operator)
                 except Exception as error:  # a remote source may refuse or be gone
                     self.notify(f"Not marked fixed: {error}", severity="error", timeout=8)
                     return
             if card.trips:
-                self._fixed.add((card.id, card.trips[0].seq))
+                tab.fixed.add((card.id, card.trips[0].seq))
             follow = "  Now reset it: r." if card.auth_trip else ""
             self.notify(f"Credential for {platform or card.key} fixed.{follow}", timeout=5)
             self._refresh_status()

@@ -18,6 +18,8 @@ from breakerdeck.engine.text import printable
 
 #: A mistake on the command line (sysexits' EX_USAGE).
 EXIT_USAGE = 64
+#: `contexts.toml` or `views.toml` refused or not valid (sysexits' EX_CONFIG): said which, why.
+EXIT_CONFIG = 78
 #: The output could not be written (sysexits' EX_IOERR): a closed pipe, a full disk.
 EXIT_IO = 74
 

@@ -27,6 +27,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from breakerdeck.console.output import Output, say
 from breakerdeck.console.states import LISTED_WORDS
@@ -47,6 +48,12 @@ from breakerdeck.engine.feed.client import (
 from breakerdeck.engine.state import State
 from breakerdeck.engine.storage import statedir
 from breakerdeck.engine.text import counted, printable
+
+if TYPE_CHECKING:
+    from breakerdeck.console.app import BreakerdeckApp
+    from breakerdeck.console.contexts import Context
+    from breakerdeck.console.remote_source import RemoteFeed, RemoteSource
+    from breakerdeck.console.source import Source
 
 __all__ = [
     "EXIT_ERROR",
@@ -388,36 +395,85 @@ def run_reset(args: argparse.Namespace) -> int:
 
 
 def run_watch(args: argparse.Namespace) -> int:
-    """`breakerdeck watch URL [URL ...] [--token-file PATH ...] [--operator NAME]`: the
-    console on one or more remote engines (the app is imported here, not at the top: the
-    other commands print and leave without loading Textual)."""
-    from breakerdeck.console.app import BreakerdeckApp
-    from breakerdeck.console.output import EXIT_USAGE
-    from breakerdeck.console.remote_source import RemoteSource
+    """`breakerdeck watch URL [URL ...] [--token-file PATH ...] [--operator NAME]`, or
+    `watch --context NAME [--context NAME ...]`: the console on one or more remote engines,
+    or on the contexts of `contexts.toml`, one tab each."""
+    app = watch_app(args)
+    if isinstance(app, int):
+        return app
+    app.run()
+    return app.return_code or 0
 
+
+def watch_app(args: argparse.Namespace) -> BreakerdeckApp | int:
+    """The console `watch` runs, its sources primed; or the exit status when it cannot start
+    (the app is imported here, not at the top: the other commands print and leave without
+    loading Textual)."""
+    from breakerdeck.console.app import BreakerdeckApp
+    from breakerdeck.console.contexts import views_for
+    from breakerdeck.console.output import EXIT_USAGE
+
+    views, start = views_for(args.view, args.contexts)
     urls: list[str] = list(args.urls)
     files: list[str] = list(args.token_file or [])
     if files and len(files) not in (1, len(urls)):
         say(f"give one --token-file, or one per URL ({len(urls)}); got {len(files)}")
         return EXIT_USAGE
     try:
-        tokens = [] if files else [client_token(args, operator=True)]
-        source = RemoteSource(urls, tokens=tokens, token_files=files)
-        failed = asyncio.run(source.prime(timeout=float(args.timeout)))
+        tabs = _context_sources(args) if args.context else [(None, _url_source(args, files))]
+        sources = [source for _, source in tabs]
+        failed = asyncio.run(_prime(sources, timeout=float(args.timeout)))
     except (FeedError, OSError) as error:
         say(str(error))
         return _exit_for(error)
-    for feed, failure in failed:
-        say(f"{feed.url}: {failure}")
-    fatal = [failure for _, failure in failed if not isinstance(failure, FeedUnreachable)]
+    for (context, _), failures in zip(tabs, failed, strict=True):
+        for feed, failure in failures:
+            say(f"{context.name}: {feed.url}: {failure}" if context else f"{feed.url}: {failure}")
+    troubles = [failure for failures in failed for _, failure in failures]
+    fatal = [failure for failure in troubles if not isinstance(failure, FeedUnreachable)]
     if fatal:
         return _exit_for(fatal[0])
-    if len(failed) == len(urls):
+    if len(troubles) == sum(len(source.feeds) for source in sources):
         say("no source answered; nothing to watch")
         return EXIT_UNREACHABLE
-    app = BreakerdeckApp(source, operator=args.operator or _login())
-    app.run()
-    return app.return_code or 0
+    shown: Source | list[tuple[Context, Source]] = (
+        sources[0] if not args.context else [(c, s) for c, s in tabs if c is not None]
+    )
+    operator = args.operator or _login()
+    return BreakerdeckApp(shown, operator=operator, views=views, filter_text=start)
+
+
+def _url_source(args: argparse.Namespace, files: list[str]) -> RemoteSource:
+    from breakerdeck.console.remote_source import RemoteSource
+
+    tokens = [] if files else [client_token(args, operator=True)]
+    return RemoteSource(args.urls, tokens=tokens, token_files=files)
+
+
+def _context_sources(args: argparse.Namespace) -> list[tuple[Context, RemoteSource]]:
+    """One source per context named, in the order given. A context without a `token_file`
+    uses `watch`'s default token, the viewer's first where the context is read-only."""
+    from breakerdeck.console.contexts import chosen, contexts_path, load_contexts
+    from breakerdeck.console.remote_source import RemoteSource
+
+    where = contexts_path(args.contexts)
+    tabs = []
+    for context in chosen(load_contexts(where), args.context, "context", where):
+        if context.token_file is not None:
+            source = RemoteSource(context.urls, token_files=[context.token_file])
+        else:
+            token = client_token(args, operator=not context.read_only)
+            source = RemoteSource(context.urls, tokens=[token])
+        tabs.append((context, source))
+    return tabs
+
+
+async def _prime(
+    sources: list[RemoteSource], timeout: float
+) -> list[list[tuple[RemoteFeed, FeedError]]]:
+    """Every source's first snapshots at once: a context that does not answer costs the
+    others no more than the one timeout."""
+    return list(await asyncio.gather(*(source.prime(timeout=timeout) for source in sources)))
 
 
 def _confirm(prompt: str) -> bool:

@@ -7,6 +7,7 @@ import argparse
 import getpass
 
 from breakerdeck.console.app import BreakerdeckApp
+from breakerdeck.console.contexts import views_for
 from breakerdeck.console.output import say
 from breakerdeck.console.replay import DEFAULT_SPEED, EXIT_START, ReplaySource, load
 from breakerdeck.engine.recorded.replay import ReplayError
@@ -23,6 +24,7 @@ class ReplayApp(BreakerdeckApp):
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    views, start = views_for(args.view)
     try:
         playback, label = load(args)
     except ReplayError as error:
@@ -33,6 +35,6 @@ def run_replay(args: argparse.Namespace) -> int:
         playback.start()  # the first screen is `--at` in: read up to it first
         playback.store.reach(source.start + args.at)
         source.seek(source.start + args.at)
-    app = ReplayApp(source, operator=getpass.getuser())
+    app = ReplayApp(source, operator=getpass.getuser(), views=views, filter_text=start)
     app.run()
     return app.return_code or 0

@@ -59,6 +59,28 @@ BY_TROUBLE = tuple(sorted(STATES, key=lambda look: look.trouble))
 LISTED_WORDS = tuple(look.word for look in sorted(STATES, key=lambda look: look.listed))
 
 
+#: DESIGN's fifth state (issue 32: an operator's hold), which the engine's views cannot say yet.
+#: What counts it (tab titles, the pulse) asks for it by name through `word_for` and
+#: `Summary.count`: it reads 0 until its row joins STATES, and counts from that day on.
+HELD = "held"
+#: A breaker's modes (DESIGN, "shadow / enforce"); the console shows SHADOW beside the state.
+ENFORCE, SHADOW = "enforce", "shadow"
+MODE_WORDS = {SHADOW: "SHADOW"}
+
+
+def word_for(name: str) -> str:
+    """The word for a state by its engine name, also for one this table has no row for yet."""
+    look = BY_NAME.get(name)
+    return look.word if look is not None else name.upper().replace("_", "-")
+
+
+def mode_of(view: object) -> str:
+    """A breaker's mode: `enforce` for a view that carries none (the engine's views carry a
+    `mode` from issue 32 on; until then every breaker enforces)."""
+    mode = getattr(view, "mode", None)
+    return mode if isinstance(mode, str) else ENFORCE
+
+
 def look_of(state: str, paused: bool = False) -> StateLook:
     """How a view's state shows: a revoked credential's PAUSED whatever its breaker's state;
     a state this console does not know yet (a newer engine's) as CLOSED rather than a crash."""

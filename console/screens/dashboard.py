@@ -22,6 +22,7 @@ from breakerdeck.console.messages import (
 from breakerdeck.console.widgets.bars import SelectionHint, StatusLine, SummaryBar
 from breakerdeck.console.widgets.cards import CardList
 from breakerdeck.console.widgets.log import EventLog
+from breakerdeck.console.widgets.tabs import ContextTabs
 
 #: Where the event log shows: this wide (beside the cards) or this tall (under them).
 WIDE, TALL = 120, 40
@@ -62,9 +63,11 @@ class DashboardScreen(Screen[None]):
         Binding("escape", "clear_filter", "Clear", show=False, id="clear-filter"),
     ]
 
-    def __init__(self) -> None:
-        super().__init__(id="dashboard")
-        self.filter_text = ""
+    def __init__(self, filter_text: str = "", *, id: str = "dashboard") -> None:
+        """`filter_text`: shown filtered by it from the start (`--view`). `id`: each tab's
+        dashboard has its own (`dashboard`, then `dashboard-2`, …)."""
+        super().__init__(id=id)
+        self.filter_text = filter_text
         self._offered: tuple[bool | None, ...] | None = None  # see `_refresh_bindings`
         self._shown_of = (0, 0)  # cards shown, of how many: the status line's last numbers
 
@@ -75,6 +78,7 @@ class DashboardScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         app = self.deck
+        yield ContextTabs(id="tabs")
         yield SummaryBar(id="summary")
         yield StatusLine(id="status")
         with Container(id="room"):
@@ -93,7 +97,8 @@ class DashboardScreen(Screen[None]):
         yield Input(
             placeholder="filter: agent, key or state (enter keeps it, escape clears)", id="filter"
         )
-        yield Footer()
+        # No "^p palette" here: at 80 columns it pushed the last keys off (the help lists it).
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one(Input).display = False
@@ -161,17 +166,13 @@ class DashboardScreen(Screen[None]):
             self.refresh_bindings()
 
     def show_summary(self) -> None:
-        source = self.deck.source
-        self.query_one(SummaryBar).show(
-            self.deck.board.summary(),
-            now=self.deck.now(),
-            speed=source.speed,
-            label=source.label,
-            stale_since=source.stale_since,
-            store_lost=[name for name, _ in self.deck.store_lost()],
-            engines=self.deck.fleet.engines,
-            recorded=source.recorded,
-        )
+        self.query_one(SummaryBar).show_deck(self.deck)
+        self.tabs_changed()
+
+    def tabs_changed(self) -> None:
+        """The contexts' tabs: their counts change with news on any of them."""
+        if self.query(ContextTabs):  # torn down (the app is exiting): nothing to draw
+            self.query_one(ContextTabs).show(self.deck.tab_titles())
 
     def _show_status(self, shown: int, total: int) -> None:
         self._shown_of = (shown, total)
@@ -241,6 +242,14 @@ class DashboardScreen(Screen[None]):
         box.display = False
         self.cards.focus()
         self.cards.select_index(0, follow=True)
+
+    def set_filter(self, text: str) -> None:
+        """Filter as if `text` were typed after `/` and kept with enter (a saved view)."""
+        box = self.query_one(Input)
+        box.value = text  # its Changed message filters the cards
+        self.filter_text = text.strip()
+        self._filter_submitted()
+        self.board_changed()
 
     def action_clear_filter(self) -> None:
         """Escape clears the filter; with none, it dismisses the toasts in the corner."""

@@ -139,17 +139,7 @@ class TableScreen(Screen[None]):
         return cells
 
     def _show_summary(self) -> None:
-        source = self.deck.source
-        self.query_one(SummaryBar).show(
-            self.deck.board.summary(),
-            now=self.deck.now(),
-            speed=source.speed,
-            label=source.label,
-            stale_since=source.stale_since,
-            store_lost=[name for name, _ in self.deck.store_lost()],
-            engines=self.deck.fleet.engines,
-            recorded=source.recorded,
-        )
+        self.query_one(SummaryBar).show_deck(self.deck)
 
     def tick(self) -> None:
         """The countdown column of open rows only: nothing else moves with the clock."""

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.widgets import Static
 
 from breakerdeck.console.board import Summary
 from breakerdeck.console.card import Card
+from breakerdeck.console.pulse import TabTitle
+from breakerdeck.console.widgets.tabs import name_style
 from breakerdeck.console.words import clock_text
 from breakerdeck.engine.text import printable
+
+if TYPE_CHECKING:
+    from breakerdeck.console.messages import Deck
+
+#: The header keeps at most this much of a context's name (the counts and the clock come first).
+CONTEXT_CHARS = 24
 
 
 class SummaryBar(Static):
@@ -23,6 +32,21 @@ class SummaryBar(Static):
 
     _shown: Text | None = None
 
+    def show_deck(self, deck: Deck) -> None:
+        """The header of whatever screen shows the deck's tab: the same on every screen."""
+        source = deck.source
+        self.show(
+            deck.board.summary(),
+            now=deck.now(),
+            speed=source.speed,
+            label=source.label,
+            stale_since=source.stale_since,
+            store_lost=[name for name, _ in deck.store_lost()],
+            engines=deck.fleet.engines,
+            recorded=source.recorded,
+            context=deck.context_title(),
+        )
+
     def show(
         self,
         summary: Summary,
@@ -34,13 +58,22 @@ class SummaryBar(Static):
         store_lost: Sequence[str | None] = (),
         engines: int = 1,
         recorded: bool = False,
+        context: TabTitle | None = None,
     ) -> None:
         """`store_lost`: the engines whose shared store is lost, by label (None: the only
-        one), of `engines` watched. `recorded`: the clock is a replay's, the recorded time."""
+        one), of `engines` watched. `recorded`: the clock is a replay's, the recorded time.
+        `context`: the context shown, named first in its colour (the name says it without)."""
         self._recorded = recorded
         width = self.size.width or self.app.size.width  # before its first layout: the screen's
         marks = _store_marks(store_lost, engines)
         counts = Text(no_wrap=True)
+        if context is not None:
+            name = printable(context.name)  # from contexts.toml: outside text
+            if len(name) > CONTEXT_CHARS:
+                name = name[: CONTEXT_CHARS - 1] + "…"
+            counts.append(name, name_style(context.color, self.app.no_color))
+            counts.append(" read-only" if context.read_only else "", "bold")
+            counts.append("  ")
         # NO_COLOR greys every colour, and red on the bar's grey is the faintest of them:
         # there, trouble counts are reversed instead, the loudest thing without colour.
         loud = "bold reverse" if self.app.no_color else ""

@@ -16,6 +16,7 @@ from pathlib import Path
 from breakerdeck.engine.errors import StateDirError
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 def prepare(directory: str | Path) -> Path:
@@ -69,16 +70,27 @@ def read_own(path: str | Path, limit: int) -> str:
     """A file this process keeps in its state dir, read back: never through a link (one planted
     there is refused, as is a file of someone else's or one others could write), at most
     `limit` bytes (a longer one is refused, never half read)."""
-    path = Path(path)
+    return _read_regular(Path(path), limit, os.O_RDONLY | _NOFOLLOW, root_ok=False)
+
+
+def read_config(path: str | Path, limit: int) -> str:
+    """A configuration file only this user or root could have written (the console's
+    `contexts.toml`), at most `limit` bytes. A link is followed (dotfiles managers link them;
+    the file it reaches is checked), and it is opened without waiting for a writer, so a FIFO
+    planted there is refused rather than waited on."""
+    return _read_regular(Path(path), limit, os.O_RDONLY | _NONBLOCK, root_ok=True)
+
+
+def _read_regular(path: Path, limit: int, flags: int, *, root_ok: bool) -> str:
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+        fd = os.open(path, flags)
     except OSError as error:
         raise StateDirError(f"{path}: {error.strerror or error}") from error
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise StateDirError(f"{path} is not a regular file")
-        _check_owner(path, info, "file")
+        _check_owner(path, info, "file", root_ok=root_ok)
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise StateDirError(f"{path} is over {limit} bytes")

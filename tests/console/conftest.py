@@ -36,6 +36,15 @@ PLATFORMS = ("payments", "crm", "email", "search")
 OPERATOR = "oncall-ann"
 
 
+@pytest.fixture(autouse=True)
+def config_home(tmp_path, monkeypatch):
+    """Every console test has a config dir of its own: the consoles read `views.toml` (and
+    `watch --context` `contexts.toml`) from it, never from the user's."""
+    home = tmp_path / "xdg-config"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+    return home / "breakerdeck"
+
+
 @dataclass
 class AgentWorld:
     """Agents calling platforms through the gateway (`agent` policy), on a manual clock."""

@@ -198,6 +198,12 @@ async def test_a_viewer_cannot_reset(browser_context, web_server):
     assert "r Reset" not in await terminal_text(page)
     for key in ("r", "R", "Control+p"):
         await page.keyboard.press(key)
+    await wait_for_text(page, "Search for commands")  # the palette: saved views, no reset
+    await page.keyboard.press("Escape")
+    # Closed before the next key (an escape with a key right after reads as alt+that key).
+    await page.wait_for_function(
+        f"() => !({TERMINAL_TEXT})().includes('Search for commands')", timeout=START_MS
+    )
     await page.keyboard.press("Enter")  # the detail screen has r too
     await wait_for_text(page, "Trips, newest first")
     await page.keyboard.press("r")
