@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from rich.color import Color, ColorParseError
 
-from breakerdeck.engine import statedir
+from breakerdeck.engine.storage import statedir
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.front.paths import resolve
 

@@ -81,7 +81,7 @@ class ConnectionLost:
 def read_token(path: str | Path) -> str:
     """A token file's content, surrounding whitespace stripped.
 
-    The file is read as the state dir's private files are (engine.statedir.read_private): a
+    The file is read as the state dir's private files are (engine.storage.statedir.read_private): a
     symlink is not followed, and a file owned by another user or writable by others is
     refused, since whoever could plant or change it would choose the token we present. Every
     refusal is a `FeedError` naming the file, as an empty file is.
