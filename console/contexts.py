@@ -34,9 +34,9 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from rich.color import Color, ColorParseError
 
-from breakerdeck.engine.storage import statedir
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.front.paths import resolve
+from breakerdeck.engine.storage import statedir
 
 CONTEXTS_FILE = "contexts.toml"
 VIEWS_FILE = "views.toml"
