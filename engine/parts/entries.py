@@ -96,7 +96,7 @@ class Entries:
             call.admitted_wall = self._wall()
             call.admitted_seq = seq
             return ADMIT_NORMAL
-        if not self._outbox.watched:
+        if not self._outbox.watched and slot.mode == "enforce":  # shadow: the locked path
             return slot.cooling(self._monotonic())
         return None
 
@@ -104,11 +104,13 @@ class Entries:
         """Whether a success on `key` now changes nothing and nobody reads its line."""
         return not self._outbox.listeners and self._slots[key].quiet(self._agent_policy)
 
-    def ends_unread_on(self, slot: Slot, outcome: Outcome) -> bool:
+    def ends_unread_on(self, slot: Slot, outcome: Outcome, call: Call | None = None) -> bool:
         """Whether a call's end changes nothing and nobody reads it: a success on a quiet key
         (`Slot.quiet`) with no listener (the audit log keeps no successes), or an abandoned
         call's neutral end on a quiet key with no audit log either (it keeps every call that
-        did not succeed)."""
+        did not succeed). A call a shadow breaker would have refused always has its line."""
+        if call is not None and call.would_deny is not None:
+            return False
         outbox = self._outbox
         if outcome.cls is _SUCCESS:
             return not outbox.listeners and slot.quiet(self._agent_policy)

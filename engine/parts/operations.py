@@ -5,14 +5,14 @@ engine's sync and async drivers call these and settle what is owed their own way
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.clock import Clock
-from breakerdeck.engine.core.breaker import Admission, Breaker
+from breakerdeck.engine.core.breaker import ADMIT_NORMAL, Admission, Breaker, DenyReason, Hold
 from breakerdeck.engine.core.verdict import Verdict
-from breakerdeck.engine.events import CallDenied, Event
+from breakerdeck.engine.events import CallDenied, CallWouldDeny, Event, ModeChanged, Transition
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.parts.call import Call
 from breakerdeck.engine.parts.decide import Decider
@@ -20,6 +20,7 @@ from breakerdeck.engine.parts.durability import Durability, Owed, saved_state
 from breakerdeck.engine.parts.keys import KeyTable, Slot
 from breakerdeck.engine.parts.ledger import Ledger
 from breakerdeck.engine.parts.lines import Lines
+from breakerdeck.engine.parts.modes import effective_mode
 from breakerdeck.engine.parts.outbox import Outbox
 from breakerdeck.engine.parts.timers import Timers
 from breakerdeck.engine.parts.views import tally_name
@@ -32,6 +33,7 @@ LEASE_GRACE_SECONDS = 1.0
 
 _SUCCESS = OutcomeClass.SUCCESS
 _HALF_OPEN = State.HALF_OPEN
+_HELD = DenyReason.HELD
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,12 @@ class Operations:
         )
         breaker = slot.breaker
         self._lines.apply(slot, transitions, call.agent, cause=None)
+        if not admission.allowed and slot.mode == "shadow" and admission.reason is not _HELD:
+            # Shadow: let through, its refusal written when it completes (`record`).
+            reason = admission.reason.value if admission.reason else None
+            call.would_deny = (reason or "", round(admission.retry_after, 3))
+            slot.count("would_deny")
+            admission = ADMIT_NORMAL
         if admission.allowed:
             call.admitted_as = "probe" if admission.as_probe else "normal"
             call.admitted_wall = self._wall()
@@ -131,6 +139,10 @@ class Operations:
         """A finished call: its `call.completed` line, then what it caused."""
         slot = self._keys.slots[call.key]
         lines = self._lines
+        if call.would_deny is not None:
+            return self._would_have_denied(
+                call, slot, outcome, fault, agent_status, refresh, platform_status
+            ), None
         if self.unchanging(slot, outcome):
             ending = (False, fault, agent_status, refresh, platform_status)
             quiet = lines.quiet_line(slot, call.agent, lines.details(call), outcome, ending)
@@ -172,6 +184,41 @@ class Operations:
             owed = self._durability.take_owed(slot)
         self._ledger.deliver()
         return line, owed
+
+    def _would_have_denied(
+        self,
+        call: Call,
+        slot: Slot,
+        outcome: Outcome,
+        fault: str,
+        agent_status: int | str,
+        refresh: str | None,
+        platform_status: int | None,
+    ) -> Event:
+        """A call a shadow breaker would have refused: its `call.would_deny`, then its line.
+        Its outcome moves nothing (enforcing, it would not have happened)."""
+        assert call.would_deny is not None
+        reason, retry_after = call.would_deny
+        admitted = call.admitted_wall
+        seconds = 0.0 if admitted is None else round(max(self._wall() - admitted, 0.0), 3)
+        agent = call.key if self._agent_policy else call.agent
+        with slot.lock:
+            would = CallWouldDeny(
+                call.key,
+                agent,
+                call.number,
+                call.platform,
+                reason,
+                retry_after,
+                outcome.cls.value,
+                seconds,
+            )
+            self._lines.publish(slot, would, None)
+            line = self._lines.call_line(
+                call, slot, outcome, False, fault, agent_status, refresh, platform_status
+            )
+        self._ledger.deliver()
+        return line
 
     def refuse(self, call: Call, outcome: Outcome, agent_status: int | str) -> Event:
         """A refusal before the breaker: a line, attempts 0, never counted, no probe slot."""
@@ -231,6 +278,41 @@ class Operations:
         self._ledger.deliver()
         return events[-1], owed
 
+    def hold(self, key: str, hold: Hold) -> tuple[Event, Owed]:
+        """An operator's hold (`Breaker.hold_open`): written, and on disk before it returns."""
+        return self._operator(key, lambda slot: slot.breaker.hold_open(hold))
+
+    def release(self, key: str, actor: str, reason: str, close: bool) -> tuple[Event, Owed]:
+        """A hold ended early: half-open, or closed (`close`)."""
+        return self._operator(key, lambda slot: slot.breaker.release(actor, reason, close=close))
+
+    def set_mode(self, key: str, mode: str, actor: str, reason: str) -> tuple[Event, Owed]:
+        """An operator's `shadow` or `enforce`: it stands until the configuration's value for
+        the key changes (`modes.effective_mode`)."""
+
+        def switch(slot: Slot) -> list[Transition]:
+            before = slot.mode
+            slot.chosen = (mode, slot.configured)
+            slot.mode = effective_mode(slot)
+            return [ModeChanged(key, actor, reason, before, mode)]
+
+        return self._operator(key, switch)
+
+    def _operator(
+        self, key: str, change: Callable[[Slot], Sequence[Transition]]
+    ) -> tuple[Event, Owed]:
+        slot = self._keys.known(key)
+        with slot.lock:
+            transitions = change(slot)
+            if slot.breaker.probe_id is None:
+                slot.probe = None
+            self._decide.alone(slot)
+            events = self._lines.apply(slot, transitions, None, cause=None)
+            self._durability.persist_event(slot, events[-1])
+            owed = self._durability.take_owed(slot)
+        self._ledger.deliver()
+        return events[0], owed
+
     def poll(self) -> list[Event]:
         """Write what time alone causes: half-opens and expired probes, at their moment."""
         written: list[Event] = []
@@ -252,6 +334,9 @@ class Operations:
         for verdict, stale in self._durability.restorable():
             slot = self._keys.slot(verdict.key, verdict.agent)
             with slot.lock:
+                if verdict.mode_chosen is not None and verdict.mode_against is not None:
+                    slot.chosen = (verdict.mode_chosen, verdict.mode_against)
+                    slot.mode = effective_mode(slot)
                 if not stale:
                     restored.append(self._restore_one(slot, verdict))
                     continue
@@ -266,16 +351,19 @@ class Operations:
         to_mono = clock.monotonic() - clock.wall()
         saved = saved_state(verdict)
         breaker = slot.breaker = Breaker.from_state(verdict.key, self._policy, saved, to_mono)
-        if breaker.opened_at is not None:
-            if saved.state is State.HALF_OPEN:
-                # It lost its probe with the old process: open, and due now.
-                breaker.opened_at = min(breaker.opened_at, clock.monotonic() - breaker.cooldown)
+        if breaker.opened_at is not None and saved.state is State.HALF_OPEN:
+            # It lost its probe with the old process: open, and due now.
+            breaker.opened_at = min(breaker.opened_at, clock.monotonic() - breaker.cooldown)
+        due = breaker.reopens_at  # a cooldown's end, or a hold's
+        if due is not None:
             self._timers.track(verdict.key, settled=False)
-            self._timers.at(breaker.opened_at + breaker.cooldown)
+            self._timers.at(due)
         slot.credential_worked_at = verdict.credential_ok_at
         slot.credential_revoked = verdict.credential_revoked
         self._decide.alone(slot)  # the fleet's verdict, if any, wins on joining
         event = self._lines.restored(verdict.key, verdict)
         event.agent = self._lines.transition_agent(slot, None)
         self._lines.publish(slot, event, self._views.of(slot), tally_name(event))
+        if breaker.state is State.HELD:  # a hold that ran out while nobody ran: released now
+            self._lines.apply(slot, breaker.poll(clock.monotonic()), None, cause=None)
         return event
