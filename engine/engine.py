@@ -26,22 +26,21 @@ from typing import Any, Self
 from breakerdeck.engine import results
 from breakerdeck.engine.clock import Clock, SystemClock
 from breakerdeck.engine.core import holds
-from breakerdeck.engine.core.breaker import Admission, Breaker, DenyReason, Hold
+from breakerdeck.engine.core.breaker import Admission, Breaker, DenyReason
 from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.outcomes import ABANDONED, Outcome, OutcomeClass, recorded_as
 from breakerdeck.engine.parts import modes
 from breakerdeck.engine.parts.call import Call, call_id
 from breakerdeck.engine.parts.decide import Decider, Local
-from breakerdeck.engine.parts.durability import COMMIT_WAIT, Durability, Owed
+from breakerdeck.engine.parts.durability import COMMIT_WAIT, Owed
 from breakerdeck.engine.parts.entries import Entries
 from breakerdeck.engine.parts.guard import Guard
-from breakerdeck.engine.parts.keys import KeyTable, Slot
-from breakerdeck.engine.parts.ledger import Ledger, Mark, read_mark
-from breakerdeck.engine.parts.lines import EXPIRED, Lines
+from breakerdeck.engine.parts.ledger import Mark, read_mark
+from breakerdeck.engine.parts.lines import EXPIRED
 from breakerdeck.engine.parts.operations import LEASE_GRACE_SECONDS, Operations, Parts
-from breakerdeck.engine.parts.outbox import Listener, Outbox, PageHook
+from breakerdeck.engine.parts.outbox import Listener, PageHook
 from breakerdeck.engine.parts.timers import Scheduler, Timers
-from breakerdeck.engine.parts.views import Views, tally_name
+from breakerdeck.engine.parts.views import tally_name
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.replicas.replica import Member, Store
 from breakerdeck.engine.state import State
@@ -98,47 +97,26 @@ class Engine:
         self._problems = Problems()
         self._closed = False
         self._closing = threading.Lock()
-        keys = self._keys = KeyTable(policy, modes.checked(mode))
-        outbox = self._outbox = Outbox(page_hook, self.epoch, self._problems)
-        ledger = self._ledger = Ledger(self._wall, self._problems, outbox)
-        self._entries = Entries(
-            keys,
-            ledger,
-            outbox,
-            agent_policy=self._agent_policy,
-            wall=self._wall,
-            monotonic=clock.monotonic,
-        )
-        durability = self._durability = Durability(policy, clock, keys, ledger, self._problems)
-        self._timers = Timers(scheduler, self.poll, aside=shared is not None)
-        self._views = Views(clock)
-        lines = Lines(
-            agent_policy=self._agent_policy,
-            epoch=self.epoch,
-            ledger=ledger,
-            outbox=outbox,
-            views=self._views,
-            timers=self._timers,
-            durability=durability,
-        )
-        parts = Parts(
+        self._parts = parts = Parts.make(
             policy,
             self.instance,
             clock,
             self._wall,
-            keys,
-            ledger,
-            outbox,
-            durability,
-            self._timers,
-            lines,
+            self._problems,
+            epoch=self.epoch,
+            page_hook=page_hook,
+            timers=Timers(scheduler, self.poll, aside=shared is not None),
+            mode=modes.checked(mode),
         )
-        self._parts = parts
+        self._keys, self._ledger, self._outbox = parts.keys, parts.ledger, parts.outbox
+        self._durability, self._timers = parts.durability, parts.timers
+        self._views = parts.lines.views
+        self._entries = Entries(parts)
         self._fleet: Member | None = None if shared is None else shared.member(parts)
-        self._decide: Decider = self._fleet or Local(lines)
+        self._decide: Decider = self._fleet or Local(parts.lines)
         self._ops = Operations(parts, self._decide)
         if state_dir is not None:
-            durability.open(statedir.prepare(state_dir))
+            parts.durability.open(statedir.prepare(state_dir))
 
     @property
     def audit(self) -> AuditLog | None:
@@ -147,18 +125,6 @@ class Engine:
     @property
     def store(self) -> VerdictStore | None:
         return self._durability.store
-
-    @property
-    def page_hook(self) -> PageHook | None:
-        return self._outbox.page_hook
-
-    @property
-    def scheduler(self) -> Scheduler | None:
-        return self._timers.scheduler
-
-    @property
-    def _slots(self) -> dict[str, Slot]:
-        return self._keys.slots
 
     @property
     def problems(self) -> list[str]:
@@ -373,35 +339,19 @@ class Engine:
         """Hold `key` open for `seconds` on the engine's clock (DESIGN, "Operator control"):
         every call refused without touching the wire, no probe, nothing counted, until it is
         released or runs out (then half-open). On disk before it returns."""
-        holds.checked_words(actor, reason, reason_required=True)
-        if not 0 < seconds <= self.policy.max_hold_seconds:
-            raise ValueError(f"a hold lasts 1 s to {self.policy.max_hold_seconds:g} s")
-        self._alone("hold")
-        clock = self.clock
-        until = Hold(actor, reason, clock.wall() + seconds, clock.monotonic() + seconds)
-        return self._settled(self._ops.hold(key, until))
+        return self._settled(self._ops.hold(key, actor, reason, seconds))
 
     def release(self, key: str, actor: str, reason: str = "", *, close: bool = False) -> Event:
         """End a hold early: half-open (the next call is the probe), or closed (`close`)."""
-        holds.checked_words(actor, reason, reason_required=False)
-        self._alone("release")
         return self._settled(self._ops.release(key, actor, reason, close))
 
     def set_mode(self, key: str, mode: str, actor: str, reason: str) -> Event:
         """An operator's `shadow` or `enforce` for `key` (`parts/modes.py`)."""
-        holds.checked_words(actor, reason, reason_required=False)
-        self._alone("mode")
-        return self._settled(self._ops.set_mode(key, modes.checked(mode), actor, reason))
+        return self._settled(self._ops.set_mode(key, mode, actor, reason))
 
     def configure_mode(self, key: str, mode: str) -> None:
         """The configuration's mode for `key` (a door's table, `Tool(mode=...)`)."""
-        slot = self._keys.slot(key, None)
-        with slot.lock:
-            modes.configure(slot, mode)
-
-    def _alone(self, what: str) -> None:
-        if self._fleet is not None:
-            raise ValueError(f"{what} on replicas sharing a store is not supported yet")
+        self._ops.configure_mode(key, mode)
 
     def _settled(self, done: tuple[Event, Owed]) -> Event:
         event, owed = done

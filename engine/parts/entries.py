@@ -15,14 +15,12 @@ someone reads. The rule, here and nowhere else:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from breakerdeck.engine.core.breaker import ADMIT_NORMAL, Admission
 from breakerdeck.engine.outcomes import ABANDONED, Outcome, OutcomeClass
 from breakerdeck.engine.parts.call import Call
-from breakerdeck.engine.parts.keys import KeyTable, Slot
-from breakerdeck.engine.parts.ledger import Ledger
-from breakerdeck.engine.parts.outbox import Outbox
+from breakerdeck.engine.parts.keys import Slot
+from breakerdeck.engine.parts.operations import Parts
+from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.state import State
 
 _CLOSED = State.CLOSED
@@ -30,24 +28,15 @@ _SUCCESS = OutcomeClass.SUCCESS
 
 
 class Entries:
-    def __init__(
-        self,
-        keys: KeyTable,
-        ledger: Ledger,
-        outbox: Outbox,
-        *,
-        agent_policy: bool,
-        wall: Callable[[], float],
-        monotonic: Callable[[], float],
-    ) -> None:
+    def __init__(self, parts: Parts) -> None:
+        keys = self._keys = parts.keys
         self._slots = keys.slots
-        self._keys = keys
-        self._ledger = ledger
+        self._ledger = ledger = parts.ledger
         self._draw = ledger.next_call
-        self._outbox = outbox
-        self._agent_policy = agent_policy
-        self._wall = wall
-        self._monotonic = monotonic
+        self._outbox = parts.outbox
+        self._agent_policy = isinstance(parts.policy, AgentPolicy)
+        self._wall = parts.wall
+        self._monotonic = parts.clock.monotonic
 
     def enter(
         self, key: str, agent: str, platform: str, tool: str, deadline_seconds: float

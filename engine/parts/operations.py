@@ -10,22 +10,24 @@ from dataclasses import dataclass
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.clock import Clock
+from breakerdeck.engine.core import holds
 from breakerdeck.engine.core.breaker import ADMIT_NORMAL, Admission, Breaker, DenyReason, Hold
 from breakerdeck.engine.core.verdict import Verdict
 from breakerdeck.engine.events import CallDenied, CallWouldDeny, Event, ModeChanged, Transition
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.parts import modes
 from breakerdeck.engine.parts.call import Call
-from breakerdeck.engine.parts.decide import Decider
+from breakerdeck.engine.parts.decide import Decider, Local
 from breakerdeck.engine.parts.durability import Durability, Owed, saved_state
 from breakerdeck.engine.parts.keys import KeyTable, Slot
 from breakerdeck.engine.parts.ledger import Ledger
 from breakerdeck.engine.parts.lines import Lines
-from breakerdeck.engine.parts.modes import effective_mode
-from breakerdeck.engine.parts.outbox import Outbox
+from breakerdeck.engine.parts.outbox import Outbox, PageHook
 from breakerdeck.engine.parts.timers import Timers
-from breakerdeck.engine.parts.views import tally_name
+from breakerdeck.engine.parts.views import Views, tally_name
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.state import State
+from breakerdeck.engine.storage.store import Problems
 
 #: A probe that reports back this long after its lease still counts as on time: the harness's
 #: own bookkeeping must not turn a probe that used its whole budget into an expired one.
@@ -51,6 +53,36 @@ class Parts:
     durability: Durability
     timers: Timers
     lines: Lines
+
+    @classmethod
+    def make(
+        cls,
+        policy: AgentPolicy | ToolPolicy,
+        instance: str,
+        clock: Clock,
+        wall: Callable[[], float],
+        problems: Problems,
+        *,
+        epoch: float,
+        page_hook: PageHook | None,
+        timers: Timers,
+        mode: str,
+    ) -> Parts:
+        """An engine's parts, wired: each made once, handed what it calls downward."""
+        keys = KeyTable(policy, mode)
+        outbox = Outbox(page_hook, epoch, problems)
+        ledger = Ledger(wall, problems, outbox)
+        durability = Durability(policy, clock, keys, ledger, problems)
+        lines = Lines(
+            agent_policy=isinstance(policy, AgentPolicy),
+            epoch=epoch,
+            ledger=ledger,
+            outbox=outbox,
+            views=Views(clock),
+            timers=timers,
+            durability=durability,
+        )
+        return cls(policy, instance, clock, wall, keys, ledger, outbox, durability, timers, lines)
 
 
 class Operations:
@@ -278,29 +310,48 @@ class Operations:
         self._ledger.deliver()
         return events[-1], owed
 
-    def hold(self, key: str, hold: Hold) -> tuple[Event, Owed]:
-        """An operator's hold (`Breaker.hold_open`): written, and on disk before it returns."""
-        return self._operator(key, lambda slot: slot.breaker.hold_open(hold))
+    def hold(self, key: str, actor: str, reason: str, seconds: float) -> tuple[Event, Owed]:
+        """An operator's hold (`Breaker.hold_open`), checked first: a reason, and 1 s up to
+        the policy's `max_hold_seconds`."""
+        holds.checked_words(actor, reason, reason_required=True)
+        most = self._policy.max_hold_seconds
+        if not 0 < seconds <= most:
+            raise ValueError(f"a hold lasts 1 s to {most:g} s")
+        clock = self._clock
+        hold = Hold(actor, reason, clock.wall() + seconds, clock.monotonic() + seconds)
+        return self._operator(key, "hold", lambda slot: slot.breaker.hold_open(hold))
 
     def release(self, key: str, actor: str, reason: str, close: bool) -> tuple[Event, Owed]:
         """A hold ended early: half-open, or closed (`close`)."""
-        return self._operator(key, lambda slot: slot.breaker.release(actor, reason, close=close))
+        holds.checked_words(actor, reason, reason_required=False)
+        return self._operator(
+            key, "release", lambda slot: slot.breaker.release(actor, reason, close=close)
+        )
 
     def set_mode(self, key: str, mode: str, actor: str, reason: str) -> tuple[Event, Owed]:
         """An operator's `shadow` or `enforce`: it stands until the configuration's value for
         the key changes (`modes.effective_mode`)."""
+        holds.checked_words(actor, reason, reason_required=False)
+        modes.checked(mode)
 
         def switch(slot: Slot) -> list[Transition]:
             before = slot.mode
             slot.chosen = (mode, slot.configured)
-            slot.mode = effective_mode(slot)
+            slot.mode = modes.effective_mode(slot)
             return [ModeChanged(key, actor, reason, before, mode)]
 
-        return self._operator(key, switch)
+        return self._operator(key, "mode", switch)
+
+    def configure_mode(self, key: str, mode: str) -> None:
+        slot = self._keys.slot(key, None)
+        with slot.lock:
+            modes.configure(slot, mode)
 
     def _operator(
-        self, key: str, change: Callable[[Slot], Sequence[Transition]]
+        self, key: str, what: str, change: Callable[[Slot], Sequence[Transition]]
     ) -> tuple[Event, Owed]:
+        if not isinstance(self._decide, Local):  # replicas share them with issue 33
+            raise ValueError(f"{what} on replicas sharing a store is not supported yet")
         slot = self._keys.known(key)
         with slot.lock:
             transitions = change(slot)
@@ -336,7 +387,7 @@ class Operations:
             with slot.lock:
                 if verdict.mode_chosen is not None and verdict.mode_against is not None:
                     slot.chosen = (verdict.mode_chosen, verdict.mode_against)
-                    slot.mode = effective_mode(slot)
+                    slot.mode = modes.effective_mode(slot)
                 if not stale:
                     restored.append(self._restore_one(slot, verdict))
                     continue
