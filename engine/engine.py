@@ -25,21 +25,22 @@ from typing import Any, Self
 
 from breakerdeck.engine import results
 from breakerdeck.engine.clock import Clock, SystemClock
+from breakerdeck.engine.core import holds
 from breakerdeck.engine.core.breaker import Admission, Breaker, DenyReason
 from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.outcomes import ABANDONED, Outcome, OutcomeClass, recorded_as
+from breakerdeck.engine.parts import modes
 from breakerdeck.engine.parts.call import Call, call_id
 from breakerdeck.engine.parts.decide import Decider, Local
-from breakerdeck.engine.parts.durability import COMMIT_WAIT, Durability
+from breakerdeck.engine.parts.durability import COMMIT_WAIT, Owed
 from breakerdeck.engine.parts.entries import Entries
 from breakerdeck.engine.parts.guard import Guard
-from breakerdeck.engine.parts.keys import KeyTable, Slot
-from breakerdeck.engine.parts.ledger import Ledger, Mark, read_mark
-from breakerdeck.engine.parts.lines import EXPIRED, Lines
+from breakerdeck.engine.parts.ledger import Mark, read_mark
+from breakerdeck.engine.parts.lines import EXPIRED
 from breakerdeck.engine.parts.operations import LEASE_GRACE_SECONDS, Operations, Parts
-from breakerdeck.engine.parts.outbox import Listener, Outbox, PageHook
+from breakerdeck.engine.parts.outbox import Listener, PageHook
 from breakerdeck.engine.parts.timers import Scheduler, Timers
-from breakerdeck.engine.parts.views import Views, tally_name
+from breakerdeck.engine.parts.views import tally_name
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.replicas.replica import Member, Store
 from breakerdeck.engine.state import State
@@ -78,6 +79,7 @@ class Engine:
         scheduler: Scheduler | None = None,
         instance: str | None = None,
         shared: Store | None = None,
+        mode: str = "enforce",
     ) -> None:
         if shared is not None and not isinstance(policy, AgentPolicy):
             raise ValueError(
@@ -95,47 +97,26 @@ class Engine:
         self._problems = Problems()
         self._closed = False
         self._closing = threading.Lock()
-        keys = self._keys = KeyTable(policy)
-        outbox = self._outbox = Outbox(page_hook, self.epoch, self._problems)
-        ledger = self._ledger = Ledger(self._wall, self._problems, outbox)
-        self._entries = Entries(
-            keys,
-            ledger,
-            outbox,
-            agent_policy=self._agent_policy,
-            wall=self._wall,
-            monotonic=clock.monotonic,
-        )
-        durability = self._durability = Durability(policy, clock, keys, ledger, self._problems)
-        self._timers = Timers(scheduler, self.poll, aside=shared is not None)
-        self._views = Views(clock)
-        lines = Lines(
-            agent_policy=self._agent_policy,
-            epoch=self.epoch,
-            ledger=ledger,
-            outbox=outbox,
-            views=self._views,
-            timers=self._timers,
-            durability=durability,
-        )
-        parts = Parts(
+        self._parts = parts = Parts.make(
             policy,
             self.instance,
             clock,
             self._wall,
-            keys,
-            ledger,
-            outbox,
-            durability,
-            self._timers,
-            lines,
+            self._problems,
+            epoch=self.epoch,
+            page_hook=page_hook,
+            timers=Timers(scheduler, self.poll, aside=shared is not None),
+            mode=modes.checked(mode),
         )
-        self._parts = parts
+        self._keys, self._ledger, self._outbox = parts.keys, parts.ledger, parts.outbox
+        self._durability, self._timers = parts.durability, parts.timers
+        self._views = parts.lines.views
+        self._entries = Entries(parts)
         self._fleet: Member | None = None if shared is None else shared.member(parts)
-        self._decide: Decider = self._fleet or Local(lines)
+        self._decide: Decider = self._fleet or Local(parts.lines)
         self._ops = Operations(parts, self._decide)
         if state_dir is not None:
-            durability.open(statedir.prepare(state_dir))
+            parts.durability.open(statedir.prepare(state_dir))
 
     @property
     def audit(self) -> AuditLog | None:
@@ -144,18 +125,6 @@ class Engine:
     @property
     def store(self) -> VerdictStore | None:
         return self._durability.store
-
-    @property
-    def page_hook(self) -> PageHook | None:
-        return self._outbox.page_hook
-
-    @property
-    def scheduler(self) -> Scheduler | None:
-        return self._timers.scheduler
-
-    @property
-    def _slots(self) -> dict[str, Slot]:
-        return self._keys.slots
 
     @property
     def problems(self) -> list[str]:
@@ -285,7 +254,7 @@ class Engine:
     ) -> Event | None:
         """Record a finished call: its `call.completed` line, then what it caused. A transition
         it caused is on disk before it returns (at most `COMMIT_WAIT`)."""
-        if self._entries.ends_unread_on(self._keys.slots[call.key], outcome):
+        if self._entries.ends_unread_on(self._keys.slots[call.key], outcome, call):
             return None
         line, owed = self._ops.record(call, outcome, fault, agent_status, refresh, platform_status)
         if owed is not None:
@@ -303,7 +272,7 @@ class Engine:
     ) -> Event | None:
         """`complete` for a coroutine: the wait for the disk never blocks the event loop, nor a
         round trip to the shared store (made on a worker thread)."""
-        if self._entries.ends_unread_on(self._keys.slots[call.key], outcome):
+        if self._entries.ends_unread_on(self._keys.slots[call.key], outcome, call):
             return None
         args = (call, outcome, fault, agent_status, refresh, platform_status)
         if self._decide.remote_record(self._keys.slots[call.key], outcome):
@@ -332,7 +301,7 @@ class Engine:
     def ends_unread(self, call: Call, outcome: Outcome) -> bool:
         """Whether ending `call` with `outcome` records nothing (`complete` would return
         None at once), so a coroutine asks before it awaits `complete_async`."""
-        return self._entries.ends_unread_on(self._keys.slots[call.key], outcome)
+        return self._entries.ends_unread_on(self._keys.slots[call.key], outcome, call)
 
     def untouched(self, key: str) -> bool:
         """Whether a success on `key` now changes nothing and nobody reads its line (the audit
@@ -366,8 +335,31 @@ class Engine:
         self._durability.settle(owed)
         return event
 
+    def hold(self, key: str, actor: str, reason: str, seconds: float) -> Event:
+        """Hold `key` open for `seconds` on the engine's clock (DESIGN, "Operator control"):
+        every call refused without touching the wire, no probe, nothing counted, until it is
+        released or runs out (then half-open). On disk before it returns."""
+        return self._settled(self._ops.hold(key, actor, reason, seconds))
+
+    def release(self, key: str, actor: str, reason: str = "", *, close: bool = False) -> Event:
+        """End a hold early: half-open (the next call is the probe), or closed (`close`)."""
+        return self._settled(self._ops.release(key, actor, reason, close))
+
+    def set_mode(self, key: str, mode: str, actor: str, reason: str) -> Event:
+        """An operator's `shadow` or `enforce` for `key` (`parts/modes.py`)."""
+        return self._settled(self._ops.set_mode(key, mode, actor, reason))
+
+    def configure_mode(self, key: str, mode: str) -> None:
+        """The configuration's mode for `key` (a door's table, `Tool(mode=...)`)."""
+        self._ops.configure_mode(key, mode)
+
+    def _settled(self, done: tuple[Event, Owed]) -> Event:
+        event, owed = done
+        self._durability.settle(owed)
+        return event
+
     def poll(self) -> list[Event]:
-        """Write what time alone causes: half-opens and expired probes, at their moment."""
+        """Write what time alone causes: half-opens, expired probes and holds."""
         return self._ops.poll()
 
     # -- views ------------------------------------------------------------------------------
@@ -396,21 +388,26 @@ class Engine:
         return self._keys.known(key).breaker
 
     def open_reason(self, key: str) -> str:
-        """A refusal's words for `key` (`results.open_reason`): its count and last failure."""
-        breaker = self._keys.known(key).breaker
-        return results.open_reason(key, breaker.count, breaker.last_failure_detail)
+        """A refusal's words for `key` (`results.open_reason`): its count and last failure, or
+        while held, who holds it, until when and why."""
+        b = self._keys.known(key).breaker
+        if b.state is State.HELD and b.hold is not None:
+            return holds.held_words(b.hold)
+        return results.open_reason(key, b.count, b.last_failure_detail)
 
     def probe_out(self, key: str) -> bool:
         """Whether `key`'s half-open probe is out now (False for a key never called)."""
         slot = self._keys.slots.get(key)
         if slot is None:
             return False
-        breaker = slot.breaker
-        return breaker.state is State.HALF_OPEN and breaker.probe_id is not None
+        b = slot.breaker  # a shadow breaker's probe is waited for by no one
+        return b.state is State.HALF_OPEN and b.probe_id is not None and slot.mode == "enforce"
 
     def cooling(self, key: str) -> bool:
-        """Whether `key`'s breaker is in its cooldown now: a call would be refused."""
-        return self._keys.known(key).breaker.cooling(self.clock.monotonic()) is not None
+        """Whether `key`'s breaker is in its cooldown now: a call would be refused (never in
+        shadow)."""
+        slot = self._keys.known(key)
+        return slot.mode == "enforce" and slot.breaker.cooling(self.clock.monotonic()) is not None
 
     def view(self, key: str) -> BreakerView:
         return self._views.of(self._keys.known(key), self._ledger.last())

@@ -17,6 +17,7 @@ from breakerdeck.engine.state import State
 
 CALL_COMPLETED: Final = "call.completed"
 CALL_DENIED: Final = "call.denied"
+CALL_WOULD_DENY: Final = "call.would_deny"
 CALL_FAILED: Final = "call.failed"
 TRIPPED: Final = "circuit_breaker.tripped"
 HALF_OPEN: Final = "circuit_breaker.half_open"
@@ -25,10 +26,15 @@ RECOVERED: Final = "circuit_breaker.recovered"
 RESET: Final = "circuit_breaker_reset"
 PAGE: Final = "circuit_breaker.page"
 RESTORED: Final = "circuit_breaker.restored"
+HELD: Final = "circuit_breaker.held"
+RELEASED: Final = "circuit_breaker.released"
+MODE: Final = "circuit_breaker.mode"
 CREDENTIAL_REVOKED: Final = "credential.revoked"
 CREDENTIAL_RESTORED: Final = "credential.restored"
 
-TRANSITIONS: Final = frozenset({TRIPPED, HALF_OPEN, REOPENED, RECOVERED, RESET, PAGE, RESTORED})
+TRANSITIONS: Final = frozenset(
+    {TRIPPED, HALF_OPEN, REOPENED, RECOVERED, RESET, PAGE, RESTORED, HELD, RELEASED, MODE}
+)
 
 
 @dataclass(slots=True)
@@ -53,6 +59,12 @@ class BreakerView:
     #: Half-open with its probe out: since when (wall). None when no probe is out, so a
     #: half-open breaker with None lets its next call through as the probe.
     probe_since: float | None = None
+    #: While held (state `held`): who holds it, why, and until when (wall).
+    held_by: str | None = None
+    held_reason: str | None = None
+    held_until: float | None = None
+    #: `enforce`, or `shadow`: the breaker decides as it would, and refuses nothing.
+    mode: str = "enforce"
 
     @property
     def shared(self) -> bool:
@@ -300,6 +312,36 @@ class CallDenied(Event):
         }
 
 
+class CallWouldDeny(CallDenied):
+    """`call.would_deny`: a call a shadow breaker would have refused, let through; written when
+    the call completes, right before its `call.completed`, with its outcome and the seconds
+    its attempts took."""
+
+    __slots__ = ("attempt_seconds", "outcome")
+
+    def __init__(
+        self,
+        key: str,
+        agent: str | None,
+        call_number: int,
+        platform: str,
+        reason: str | None,
+        retry_after: float,
+        outcome: str,
+        attempt_seconds: float,
+    ) -> None:
+        CallDenied.__init__(self, 0, key, agent, 0.0, call_number, platform, reason, retry_after)
+        self.type = CALL_WOULD_DENY
+        self.outcome = outcome
+        self.attempt_seconds = attempt_seconds
+
+    def _build_fields(self) -> dict[str, Any]:
+        fields = CallDenied._build_fields(self)
+        fields["outcome"] = self.outcome
+        fields["attempt_seconds"] = self.attempt_seconds
+        return fields
+
+
 class Transition(Event):
     """A breaker's change of state: one class per kind, the design's fields as typed
     attributes, `fields` built from them on first read in the design's order.
@@ -309,7 +351,7 @@ class Transition(Event):
     replica's script made it when it has an `origin` (docs/replicas.md): its fields then end
     with `origin` and carry no `cause_seq`."""
 
-    __slots__ = ("cause_seq", "origin")
+    __slots__ = ("cause_seq", "origin", "shadow")
 
     #: The design's fields of the kind, in order, before `cause_seq` and `origin`.
     own: ClassVar[tuple[str, ...]] = ()
@@ -324,6 +366,8 @@ class Transition(Event):
         self.view: BreakerView | None = None
         self.cause_seq: int | None = None
         self.origin = origin
+        #: A shadow breaker's transition (DESIGN: every one carries `"shadow": true`).
+        self.shadow = False
 
     @property
     def relayed(self) -> bool:
@@ -335,6 +379,8 @@ class Transition(Event):
             fields["cause_seq"] = self.cause_seq
         if self.origin is not None:
             fields["origin"] = self.origin
+        if self.shadow:
+            fields["shadow"] = True
         return fields
 
 
@@ -471,6 +517,69 @@ class Restored(Transition):
         self.last_retry_after_seconds = last_retry_after_seconds
 
 
+class Held(Transition):
+    """`circuit_breaker.held`: an operator holds the breaker open until `until` (wall); the
+    trace prints it as `until_t` in the run's seconds, the audit log as a UTC time."""
+
+    __slots__ = ("actor", "reason", "until", "until_t")
+    type = HELD
+    own = ("actor", "reason", "until_t")
+
+    def __init__(
+        self, key: str, actor: str, reason: str, until: float, *, origin: str | None = None
+    ) -> None:
+        Transition.__init__(self, key, origin=origin)
+        self.actor = actor
+        self.reason = reason
+        self.until = until
+        #: Set by the engine when it numbers the line (its epoch is the run's).
+        self.until_t: float | None = None
+
+
+class Released(Transition):
+    """`circuit_breaker.released`: a hold ended, by an operator (`actor`) or `expiry`."""
+
+    __slots__ = ("actor",)
+    type = RELEASED
+    own = ("actor",)
+
+    def __init__(self, key: str, actor: str, *, origin: str | None = None) -> None:
+        Transition.__init__(self, key, origin=origin)
+        self.actor = actor
+
+
+class ModeChanged(Transition):
+    """`circuit_breaker.mode`: an operator switched the breaker between enforce and shadow."""
+
+    __slots__ = ("actor", "from_", "reason", "to")
+    type = MODE
+    own = ("actor", "reason", "from", "to")
+
+    def __init__(
+        self, key: str, actor: str, reason: str, from_: str, to: str, *, origin: str | None = None
+    ) -> None:
+        Transition.__init__(self, key, origin=origin)
+        self.actor = actor
+        self.reason = reason
+        self.from_ = from_
+        self.to = to
+
+    def _build_fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "actor": self.actor,
+            "reason": self.reason,
+            "from": self.from_,
+            "to": self.to,
+        }
+        if self.cause_seq is not None:
+            fields["cause_seq"] = self.cause_seq
+        if self.origin is not None:
+            fields["origin"] = self.origin
+        if self.shadow:
+            fields["shadow"] = True
+        return fields
+
+
 _KINDS: Final[dict[str, type[Transition]]] = {
     TRIPPED: Tripped,
     HALF_OPEN: HalfOpened,
@@ -479,12 +588,24 @@ _KINDS: Final[dict[str, type[Transition]]] = {
     RESET: Reset,
     PAGE: Paged,
     RESTORED: Restored,
+    RELEASED: Released,
 }
 #: What a stored or sent record's typed value is read back as.
 _DECODE: Final[dict[str, Callable[[Any], Any]]] = {
     "failure_class": OutcomeClass,
     "state": State,
 }
+
+
+#: What may follow a transition's own fields in a record.
+_TAILS: Final[tuple[list[str], ...]] = (
+    [],
+    ["cause_seq"],
+    ["origin"],
+    ["shadow"],
+    ["cause_seq", "shadow"],
+    ["origin", "shadow"],
+)
 
 
 def decoded(
@@ -504,7 +625,7 @@ def decoded(
         return Event(seq, type, key, agent, wall, fields, view)
     names = list(fields)
     tail = names[len(kind.own) :]
-    if names[: len(kind.own)] != list(kind.own) or tail not in ([], ["cause_seq"], ["origin"]):
+    if names[: len(kind.own)] != list(kind.own) or tail not in _TAILS:
         return Event(seq, type, key, agent, wall, fields, view)
     event = kind.__new__(kind)
     try:
@@ -516,6 +637,7 @@ def decoded(
         setattr(event, name, value)
     cause = fields.get("cause_seq")
     event.cause_seq = cause if isinstance(cause, int) else None
+    event.shadow = fields.get("shadow") is True
     event.seq, event.agent, event.wall, event.view = seq, agent, wall, view
     event._fields = fields
     return event
@@ -555,7 +677,14 @@ _NOT_HISTORY = frozenset({"success", "platform_answer"})
 
 def audit_form(event: Event) -> Event | None:
     """The audit log keeps failures, refusals and transitions; a success is not history, nor
-    a relayed 1xx-3xx (neither a success nor a failure)."""
+    a relayed 1xx-3xx (neither a success nor a failure). A hold's end is kept as a UTC time
+    (`until`), not in a run's seconds."""
+    if isinstance(event, Held):
+        fields = {"actor": event.actor, "reason": event.reason, "until": iso_utc(event.until)}
+        rest = {k: v for k, v in event.fields.items() if k not in event.own}
+        return Event(
+            event.seq, event.type, event.key, event.agent, event.wall, fields | rest, event.view
+        )
     if event.type != CALL_COMPLETED:
         return event
     if event.fields.get("outcome") in _NOT_HISTORY:

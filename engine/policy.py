@@ -19,6 +19,8 @@ class _Policy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     probe_retry_after_seconds: Seconds = 5.0
+    #: The longest hold an operator may take (DESIGN, "Operator control"), on the engine's clock.
+    max_hold_seconds: Seconds = 86_400.0
 
     def may_count(self, cls: OutcomeClass) -> bool:
         return cls in self.counted_classes()

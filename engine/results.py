@@ -10,7 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from breakerdeck.engine.core.breaker import Admission, DenyReason
+from breakerdeck.engine.core.breaker import Admission, DenyReason, Hold
+from breakerdeck.engine.events import iso_utc
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 
 ToolResult = dict[str, Any]
@@ -34,6 +35,15 @@ def denied(
             "status": "probe_in_flight",
             "tool": tool,
             "retry_after_ms": _ms(admission.retry_after),
+        }
+    if admission.reason is DenyReason.HELD:  # `reason`: the hold's words (`holds.held_words`)
+        return {
+            "status": "circuit_open",
+            "tool": tool,
+            "held": True,
+            "reason": reason,
+            "retry_after_ms": _ms(admission.retry_after),
+            "alternatives": list(alternatives),
         }
     return circuit_open(tool, reason, admission.retry_after, alternatives)
 
@@ -119,7 +129,11 @@ class GatewayResponse:
     body: dict[str, Any]
 
 
-_HALT_STATE = {DenyReason.OPEN: "breaker_open", DenyReason.PROBE_IN_FLIGHT: "breaker_half_open"}
+_HALT_STATE = {
+    DenyReason.OPEN: "breaker_open",
+    DenyReason.PROBE_IN_FLIGHT: "breaker_half_open",
+    DenyReason.HELD: "breaker_held",
+}
 _HALT_CAUSE = {
     OutcomeClass.AUTH_FAILURE: "breaker_auth_failure",
     OutcomeClass.UPSTREAM_FAILURE: "breaker_upstream_failure",
@@ -128,7 +142,12 @@ _HALT_CAUSE = {
 
 def agent_halted(admission: Admission) -> GatewayResponse:
     assert admission.reason is not None
+    hold = admission.hold
+    if admission.reason is DenyReason.HELD and hold is not None:
+        return _held(hold, admission.retry_after)
     cause = _HALT_CAUSE.get(admission.cause, "breaker_upstream_failure")  # type: ignore[arg-type]
+    if hold is not None:  # the probe of the half-open a hold ended in
+        cause = "operator_hold"
     halt = {
         "state": _HALT_STATE[admission.reason],
         "recoverable_by": "time",
@@ -137,6 +156,24 @@ def agent_halted(admission: Admission) -> GatewayResponse:
         "instructions": HALT_INSTRUCTIONS,
     }
     body = {"error": "agent_halted", "reason": str(admission.reason), "halt": halt}
+    return GatewayResponse(403, body)
+
+
+def _held(hold: Hold, left: float) -> GatewayResponse:
+    """403 `circuit_breaker_held` (DESIGN, "Operator control"): who can lift it, until when."""
+    until = iso_utc(hold.until_wall)
+    halt = {
+        "state": "breaker_held",
+        "recoverable_by": "operator",
+        "cause": "operator_hold",
+        "until": until,
+        "retry_after_seconds": max(5, math.ceil(left)),
+        "instructions": (
+            f"An operator paused calls to this platform until {until}, because: {hold.reason}. "
+            "Do not retry or work around it; tell the user."
+        ),
+    }
+    body = {"error": "agent_halted", "reason": "circuit_breaker_held", "halt": halt}
     return GatewayResponse(403, body)
 
 

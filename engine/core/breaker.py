@@ -14,8 +14,10 @@ from enum import StrEnum
 from breakerdeck.engine.events import (
     BreakerView,
     HalfOpened,
+    Held,
     Paged,
     Recovered,
+    Released,
     Reopened,
     Reset,
     Transition,
@@ -29,6 +31,22 @@ from breakerdeck.engine.state import State
 class DenyReason(StrEnum):
     OPEN = "circuit_breaker_open"
     PROBE_IN_FLIGHT = "probe_in_flight"
+    HELD = "held"
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """An operator's hold (DESIGN, "Operator control"): who, why, and until when, on the wall
+    clock for words and on the breaker's clock (`until`) for the rule."""
+
+    actor: str
+    reason: str
+    until_wall: float
+    until: float
+
+    def shifted(self, offset: float) -> Hold:
+        """The same hold with its rule's time moved by `offset` (wall to monotonic)."""
+        return Hold(self.actor, self.reason, self.until_wall, self.until_wall + offset)
 
 
 #: What names a call to the core: any value equal only to itself (the engine's call numbers).
@@ -42,6 +60,8 @@ class Admission:
     reason: DenyReason | None = None
     retry_after: float = 0.0
     cause: OutcomeClass | None = None
+    #: The operator's hold behind this refusal: held, or the probe of the half-open it ended in.
+    hold: Hold | None = None
 
 
 ADMIT_NORMAL = Admission(allowed=True)
@@ -52,6 +72,7 @@ ADMIT_PROBE = Admission(allowed=True, as_probe=True)
 _CLOSED = State.CLOSED
 _OPEN = State.OPEN
 _HALF_OPEN = State.HALF_OPEN
+_HELD = State.HELD
 _SUCCESS = OutcomeClass.SUCCESS
 _NONE: tuple[()] = ()
 _ADMITTED_CLOSED = (ADMIT_NORMAL, _NONE)
@@ -78,6 +99,8 @@ class BreakerState:
     rate_limited_streak: int
     last_retry_after: float | None
     trip_cause: OutcomeClass | None
+    #: The operator's hold: while held, and through the half-open it ended in.
+    hold: Hold | None = None
 
 
 def picture(
@@ -88,9 +111,11 @@ def picture(
     paused: bool,
     seq: int = 0,
     probe_since: float | None = None,
+    mode: str = "enforce",
 ) -> BreakerView:
     """A breaker's state as the view the console, the feed and `status` read (the engine's
     and a replay's alike)."""
+    hold = b.hold if b.state is _HELD else None
     return BreakerView(
         key=key,
         agents=agents,
@@ -106,6 +131,10 @@ def picture(
         last_failure_at=b.last_failure_at,
         seq=seq,
         probe_since=probe_since,
+        held_by=None if hold is None else hold.actor,
+        held_reason=None if hold is None else hold.reason,
+        held_until=None if hold is None else hold.until_wall,
+        mode=mode,
     )
 
 
@@ -121,6 +150,7 @@ class Breaker:
         "cooldown",
         "count",
         "failed_probes",
+        "hold",
         "key",
         "last_failure_at",
         "last_failure_detail",
@@ -156,6 +186,7 @@ class Breaker:
         #: This open episode's run of probes abandoned with a request on the wire (`judge`).
         #: Kept by this process only: a new one starts with no probe out.
         self.abandoned_probes = 0
+        self.hold: Hold | None = None
 
     def snapshot(self, offset: float = 0.0) -> BreakerState:
         """The breaker's fields in one record, times moved by `offset` (monotonic to wall)."""
@@ -172,6 +203,7 @@ class Breaker:
             rate_limited_streak=self.rate_limited_streak,
             last_retry_after=self.last_retry_after,
             trip_cause=self.trip_cause,
+            hold=self.hold,
         )
 
     @classmethod
@@ -206,6 +238,8 @@ class Breaker:
         self.rate_limited_streak = saved.rate_limited_streak
         self.last_retry_after = saved.last_retry_after
         self.trip_cause = saved.trip_cause
+        hold = saved.hold
+        self.hold = None if hold is None else hold.shifted(offset)
         self.probe_id = probe_id
         self.probe_deadline = probe_deadline + offset
         if saved.state is _CLOSED:  # the episode ended
@@ -213,9 +247,12 @@ class Breaker:
 
     @property
     def reopens_at(self) -> float | None:
-        """When an open breaker lets its next probe through, in monotonic seconds."""
+        """When an open breaker lets its next probe through (a held one: when its hold runs
+        out), in monotonic seconds."""
         if self.state is _OPEN and self.opened_at is not None:
             return self.opened_at + self.cooldown
+        if self.state is _HELD and self.hold is not None:
+            return self.hold.until
         return None
 
     def admit(
@@ -230,6 +267,8 @@ class Breaker:
             if left > 0:
                 return self.refusal(_DENY_OPEN, left), _NONE
         transitions = self.poll(now)
+        if self.state is _HELD:
+            return self.held_refusal(now), transitions
         if self.probe_id is None:
             self.probe_id = call_id
             self.probe_deadline = now + lease
@@ -237,6 +276,12 @@ class Breaker:
         return self.refusal(DenyReason.PROBE_IN_FLIGHT, self.policy.probe_retry_after_seconds), (
             transitions
         )
+
+    def held_refusal(self, now: float) -> Admission:
+        """Every call's answer while held: the time left on the hold, and who holds it."""
+        hold = self.hold
+        assert hold is not None
+        return Admission(False, False, DenyReason.HELD, max(hold.until - now, 0.0), None, hold)
 
     def cooling(self, now: float) -> Admission | None:
         """The refusal an open breaker gives inside its cooldown, or None. It only reads, so a
@@ -251,16 +296,52 @@ class Breaker:
 
     def refusal(self, reason: DenyReason, left: float) -> Admission:
         floor = self.min_retry_after
-        return Admission(False, False, reason, left if left > floor else floor, self.trip_cause)
+        return Admission(
+            False, False, reason, left if left > floor else floor, self.trip_cause, self.hold
+        )
 
     def poll(self, now: float) -> list[Transition]:
-        """Move an open breaker whose cooldown has run out to half-open."""
+        """Move an open breaker whose cooldown has run out, or a held one whose hold has, to
+        half-open."""
         due = self.reopens_at
         if due is not None and now >= due:
+            if self.state is _HELD:
+                return self._release("expiry")
             self.state = _HALF_OPEN
             self.probe_id = None
             return [HalfOpened(self.key)]
         return []
+
+    # -- the operator's hold -----------------------------------------------------------------
+
+    def hold_open(self, hold: Hold) -> list[Transition]:
+        """Held open until `hold.until`: every call refused, no probe, no counter or state
+        moves until it is released or runs out (a hold taken again replaces the first). A
+        probe out now keeps its call, whose outcome then changes nothing."""
+        self.state = _HELD
+        self.hold = hold
+        self.probe_id = None
+        return [Held(self.key, hold.actor, hold.reason, hold.until_wall)]
+
+    def release(self, actor: str, reason: str, *, close: bool) -> list[Transition]:
+        """End a hold: in half-open (the next call is the probe), or closed (`close`: the
+        operator vouches for the platform, as a reset does)."""
+        if self.state is not _HELD:
+            raise ValueError(f"{self.key} is not held")
+        if close:
+            released: list[Transition] = [Released(self.key, actor)]
+            return released + self.reset(actor, reason)
+        return self._release(actor)
+
+    def _release(self, actor: str) -> list[Transition]:
+        """Held to half-open: a failed probe re-opens at the first cooldown step as the
+        episode's first failed probe (`_reopen`)."""
+        self.state = _HALF_OPEN
+        self.probe_id = None
+        self.failed_probes = 0
+        self.abandoned_probes = 0
+        self.paged = False
+        return [Released(self.key, actor), HalfOpened(self.key)]
 
     def expired_probe(self, now: float) -> CallId | None:
         """The probe that has outlived its lease, if any; the engine records it as failed."""
@@ -297,7 +378,10 @@ class Breaker:
         return outcome
 
     def record(self, call_id: CallId, outcome: Outcome, now: float) -> Sequence[Transition]:
-        """Apply one completed call. Late completions are applied as the design says."""
+        """Apply one completed call. Late completions are applied as the design says; while
+        held, none changes anything (a success does not end a hold)."""
+        if self.state is _HELD:
+            return _NONE
         if outcome.cls is _SUCCESS:
             if self.state is _CLOSED:
                 # Closed already holds every closed value but the run of failures.
@@ -333,6 +417,7 @@ class Breaker:
         self.opened_at = None
         self.cooldown = 0.0
         self.trip_cause = None
+        self.hold = None
 
     def _count(self, outcome: Outcome, now: float) -> None:
         window = self.policy.window
@@ -372,8 +457,11 @@ class Breaker:
         self.probe_id = None
         if outcome.cls is OutcomeClass.RATE_LIMITED and outcome.retry_after is not None:
             self.cooldown = self._rate_limit_cooldown(outcome)
+        elif self.hold is not None:  # the probe a hold ended in: the ladder starts again
+            self.cooldown = self.policy.trip_cooldown()
         else:
             self.cooldown = self.policy.probe_failure_cooldown(self.failed_probes)
+        self.hold = None
         transitions: list[Transition] = [Reopened(self.key, self.cooldown)]
         if self.failed_probes >= 2 and not self.paged:
             self.paged = True
@@ -384,7 +472,9 @@ class Breaker:
         return self.policy.rate_limit_cooldown(outcome.retry_after or self.policy.trip_cooldown())
 
     def reset(self, actor: str, reason: str) -> list[Transition]:
-        """An operator's reset: closed, counter and ladder zeroed, whatever the state was."""
+        """An operator's reset: closed, counter and ladder zeroed, whatever the state was; a
+        hold it ends is released first, by the same actor."""
+        released: list[Transition] = [Released(self.key, actor)] if self.state is _HELD else []
         self._close()
         self.last_failure_at = None
-        return [Reset(self.key, actor, reason)]
+        return [*released, Reset(self.key, actor, reason)]

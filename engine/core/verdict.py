@@ -26,6 +26,13 @@ class Verdict:
     credential_revoked: bool
     saved_at: float
     last_failure_detail: str = ""
+    #: An operator's hold, kept until its `held_until` (wall) whatever the staleness bound.
+    held_by: str | None = None
+    held_reason: str | None = None
+    held_until: float | None = None
+    #: An operator's `shadow` or `enforce`, and the configuration's value it was written over.
+    mode_chosen: str | None = None
+    mode_against: str | None = None
 
 
 def is_stale(
@@ -34,7 +41,10 @@ def is_stale(
     """A breaker verdict older than every span it could still matter for is discarded on start.
 
     Only the breaker's part ages: what is known about the key's credential is kept however old.
+    A held verdict is kept until its hold's end (then restored, and released at start).
     """
+    if verdict.held_until is not None:
+        return False
     keep = max(longest_cooldown, verdict.cooldown)
     if verdict.state == State.CLOSED and verdict.count > 0 and window is not None:
         keep = max(keep, window)
@@ -83,7 +93,11 @@ def bounded(
         notes.append(f"last_retry_after={retry_after!r}")
         retry_after = None
     opened_at = when("opened_at", verdict.opened_at)
-    if opened_at is None and verdict.state != State.CLOSED:
+    held_until = verdict.held_until
+    if held_until is not None and not (math.isfinite(held_until) and held_until > 0):
+        notes.append(f"held_until={held_until!r}")
+        held_until = now  # a hold with no usable end: released at start
+    if opened_at is None and verdict.state not in (State.CLOSED, State.HELD):
         opened_at = now  # open with no usable start: one cooldown from now
     saved_at = when("saved_at", verdict.saved_at)
     fixed = replace(
@@ -97,5 +111,6 @@ def bounded(
         last_retry_after=retry_after,
         credential_ok_at=when("credential_ok_at", verdict.credential_ok_at),
         saved_at=now if saved_at is None else saved_at,
+        held_until=held_until,
     )
     return fixed, notes

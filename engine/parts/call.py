@@ -27,6 +27,7 @@ class Call:
         "key",
         "platform",
         "tool",
+        "would_deny",
     )
 
     def __init__(
@@ -51,6 +52,9 @@ class Call:
         self.admitted_wall: float | None = None
         self.admitted_as: str | None = None
         self.admitted_seq: int | None = None
+        #: A shadow breaker let this call through though it would have refused it: the
+        #: refusal's reason and retry-after, for its `call.would_deny` line.
+        self.would_deny: tuple[str, float] | None = None
 
     @property
     def number(self) -> int:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from breakerdeck.engine.clock import Clock
-from breakerdeck.engine.core.breaker import BreakerState
+from breakerdeck.engine.core.breaker import BreakerState, Hold
 from breakerdeck.engine.core.verdict import Verdict, bounded, is_stale
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.outcomes import OutcomeClass
@@ -146,6 +146,7 @@ class Durability:
 
     def verdict(self, slot: Slot) -> Verdict:
         b = slot.breaker.snapshot(self._clock.wall() - self._clock.monotonic())
+        hold = b.hold if b.state is State.HELD else None
         return Verdict(
             key=slot.breaker.key,
             agent=slot.agents[0] if slot.agents else None,
@@ -163,6 +164,11 @@ class Durability:
             credential_revoked=slot.credential_revoked,
             saved_at=self._clock.wall(),
             last_failure_detail=b.last_failure_detail,
+            held_by=None if hold is None else hold.actor,
+            held_reason=None if hold is None else hold.reason,
+            held_until=None if hold is None else hold.until_wall,
+            mode_chosen=None if slot.chosen is None else slot.chosen[0],
+            mode_against=None if slot.chosen is None else slot.chosen[1],
         )
 
     def close(self) -> None:
@@ -176,6 +182,11 @@ def saved_state(verdict: Verdict) -> BreakerState:
     """A stored verdict as the breaker's fields (wall times). A breaker stored as not closed
     without an opening time comes back closed: it could never be due."""
     state = State(verdict.state) if verdict.opened_at is not None else State.CLOSED
+    hold = None
+    if verdict.held_until is not None:
+        state = State.HELD
+        actor, reason = verdict.held_by or "unknown", verdict.held_reason or ""
+        hold = Hold(actor, reason, verdict.held_until, verdict.held_until)
     return BreakerState(
         state=state,
         count=verdict.count,
@@ -189,4 +200,5 @@ def saved_state(verdict: Verdict) -> BreakerState:
         rate_limited_streak=verdict.rate_limited_streak,
         last_retry_after=verdict.last_retry_after,
         trip_cause=OutcomeClass(verdict.trip_cause) if verdict.trip_cause else None,
+        hold=hold,
     )

@@ -15,14 +15,12 @@ someone reads. The rule, here and nowhere else:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from breakerdeck.engine.core.breaker import ADMIT_NORMAL, Admission
 from breakerdeck.engine.outcomes import ABANDONED, Outcome, OutcomeClass
 from breakerdeck.engine.parts.call import Call
-from breakerdeck.engine.parts.keys import KeyTable, Slot
-from breakerdeck.engine.parts.ledger import Ledger
-from breakerdeck.engine.parts.outbox import Outbox
+from breakerdeck.engine.parts.keys import Slot
+from breakerdeck.engine.parts.operations import Parts
+from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.state import State
 
 _CLOSED = State.CLOSED
@@ -30,24 +28,15 @@ _SUCCESS = OutcomeClass.SUCCESS
 
 
 class Entries:
-    def __init__(
-        self,
-        keys: KeyTable,
-        ledger: Ledger,
-        outbox: Outbox,
-        *,
-        agent_policy: bool,
-        wall: Callable[[], float],
-        monotonic: Callable[[], float],
-    ) -> None:
+    def __init__(self, parts: Parts) -> None:
+        keys = self._keys = parts.keys
         self._slots = keys.slots
-        self._keys = keys
-        self._ledger = ledger
+        self._ledger = ledger = parts.ledger
         self._draw = ledger.next_call
-        self._outbox = outbox
-        self._agent_policy = agent_policy
-        self._wall = wall
-        self._monotonic = monotonic
+        self._outbox = parts.outbox
+        self._agent_policy = isinstance(parts.policy, AgentPolicy)
+        self._wall = parts.wall
+        self._monotonic = parts.clock.monotonic
 
     def enter(
         self, key: str, agent: str, platform: str, tool: str, deadline_seconds: float
@@ -96,7 +85,7 @@ class Entries:
             call.admitted_wall = self._wall()
             call.admitted_seq = seq
             return ADMIT_NORMAL
-        if not self._outbox.watched:
+        if not self._outbox.watched and slot.mode == "enforce":  # shadow: the locked path
             return slot.cooling(self._monotonic())
         return None
 
@@ -104,11 +93,13 @@ class Entries:
         """Whether a success on `key` now changes nothing and nobody reads its line."""
         return not self._outbox.listeners and self._slots[key].quiet(self._agent_policy)
 
-    def ends_unread_on(self, slot: Slot, outcome: Outcome) -> bool:
+    def ends_unread_on(self, slot: Slot, outcome: Outcome, call: Call | None = None) -> bool:
         """Whether a call's end changes nothing and nobody reads it: a success on a quiet key
         (`Slot.quiet`) with no listener (the audit log keeps no successes), or an abandoned
         call's neutral end on a quiet key with no audit log either (it keeps every call that
-        did not succeed)."""
+        did not succeed). A call a shadow breaker would have refused always has its line."""
+        if call is not None and call.would_deny is not None:
+            return False
         outbox = self._outbox
         if outcome.cls is _SUCCESS:
             return not outbox.listeners and slot.quiet(self._agent_policy)

@@ -160,13 +160,14 @@ class Guard:
         something to record) one taken now. None: a quiet success that changes nothing."""
         calls = self._calls
         taken = calls.get()
-        if error is None and self._entries.ends_unread_on(self._slot, SUCCESS):
+        call = taken[-1] if taken else None
+        if error is None and self._entries.ends_unread_on(self._slot, SUCCESS, call):
             if taken:
                 calls.set(taken[:-1])
             return None
-        if taken:
+        if call is not None:
             calls.set(taken[:-1])
-            return taken[-1]
+            return call
         return self._entries.enter_late(
             self.key, self.agent, self._platform, self.tool, self.deadline_seconds
         )

@@ -43,6 +43,12 @@ class Slot:
     tally: dict[str, int] | None = None
     #: (probe id, since when) of the probe a view first showed out: what `probe_since` says.
     probe_seen: tuple[object, float] | None = None
+    #: `enforce` or `shadow`, as the call path reads it (`modes.effective`): the
+    #: configuration's value for the key (`configured`), unless an operator's write (`chosen`:
+    #: the mode, and the configuration's value when it was written) still stands.
+    mode: str = "enforce"
+    configured: str = "enforce"
+    chosen: tuple[str, str] | None = None
 
     @property
     def lock(self) -> threading.RLock:
@@ -90,8 +96,10 @@ class Slot:
 class KeyTable:
     """Every key's slot. No thread holds two keys' locks except `all_held`, in key order."""
 
-    def __init__(self, policy: AgentPolicy | ToolPolicy) -> None:
+    def __init__(self, policy: AgentPolicy | ToolPolicy, mode: str = "enforce") -> None:
         self.policy = policy
+        #: The configuration's mode for a key it names nothing for (`Engine(mode=...)`).
+        self.mode = mode
         self.slots: dict[str, Slot] = {}
         self._lock = threading.Lock()  # the table itself, taken alone or innermost
         #: One tuple per agent for the keys it alone calls: under `tool` an agent calls many
@@ -109,7 +117,8 @@ class KeyTable:
         with self._lock:
             slot = self.slots.get(key)
             if slot is None:
-                slot = self.slots[key] = Slot(Breaker(key, self.policy))
+                mode = self.mode
+                slot = self.slots[key] = Slot(Breaker(key, self.policy), mode=mode, configured=mode)
             if agent is not None and agent not in slot.agents:
                 if slot.agents or agent == key:
                     slot.agents = (*slot.agents, agent)

@@ -18,7 +18,10 @@ from breakerdeck.engine.events import (
     CallEnding,
     Event,
     HalfOpened,
+    Held,
+    ModeChanged,
     Paged,
+    Released,
     Reset,
     Restored,
     Transition,
@@ -60,7 +63,7 @@ class Kept(Protocol):
 EXPIRED = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="probe never reported back")
 
 #: Transitions no call caused: under `tool` they name no agent.
-_TIME_OR_OPERATOR = (HalfOpened, Reset)
+_TIME_OR_OPERATOR = (HalfOpened, Reset, Held, Released, ModeChanged)
 _CLOSED = State.CLOSED
 
 
@@ -216,6 +219,9 @@ class Lines:
                 transition.wall = by.wall
             caller = None if isinstance(transition, _TIME_OR_OPERATOR) else agent
             transition.agent = self.transition_agent(slot, caller)
+            transition.shadow = slot.mode == "shadow"
+            if isinstance(transition, Held):
+                transition.until_t = self.t(transition.until)
             view = self.views.of(slot) if attach and n == last else None
             self.publish(slot, transition, view, tally_name(transition))
             written.append(transition)

@@ -5,26 +5,29 @@ engine's sync and async drivers call these and settle what is owed their own way
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.clock import Clock
-from breakerdeck.engine.core.breaker import Admission, Breaker
+from breakerdeck.engine.core import holds
+from breakerdeck.engine.core.breaker import ADMIT_NORMAL, Admission, Breaker, DenyReason, Hold
 from breakerdeck.engine.core.verdict import Verdict
-from breakerdeck.engine.events import CallDenied, Event
+from breakerdeck.engine.events import CallDenied, CallWouldDeny, Event, ModeChanged, Transition
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.parts import modes
 from breakerdeck.engine.parts.call import Call
-from breakerdeck.engine.parts.decide import Decider
+from breakerdeck.engine.parts.decide import Decider, Local
 from breakerdeck.engine.parts.durability import Durability, Owed, saved_state
 from breakerdeck.engine.parts.keys import KeyTable, Slot
 from breakerdeck.engine.parts.ledger import Ledger
 from breakerdeck.engine.parts.lines import Lines
-from breakerdeck.engine.parts.outbox import Outbox
+from breakerdeck.engine.parts.outbox import Outbox, PageHook
 from breakerdeck.engine.parts.timers import Timers
-from breakerdeck.engine.parts.views import tally_name
+from breakerdeck.engine.parts.views import Views, tally_name
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.state import State
+from breakerdeck.engine.storage.store import Problems
 
 #: A probe that reports back this long after its lease still counts as on time: the harness's
 #: own bookkeeping must not turn a probe that used its whole budget into an expired one.
@@ -32,6 +35,7 @@ LEASE_GRACE_SECONDS = 1.0
 
 _SUCCESS = OutcomeClass.SUCCESS
 _HALF_OPEN = State.HALF_OPEN
+_HELD = DenyReason.HELD
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +53,36 @@ class Parts:
     durability: Durability
     timers: Timers
     lines: Lines
+
+    @classmethod
+    def make(
+        cls,
+        policy: AgentPolicy | ToolPolicy,
+        instance: str,
+        clock: Clock,
+        wall: Callable[[], float],
+        problems: Problems,
+        *,
+        epoch: float,
+        page_hook: PageHook | None,
+        timers: Timers,
+        mode: str,
+    ) -> Parts:
+        """An engine's parts, wired: each made once, handed what it calls downward."""
+        keys = KeyTable(policy, mode)
+        outbox = Outbox(page_hook, epoch, problems)
+        ledger = Ledger(wall, problems, outbox)
+        durability = Durability(policy, clock, keys, ledger, problems)
+        lines = Lines(
+            agent_policy=isinstance(policy, AgentPolicy),
+            epoch=epoch,
+            ledger=ledger,
+            outbox=outbox,
+            views=Views(clock),
+            timers=timers,
+            durability=durability,
+        )
+        return cls(policy, instance, clock, wall, keys, ledger, outbox, durability, timers, lines)
 
 
 class Operations:
@@ -88,6 +122,12 @@ class Operations:
         )
         breaker = slot.breaker
         self._lines.apply(slot, transitions, call.agent, cause=None)
+        if not admission.allowed and slot.mode == "shadow" and admission.reason is not _HELD:
+            # Shadow: let through, its refusal written when it completes (`record`).
+            reason = admission.reason.value if admission.reason else None
+            call.would_deny = (reason or "", round(admission.retry_after, 3))
+            slot.count("would_deny")
+            admission = ADMIT_NORMAL
         if admission.allowed:
             call.admitted_as = "probe" if admission.as_probe else "normal"
             call.admitted_wall = self._wall()
@@ -131,6 +171,10 @@ class Operations:
         """A finished call: its `call.completed` line, then what it caused."""
         slot = self._keys.slots[call.key]
         lines = self._lines
+        if call.would_deny is not None:
+            return self._would_have_denied(
+                call, slot, outcome, fault, agent_status, refresh, platform_status
+            ), None
         if self.unchanging(slot, outcome):
             ending = (False, fault, agent_status, refresh, platform_status)
             quiet = lines.quiet_line(slot, call.agent, lines.details(call), outcome, ending)
@@ -172,6 +216,41 @@ class Operations:
             owed = self._durability.take_owed(slot)
         self._ledger.deliver()
         return line, owed
+
+    def _would_have_denied(
+        self,
+        call: Call,
+        slot: Slot,
+        outcome: Outcome,
+        fault: str,
+        agent_status: int | str,
+        refresh: str | None,
+        platform_status: int | None,
+    ) -> Event:
+        """A call a shadow breaker would have refused: its `call.would_deny`, then its line.
+        Its outcome moves nothing (enforcing, it would not have happened)."""
+        assert call.would_deny is not None
+        reason, retry_after = call.would_deny
+        admitted = call.admitted_wall
+        seconds = 0.0 if admitted is None else round(max(self._wall() - admitted, 0.0), 3)
+        agent = call.key if self._agent_policy else call.agent
+        with slot.lock:
+            would = CallWouldDeny(
+                call.key,
+                agent,
+                call.number,
+                call.platform,
+                reason,
+                retry_after,
+                outcome.cls.value,
+                seconds,
+            )
+            self._lines.publish(slot, would, None)
+            line = self._lines.call_line(
+                call, slot, outcome, False, fault, agent_status, refresh, platform_status
+            )
+        self._ledger.deliver()
+        return line
 
     def refuse(self, call: Call, outcome: Outcome, agent_status: int | str) -> Event:
         """A refusal before the breaker: a line, attempts 0, never counted, no probe slot."""
@@ -231,6 +310,60 @@ class Operations:
         self._ledger.deliver()
         return events[-1], owed
 
+    def hold(self, key: str, actor: str, reason: str, seconds: float) -> tuple[Event, Owed]:
+        """An operator's hold (`Breaker.hold_open`), checked first: a reason, and 1 s up to
+        the policy's `max_hold_seconds`."""
+        holds.checked_words(actor, reason, reason_required=True)
+        most = self._policy.max_hold_seconds
+        if not 0 < seconds <= most:
+            raise ValueError(f"a hold lasts 1 s to {most:g} s")
+        clock = self._clock
+        hold = Hold(actor, reason, clock.wall() + seconds, clock.monotonic() + seconds)
+        return self._operator(key, "hold", lambda slot: slot.breaker.hold_open(hold))
+
+    def release(self, key: str, actor: str, reason: str, close: bool) -> tuple[Event, Owed]:
+        """A hold ended early: half-open, or closed (`close`)."""
+        holds.checked_words(actor, reason, reason_required=False)
+        return self._operator(
+            key, "release", lambda slot: slot.breaker.release(actor, reason, close=close)
+        )
+
+    def set_mode(self, key: str, mode: str, actor: str, reason: str) -> tuple[Event, Owed]:
+        """An operator's `shadow` or `enforce`: it stands until the configuration's value for
+        the key changes (`modes.effective_mode`)."""
+        holds.checked_words(actor, reason, reason_required=False)
+        modes.checked(mode)
+
+        def switch(slot: Slot) -> list[Transition]:
+            before = slot.mode
+            slot.chosen = (mode, slot.configured)
+            slot.mode = modes.effective_mode(slot)
+            return [ModeChanged(key, actor, reason, before, mode)]
+
+        return self._operator(key, "mode", switch)
+
+    def configure_mode(self, key: str, mode: str) -> None:
+        slot = self._keys.slot(key, None)
+        with slot.lock:
+            modes.configure(slot, mode)
+
+    def _operator(
+        self, key: str, what: str, change: Callable[[Slot], Sequence[Transition]]
+    ) -> tuple[Event, Owed]:
+        if not isinstance(self._decide, Local):  # replicas share them with issue 33
+            raise ValueError(f"{what} on replicas sharing a store is not supported yet")
+        slot = self._keys.known(key)
+        with slot.lock:
+            transitions = change(slot)
+            if slot.breaker.probe_id is None:
+                slot.probe = None
+            self._decide.alone(slot)
+            events = self._lines.apply(slot, transitions, None, cause=None)
+            self._durability.persist_event(slot, events[-1])
+            owed = self._durability.take_owed(slot)
+        self._ledger.deliver()
+        return events[0], owed
+
     def poll(self) -> list[Event]:
         """Write what time alone causes: half-opens and expired probes, at their moment."""
         written: list[Event] = []
@@ -252,6 +385,9 @@ class Operations:
         for verdict, stale in self._durability.restorable():
             slot = self._keys.slot(verdict.key, verdict.agent)
             with slot.lock:
+                if verdict.mode_chosen is not None and verdict.mode_against is not None:
+                    slot.chosen = (verdict.mode_chosen, verdict.mode_against)
+                    slot.mode = modes.effective_mode(slot)
                 if not stale:
                     restored.append(self._restore_one(slot, verdict))
                     continue
@@ -266,16 +402,19 @@ class Operations:
         to_mono = clock.monotonic() - clock.wall()
         saved = saved_state(verdict)
         breaker = slot.breaker = Breaker.from_state(verdict.key, self._policy, saved, to_mono)
-        if breaker.opened_at is not None:
-            if saved.state is State.HALF_OPEN:
-                # It lost its probe with the old process: open, and due now.
-                breaker.opened_at = min(breaker.opened_at, clock.monotonic() - breaker.cooldown)
+        if breaker.opened_at is not None and saved.state is State.HALF_OPEN:
+            # It lost its probe with the old process: open, and due now.
+            breaker.opened_at = min(breaker.opened_at, clock.monotonic() - breaker.cooldown)
+        due = breaker.reopens_at  # a cooldown's end, or a hold's
+        if due is not None:
             self._timers.track(verdict.key, settled=False)
-            self._timers.at(breaker.opened_at + breaker.cooldown)
+            self._timers.at(due)
         slot.credential_worked_at = verdict.credential_ok_at
         slot.credential_revoked = verdict.credential_revoked
         self._decide.alone(slot)  # the fleet's verdict, if any, wins on joining
         event = self._lines.restored(verdict.key, verdict)
         event.agent = self._lines.transition_agent(slot, None)
         self._lines.publish(slot, event, self._views.of(slot), tally_name(event))
+        if breaker.state is State.HELD:  # a hold that ran out while nobody ran: released now
+            self._lines.apply(slot, breaker.poll(clock.monotonic()), None, cause=None)
         return event

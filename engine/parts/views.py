@@ -18,6 +18,7 @@ _TO = {
     ev.RECOVERED: "closed",
     ev.CREDENTIAL_REVOKED: "paused",
     ev.CREDENTIAL_RESTORED: "closed",
+    ev.HELD: "held",
 }
 _PAGE = ev.PAGE
 
@@ -54,6 +55,7 @@ class Views:
             paused=slot.credential_revoked,
             seq=seq,
             probe_since=self._probe_since(slot),
+            mode=slot.mode,
         )
 
     def first(self, slot: Slot) -> BreakerView | None:

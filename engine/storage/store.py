@@ -202,6 +202,10 @@ def _allowed_types(hint: Any) -> tuple[type, ...]:
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     name: _allowed_types(hint) for name, hint in typing.get_type_hints(Verdict).items()
 }
+#: Fields a verdict stored before they existed lacks (the hold and the mode).
+_OPTIONAL = frozenset(
+    {"last_failure_detail", "held_by", "held_reason", "held_until", "mode_chosen", "mode_against"}
+)
 
 
 def _decode(key: str, data: str) -> Verdict:
@@ -215,6 +219,8 @@ def _decode(key: str, data: str) -> Verdict:
     values: dict[str, Any] = {}
     for name, allowed in _FIELD_TYPES.items():
         if name not in raw:
+            if name in _OPTIONAL:  # written by a later release: the verdict's default
+                continue
             raise ValueError(f"missing field {name!r}")
         value = raw[name]
         if not _fits(value, allowed):

@@ -405,7 +405,7 @@ def test_reconcile_keeps_the_later_deadline(fleet: Fleet, session_redis: RedisSe
     with session_redis.client() as client:
         opened = float(client.hget(key, "opened") or 0)
         client.hset(key, mapping={"cooldown": "900"})  # another replica's later end
-    slot = a.engine._slots[AGENT]
+    slot = a.engine._keys.slots[AGENT]
     assert a.engine._fleet is not None
     a.engine._fleet.alone(slot)  # as if a decided alone, seeing the same generation
     assert a.engine._fleet._reconcile(slot)
