@@ -10,6 +10,9 @@ The trace's writer (`engine/tracefile.py`) puts the fixed keys first and writes 
 spaces, so most lines are indexed from their first bytes; any other line is parsed whole. A
 line that is not a trace line is listed in `problems` and skipped: the replay says so and
 plays on. Only a trace whose first chunk holds no trace line stops it.
+
+The scan itself (`LineScan`) is shared: `whatif` reads the lines of one type (`TypeLines`)
+with it, a chunk at a time and decoding nothing else, so both read a trace by one rule.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import re
 import threading
 import time
 from array import array
+from collections.abc import Collection, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -372,6 +376,51 @@ class TraceIndex(LineScan):
         admitted_t = line.get("admitted_t")
         wall = self.epoch + float(admitted_t) if admitted_t is not None else self.walls[at]
         self.admissions.setdefault(seq, []).append((key, str(line.get("call_id")), wall))
+
+
+class TypeLines(LineScan):
+    """The lines of some types from a trace of any size, as events, read as a replay's index
+    reads them but handed on a chunk's worth at a time: memory holds a chunk, never the file.
+    Lines of other types are not decoded. A line that is not a trace line is counted in
+    `skipped`, the first `SAID` of them in words in `problems`."""
+
+    SAID = 5
+
+    def __init__(self, file: BinaryIO, name: str, types: Collection[str]) -> None:
+        super().__init__(name)
+        self.types = frozenset(types)
+        self.skipped = 0
+        self.problems: list[str] = []
+        self._file = file
+        self._found: list[Event] = []
+
+    def __iter__(self) -> Iterator[Event]:
+        while self._scan(self._file):
+            found, self._found = self._found, []
+            yield from found
+
+    def _add(
+        self,
+        seq: int,
+        t: float,
+        kind: str,
+        key: str,
+        start: int,
+        end: int,
+        raw: bytes,
+        line: dict[str, Any] | None = None,
+    ) -> None:
+        if kind not in self.types:
+            return
+        try:
+            self._found.append(line_event(line or parse_line(raw), self.epoch))
+        except TraceLineError as error:
+            self._problem(f"{self.name}, line {self.lines}: {error}")
+
+    def _problem(self, text: str) -> None:
+        self.skipped += 1
+        if len(self.problems) < self.SAID:
+            self.problems.append(text)
 
 
 def parse_iso(text: str) -> float:
