@@ -184,6 +184,12 @@ _EXITS = {
         *USAGE_EXITS,
         _INTERRUPTED,
     ),
+    "whatif": exit_codes(
+        (0, "tallied (a recording without call.would_deny lines too: an empty table)"),
+        (2, "the recording cannot be read, or holds no trace line (said why)"),
+        *USAGE_EXITS,
+        _INTERRUPTED,
+    ),
 }
 
 
@@ -394,6 +400,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="start this many recorded seconds after the first event",
     )
 
+    whatif = _command(
+        commands,
+        "whatif",
+        help="what enforcing would have refused where breakers ran in shadow, per key",
+        description="From a recording's call.would_deny lines, per key: the calls a shadow\n"
+        "breaker would have refused, how many then succeeded (false refusals: answers\n"
+        "enforcing would have cost), how many did not (saved), and the seconds the saved\n"
+        "ones spent in attempts. Many saved, few false refusals: enforce (docs/trace.md).",
+    )
+    whatif.add_argument(
+        "trace",
+        nargs="?",
+        default=None,
+        help="a trace: `demo --headless` or a door's --events (- reads standard input)",
+    )
+    whatif.add_argument(
+        "--state-dir",
+        default=None,
+        help="read this state dir's audit log instead (serve's, a gateway's, an MCP proxy's)",
+    )
+    whatif.add_argument(
+        "--json", action="store_true", help="one JSON object per key a line, instead of a table"
+    )
+    whatif.add_argument(
+        "--by-reason",
+        action="store_true",
+        help="a row per key and reason (circuit_breaker_open, probe_in_flight)",
+    )
+
     add_gateway_parser(commands)
     add_mcp_parser(commands)
     add_web_parser(commands)
@@ -409,8 +444,9 @@ def command_parser(name: str) -> argparse.ArgumentParser:
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line, checked (exit 64 on a mistake): `main`'s, and the one `web` serves."""
     args = build_parser().parse_args(argv)
-    if args.command == "replay" and (args.trace is None) == (args.state_dir is None):
-        command_parser("replay").error("give one recording: a trace file, or --state-dir DIR")
+    recorded = args.command in ("replay", "whatif")
+    if recorded and (args.trace is None) == (args.state_dir is None):
+        command_parser(args.command).error("give one recording: a trace file, or --state-dir DIR")
     return args
 
 
@@ -494,6 +530,10 @@ def _run(args: argparse.Namespace) -> int:
         from breakerdeck.console.replay_command import run_replay
 
         return run_replay(args)
+    if args.command == "whatif":
+        from breakerdeck.console.whatif_command import run_whatif
+
+        return run_whatif(args)
     if args.command == "demo" and args.headless:
         from breakerdeck.console.headless import run_headless
 
