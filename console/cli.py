@@ -183,6 +183,12 @@ _EXITS = {
         _CONFIG,
         _INTERRUPTED,
     ),
+    "whatif": exit_codes(
+        (0, "tallied (a recording without call.would_deny lines too: an empty table)"),
+        (2, "the recording cannot be read, or holds no trace line (said why)"),
+        *USAGE_EXITS,
+        _INTERRUPTED,
+    ),
 }
 
 
@@ -422,6 +428,35 @@ def build_parser() -> argparse.ArgumentParser:
             help="start filtered by a saved view: open, held, probing, or one of views.toml",
         )
 
+    whatif = _command(
+        commands,
+        "whatif",
+        help="what enforcing would have refused where breakers ran in shadow, per key",
+        description="From a recording's call.would_deny lines, per key: the calls a shadow\n"
+        "breaker would have refused, how many then succeeded (false refusals: answers\n"
+        "enforcing would have cost), how many did not (saved), and the seconds the saved\n"
+        "ones spent in attempts. Many saved, few false refusals: enforce (docs/trace.md).",
+    )
+    whatif.add_argument(
+        "trace",
+        nargs="?",
+        default=None,
+        help="a trace: `demo --headless` or a door's --events (- reads standard input)",
+    )
+    whatif.add_argument(
+        "--state-dir",
+        default=None,
+        help="read this state dir's audit log instead (serve's, a gateway's, an MCP proxy's)",
+    )
+    whatif.add_argument(
+        "--json", action="store_true", help="one JSON object per key a line, instead of a table"
+    )
+    whatif.add_argument(
+        "--by-reason",
+        action="store_true",
+        help="a row per key and reason (circuit_breaker_open, probe_in_flight)",
+    )
+
     add_gateway_parser(commands)
     add_mcp_parser(commands)
     add_web_parser(commands)
@@ -447,6 +482,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
             refuse("--token-file goes with URLs; a context names its own token_file")
         if args.contexts and not args.context:
             refuse("--contexts FILE goes with --context NAME")
+
+    recorded = args.command in ("replay", "whatif")
+    if recorded and (args.trace is None) == (args.state_dir is None):
+        command_parser(args.command).error("give one recording: a trace file, or --state-dir DIR")
     return args
 
 
@@ -536,6 +575,10 @@ def _run(args: argparse.Namespace) -> int:
         from breakerdeck.console.replay_command import run_replay
 
         return run_replay(args)
+    if args.command == "whatif":
+        from breakerdeck.console.whatif_command import run_whatif
+
+        return run_whatif(args)
     if args.command == "demo" and args.headless:
         from breakerdeck.console.headless import run_headless
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Collection, Iterable, Sequence
 from typing import IO
 
 from breakerdeck.engine.text import printable
@@ -32,6 +33,29 @@ def say(message: str) -> None:
         print(f"breakerdeck: {printable(message)}", file=sys.stderr, flush=True)
     except OSError:
         discard(sys.stderr)
+
+
+def aligned(
+    rows: Sequence[Sequence[str]],
+    *,
+    right: Collection[int] = (),
+    footer: Sequence[str] | None = None,
+) -> list[str]:
+    """A plain table's lines: columns two spaces apart, the `right` ones (numbers) flush right,
+    a `footer` (a total) under a rule. Every cell is escaped, since keys, agents and reasons
+    come from outside; nothing is read as markup, the lines are printed as they are."""
+    cells = [[printable(cell) for cell in row] for row in (*rows, *([footer] if footer else []))]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    if footer:
+        cells.insert(len(rows), ["-" * width for width in widths])
+    return [
+        "  ".join(
+            cell.rjust(width) if i in right else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        + "\n"
+        for row in cells
+    ]
 
 
 class Output:
@@ -87,6 +111,20 @@ class Output:
         if isinstance(self.failed, BrokenPipeError):
             return "cannot write the output: its reader is gone (a closed pipe)"
         return printable(f"cannot write the output: {self.failed.strerror or self.failed}")
+
+
+def deliver(lines: Iterable[str], verdict: int) -> int:
+    """`lines` on standard output, line by line: `status | head` keeps the verdict, a closed
+    pipe or a full disk is an I/O error (74)."""
+    out = Output(sys.stdout)
+    for line in lines:
+        if not out.write(line):
+            break
+    out.close()
+    problem = out.problem()
+    if problem:
+        say(problem)
+    return out.exit_status(verdict)
 
 
 def discard(stream: IO[str]) -> None:

@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from breakerdeck.console.output import Output, say
+from breakerdeck.console.output import aligned, deliver, say
 from breakerdeck.console.states import LISTED_WORDS
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.feed import protocol as p
@@ -286,7 +286,7 @@ def run_status(args: argparse.Namespace) -> int:
         say(store_lost_line(snapshot))
     elif snapshot.shared_store == "ok" and snapshot.shared_store_reason:
         say(f"shared store: {snapshot.shared_store_reason}")
-    return _deliver(lines, code)
+    return deliver(lines, code)
 
 
 def store_lost_line(snapshot: p.SnapshotMessage) -> str:
@@ -295,20 +295,6 @@ def store_lost_line(snapshot: p.SnapshotMessage) -> str:
     must still read 2."""
     why = snapshot.shared_store_reason or "no reason given"
     return f"shared store lost: {why}; {snapshot.source} decides alone until it returns"
-
-
-def _deliver(lines: list[str], verdict: int) -> int:
-    """`lines` on standard output, line by line: `status | head` keeps the verdict, a closed
-    pipe or a full disk is an I/O error (74)."""
-    out = Output(sys.stdout)
-    for line in lines:
-        if not out.write(line):
-            break
-    out.close()
-    problem = out.problem()
-    if problem:
-        say(problem)
-    return out.exit_status(verdict)
 
 
 def _timeout(args: argparse.Namespace) -> float:
@@ -339,12 +325,8 @@ def table_lines(snapshot: p.SnapshotMessage) -> list[str]:
             b.trip_cause or "-",
             " ".join(notes) or "-",
         )
-        rows.append(tuple(printable(cell) for cell in cells))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n"
-        for row in rows
-    ]
+        rows.append(cells)
+    return aligned(rows)
 
 
 # -- reset ------------------------------------------------------------------------------------

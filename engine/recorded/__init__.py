@@ -1,6 +1,7 @@
 """Recorded incidents read back: a trace's or an audit log's lines indexed (`traceindex`),
 cards computed from them by the core's own rule (`replay`), and played at a speed
-(`playback`), for `breakerdeck replay` and `whatif`.
+(`playback`), for `breakerdeck replay`; a shadow breaker's would-be refusals tallied from the
+same readers (`whatif`), for `breakerdeck whatif`.
 
 May import: the vocabulary and `core`.
 """

@@ -292,7 +292,7 @@ def play_trace(path: Path, policy: str | None = None) -> Playback:
 
 def play_audit(state_dir: Path, policy: str | None = None) -> Playback:
     """A state dir's audit log (any door's), read whole; successes are not in it."""
-    events = read_audit(state_dir / "audit.sqlite3")
+    events = list(read_audit(state_dir / "audit.sqlite3"))
     if not events:
         raise ReplayError(f"the audit log in {state_dir} holds no events")
     keys = dict.fromkeys(e.key for e in events[:2000])

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import sqlite3
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,8 @@ _CAUSED = frozenset({ev.TRIPPED, ev.REOPENED, ev.RECOVERED, ev.PAGE})
 _NO_LEASE = float("inf")
 #: Recorded times are rounded to the millisecond: a half-open this close to its due time is it.
 _ROUNDING = 0.002
+#: Audit rows read at a time.
+_BATCH = 1000
 
 
 class ReplayError(ValueError):
@@ -84,8 +87,9 @@ def read_trace(lines: Iterable[str], *, name: str = "trace") -> tuple[list[Event
     return events, epoch
 
 
-def read_audit(path: Path) -> list[Event]:
-    """Every row of an audit log, oldest first, read without writing to it (the engine that
+def read_audit(path: Path, types: Collection[str] | None = None) -> Iterator[Event]:
+    """The rows of an audit log (those of `types`, or all), oldest first, read as they are
+    taken, a batch at a time (a log of any size), without writing to it (the engine that
     keeps it may be running). A log SQLite will not read in place (a directory we may not
     write) is read from a copy."""
     if not path.exists():
@@ -94,30 +98,56 @@ def read_audit(path: Path) -> list[Event]:
     # read-only beside that engine; without one the file is all there is, and is read as it
     # is, so that no file is made in the state dir.
     wal = Path(f"{path}-wal").exists()
+    rows = _read_rows(f"file:{path}?mode=ro" if wal else f"file:{path}?immutable=1", types, path)
     try:
-        return _read_rows(f"file:{path}?mode=ro" if wal else f"file:{path}?immutable=1")
+        first = next(rows, None)  # opens the file and asks: a log read in place fails here
     except sqlite3.Error:
         pass
-    with tempfile.TemporaryDirectory(prefix="breakerdeck-replay-") as copy:
+    else:
+        if first is not None:
+            yield first
+            yield from _to_the_end(rows, path)
+        return
+    with tempfile.TemporaryDirectory(prefix="breakerdeck-replay-") as copied:
         for suffix in ("", "-wal", "-shm"):
             source = Path(f"{path}{suffix}")
             if source.exists():
-                (Path(copy) / f"audit.sqlite3{suffix}").write_bytes(source.read_bytes())
-        try:
-            return _read_rows(f"file:{Path(copy) / 'audit.sqlite3'}")
-        except sqlite3.Error as error:
-            raise ReplayError(f"{path} is not a readable audit log: {error}") from None
+                try:
+                    shutil.copyfile(source, Path(copied) / f"audit.sqlite3{suffix}")
+                except OSError as error:
+                    raise ReplayError(f"cannot read {source}: {error.strerror or error}") from None
+        uri = f"file:{Path(copied) / 'audit.sqlite3'}"
+        yield from _to_the_end(_read_rows(uri, types, path), path)
 
 
-def _read_rows(uri: str) -> list[Event]:
+def _to_the_end(rows: Iterator[Event], path: Path) -> Iterator[Event]:
+    try:
+        yield from rows
+    except sqlite3.Error as error:
+        raise ReplayError(f"{path} is not a readable audit log: {error}") from None
+
+
+def _read_rows(uri: str, types: Collection[str] | None, path: Path) -> Iterator[Event]:
+    where, kinds = "", list(types or ())
+    if types is not None:
+        where = f"WHERE type IN ({', '.join('?' * len(kinds))})"
     conn = sqlite3.connect(uri, uri=True)
     try:
-        rows = conn.execute(
-            "SELECT seq, type, key, agent, wall, fields FROM events ORDER BY seq, rowid"
-        ).fetchall()
+        cursor = conn.execute(
+            f"SELECT seq, type, key, agent, wall, fields FROM events {where} ORDER BY seq, rowid",
+            kinds,
+        )
+        while rows := cursor.fetchmany(_BATCH):
+            for s, t, k, a, w, f in rows:
+                try:
+                    fields = json.loads(f)
+                except (ValueError, TypeError):
+                    fields = None
+                if not isinstance(fields, dict):
+                    raise ReplayError(f"{path}: the row of seq {s} is not an audit row")
+                yield decoded(s, t, k, a, w, fields)
     finally:
         conn.close()
-    return [decoded(s, t, k, a, w, json.loads(f)) for s, t, k, a, w, f in rows]
 
 
 def policy_for(keys: Iterable[str], asked: str | None = None) -> AgentPolicy | ToolPolicy:
@@ -502,7 +532,7 @@ def replay_trace(path: Path, policy: str | None = None) -> Replay:
 
 def replay_audit(state_dir: Path, policy: str | None = None) -> Replay:
     """A state dir's audit log (any door's) folded through the core; successes are not in it."""
-    events = read_audit(state_dir / "audit.sqlite3")
+    events = list(read_audit(state_dir / "audit.sqlite3"))
     if not events:
         raise ReplayError(f"the audit log in {state_dir} holds no events")
     return fold(events, policy_for(_first_keys(events), policy), complete=False)

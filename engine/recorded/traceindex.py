@@ -9,18 +9,23 @@ lines of each key. Everything else (its fields, its view) is decoded when it is 
 The trace's writer (`engine/tracefile.py`) puts the fixed keys first and writes JSON without
 spaces, so most lines are indexed from their first bytes; any other line is parsed whole. A
 line that is not a trace line is listed in `problems` and skipped: the replay says so and
-plays on. Only a trace whose first line is not one stops it, as before.
+plays on. Only a trace whose first chunk holds no trace line stops it.
+
+The scan itself (`LineScan`) is shared: `whatif` reads the lines of one type (`TypeLines`)
+with it, a chunk at a time and decoding nothing else, so both read a trace by one rule.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+import math
 import os
 import re
 import threading
 import time
 from array import array
+from collections.abc import Collection, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -37,6 +42,11 @@ _LINE = re.compile(
 )
 #: Bytes read at a time (the first chunk before the console opens).
 CHUNK = 1 << 20
+#: A longer line is not one the engine writes (its longest are a few KiB): skipped as it is
+#: read, so a file without line ends is never held whole.
+MAX_LINE = 1 << 20
+_TOO_LONG = f"longer than {MAX_LINE} bytes; not a trace line"
+_SEQ_RANGE = "not a trace line (its seq is past 64 bits)"
 _PROBE = b'"admitted_as":"probe"'
 #: A call that is not history (a success, a relayed 1xx-3xx): what an audit log would not keep.
 _QUIET = (b'"outcome":"success"', b'"outcome":"platform_answer"')
@@ -58,8 +68,10 @@ def parse_line(raw: bytes | str) -> dict[str, Any]:
     """A trace line's JSON object, its fixed keys checked."""
     try:
         line = json.loads(raw)
-        int(line["seq"]), float(line["t"]), str(line["type"]), str(line["key"]), str(line["at"])
-    except (ValueError, KeyError, TypeError) as error:
+        int(line["seq"]), str(line["type"]), str(line["key"]), str(line["at"])
+        if not math.isfinite(float(line["t"])):
+            raise ValueError(f"t is {line['t']}")
+    except (ValueError, KeyError, TypeError, OverflowError) as error:
         raise TraceLineError(
             f"not a trace line ({error.__class__.__name__}: {error}); "
             "expected the JSON lines `demo --headless` or a door's --events writes"
@@ -77,15 +89,136 @@ def line_event(line: dict[str, Any], epoch: float) -> Event:
                    epoch + float(line["t"]), fields)  # fmt: skip
 
 
-class TraceIndex:
+class LineScan:
+    """A trace read a chunk at a time, each trace line handed to `_add` with what its head
+    says (the writer's head matched, or else the whole line parsed) and every other line to
+    `_problem`, in words with its number. A line cut by a chunk's end waits for the next
+    chunk; one longer than `MAX_LINE` is skipped as it is read. `epoch` (the recording's wall
+    at t = 0) is read from the first trace line, before it is added."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.epoch = 0.0
+        #: A trace line was read (and `epoch` with it).
+        self.started = False
+        self.done = False
+        self.lines = 0  # physical lines scanned
+        self._left = b""
+        self._offset = 0
+        self._overlong = False
+
+    def _add(
+        self,
+        seq: int,
+        t: float,
+        kind: str,
+        key: str,
+        start: int,
+        end: int,
+        raw: bytes,
+        line: dict[str, Any] | None = None,
+    ) -> None:
+        raise NotImplementedError
+
+    def _problem(self, text: str) -> None:
+        raise NotImplementedError
+
+    def _scan(self, file: BinaryIO) -> bool:
+        """One chunk's whole lines in (a line cut by the chunk's end waits for the next);
+        whether there is more."""
+        read = file.read(CHUNK)
+        data = self._left + read
+        if not data:
+            self.done = True
+            return False
+        base = self._offset
+        begin = 0
+        if self._overlong:  # the rest of a line too long to be a trace's
+            cut = data.find(b"\n")
+            self._overlong = cut < 0 and bool(read)
+            begin = len(data) if cut < 0 else cut + 1
+        whole = data.rfind(b"\n") + 1
+        if whole <= begin and not read:  # the last line, without its newline
+            whole = len(data)
+        taken = begin
+        for match in _LINE.finditer(data, begin, whole):
+            if match.start() != taken:
+                self._slow(data[taken : match.start()], base + taken)
+            taken = match.end()
+            self.lines += 1
+            try:
+                head = match.groups()
+                t = float(head[1])
+                if not math.isfinite(t):
+                    raise ValueError(t)
+                kind, key = head[2].decode(), head[3].decode()
+                if "\\" in key:
+                    key = json.loads(f'"{key}"')
+            except ValueError:  # a head that only looks like the writer's: read it whole
+                self.lines -= 1
+                self._slow(match[0], base + match.start())
+                continue
+            self._take(int(head[0]), t, kind, key, base + match.start(), base + taken, match[0])
+        if taken < whole:
+            self._slow(data[taken:whole], base + taken)
+        self._left = data[max(whole, begin) :]
+        if len(self._left) > MAX_LINE:
+            self.lines += 1
+            self._problem(f"{self.name}, line {self.lines}: {_TOO_LONG}")
+            self._left, self._overlong, whole = b"", True, len(data)
+        self._offset = base + max(whole, begin)
+        return True
+
+    def _slow(self, lines: bytes, start: int) -> None:
+        """Lines the writer's head did not match: parsed whole, or listed as problems."""
+        for raw in lines.splitlines(keepends=True):
+            self.lines += 1
+            end = start + len(raw)
+            if raw.strip():
+                try:
+                    line = parse_line(raw)
+                except TraceLineError as error:
+                    self._problem(f"{self.name}, line {self.lines}: {error}")
+                else:
+                    self._take(int(line["seq"]), float(line["t"]), str(line["type"]),
+                               str(line["key"]), start, end, raw, line)  # fmt: skip
+            start = end
+
+    def _take(
+        self,
+        seq: int,
+        t: float,
+        kind: str,
+        key: str,
+        start: int,
+        end: int,
+        raw: bytes,
+        line: dict[str, Any] | None = None,
+    ) -> None:
+        wrong = _TOO_LONG if end - start > MAX_LINE else _SEQ_RANGE if abs(seq) >> 63 else None
+        if wrong:
+            self._problem(f"{self.name}, line {self.lines}: {wrong}")
+            return
+        if not self.started:
+            try:
+                line = line or parse_line(raw)
+                self.epoch = round(parse_iso(str(line["at"])) - t, 3)
+            except ValueError as error:  # TraceLineError too
+                self._problem(f"{self.name}, line {self.lines}: not a trace line ({error})")
+                return
+            self.started = True
+        self._add(seq, t, kind, key, start, end, raw, line)
+
+
+class TraceIndex(LineScan):
     """Per line: start and end offsets, wall, seq, kind; per key its lines; the lines that
     change a breaker; the probes' admissions. Built by `open` (the first line at once, the rest
     in a background thread `start` begins); `count` grows as the scan goes, `done` once it
     reached the end."""
 
     def __init__(self, path: Path) -> None:
+        super().__init__(str(path))
         self.path = path
-        self.name = str(path)
         self.starts = array("q")
         self.ends = array("q")
         self.walls = array("d")
@@ -102,12 +235,7 @@ class TraceIndex:
         self.tripped_by: frozenset[Any] = frozenset()  # a trace holds every call
         #: Lines skipped, in words (line number first); read by the player as they come.
         self.problems: list[str] = []
-        self.epoch = 0.0
-        self.done = False
-        self.lines = 0  # physical lines scanned
         self._fd = os.open(path, os.O_RDONLY)
-        self._left = b""
-        self._offset = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._rest: BinaryIO | None = None
@@ -201,49 +329,6 @@ class TraceIndex:
             while not self._stop.is_set() and self._scan(file):
                 pass
 
-    def _scan(self, file: BinaryIO) -> bool:
-        """One chunk's whole lines in (a line cut by the chunk's end waits for the next);
-        whether there is more."""
-        data = self._left + file.read(CHUNK)
-        if not data:
-            self.done = True
-            return False
-        base = self._offset
-        whole = data.rfind(b"\n") + 1
-        if whole == 0 and len(data) <= len(self._left):  # the last line, without its newline
-            whole = len(data)
-        self._left = data[whole:]
-        self._offset = base + whole
-        taken = 0
-        for match in _LINE.finditer(data, 0, whole):
-            if match.start() != taken:
-                self._slow(data[taken : match.start()], base + taken)
-            taken = match.end()
-            self.lines += 1
-            head = match.groups()
-            key = head[3].decode() if b"\\" not in head[3] else json.loads(b'"' + head[3] + b'"')
-            self._add(int(head[0]), float(head[1]), head[2].decode(), key,
-                      base + match.start(), base + taken, match[0])  # fmt: skip
-        if taken != whole:
-            self._slow(data[taken:whole], base + taken)
-        return True
-
-    def _slow(self, lines: bytes, start: int) -> None:
-        """Lines the writer's head did not match: parsed whole, or listed as problems."""
-        for raw in lines.splitlines(keepends=True):
-            self.lines += 1
-            end = start + len(raw)
-            if raw.strip():
-                try:
-                    line = parse_line(raw)
-                except TraceLineError as error:
-                    self.problems.append(f"{self.name}, line {self.lines}: {error}")
-                else:
-                    key = str(line["key"])
-                    self._add(int(line["seq"]), float(line["t"]), str(line["type"]), key,
-                              start, end, raw, line)  # fmt: skip
-            start = end
-
     def _add(
         self,
         seq: int,
@@ -256,9 +341,6 @@ class TraceIndex:
         line: dict[str, Any] | None = None,
     ) -> None:
         index = len(self.starts)
-        if not index:
-            line = line or parse_line(raw)
-            self.epoch = round(parse_iso(str(line["at"])) - t, 3)
         if _PROBE in raw:
             self._admitted(line or json.loads(raw), key)
         code = self._kind_codes.get(kind)
@@ -281,6 +363,9 @@ class TraceIndex:
         self.ends.append(end)
         self.starts.append(start)  # last: a line counts once all of it is in
 
+    def _problem(self, text: str) -> None:
+        self.problems.append(text)
+
     def _admitted(self, line: dict[str, Any], key: str) -> None:
         seq = line.get("admitted_seq")
         if not isinstance(seq, int):
@@ -291,6 +376,51 @@ class TraceIndex:
         admitted_t = line.get("admitted_t")
         wall = self.epoch + float(admitted_t) if admitted_t is not None else self.walls[at]
         self.admissions.setdefault(seq, []).append((key, str(line.get("call_id")), wall))
+
+
+class TypeLines(LineScan):
+    """The lines of some types from a trace of any size, as events, read as a replay's index
+    reads them but handed on a chunk's worth at a time: memory holds a chunk, never the file.
+    Lines of other types are not decoded. A line that is not a trace line is counted in
+    `skipped`, the first `SAID` of them in words in `problems`."""
+
+    SAID = 5
+
+    def __init__(self, file: BinaryIO, name: str, types: Collection[str]) -> None:
+        super().__init__(name)
+        self.types = frozenset(types)
+        self.skipped = 0
+        self.problems: list[str] = []
+        self._file = file
+        self._found: list[Event] = []
+
+    def __iter__(self) -> Iterator[Event]:
+        while self._scan(self._file):
+            found, self._found = self._found, []
+            yield from found
+
+    def _add(
+        self,
+        seq: int,
+        t: float,
+        kind: str,
+        key: str,
+        start: int,
+        end: int,
+        raw: bytes,
+        line: dict[str, Any] | None = None,
+    ) -> None:
+        if kind not in self.types:
+            return
+        try:
+            self._found.append(line_event(line or parse_line(raw), self.epoch))
+        except TraceLineError as error:
+            self._problem(f"{self.name}, line {self.lines}: {error}")
+
+    def _problem(self, text: str) -> None:
+        self.skipped += 1
+        if len(self.problems) < self.SAID:
+            self.problems.append(text)
 
 
 def parse_iso(text: str) -> float:

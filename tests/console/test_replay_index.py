@@ -18,6 +18,7 @@ from breakerdeck.engine.events import record
 from breakerdeck.engine.recorded import playback as pb
 from breakerdeck.engine.recorded.playback import play_trace
 from breakerdeck.engine.recorded.replay import replay_trace
+from breakerdeck.engine.recorded.traceindex import TraceIndex
 from breakerdeck.fixtures import scenario as scenarios
 from breakerdeck.fixtures.simulation import Simulation
 from tests.console.conftest import settle
@@ -187,6 +188,35 @@ def test_a_malformed_line_in_the_middle_is_said_and_the_replay_plays_past_it(tmp
     source.seek(source.end)
     assert source.cursor == source.store.count() == 4999
     source.close()
+
+
+#: A first line whose time is not one: the recording's epoch is read from the next.
+BAD_FIRST = b'{"seq":1,"t":0.0,"at":"nope","type":"call.denied","key":"ava","agent":"ava"}\n'
+#: Lines whose head looks like the writer's and is not a trace line's, one of each way.
+HOSTILE_HEADS = (
+    b'{"seq":2,"t":1.2.3,"at":"2026-01-01T00:00:00.000Z","type":"x","key":"ava"}\n',
+    b'{"seq":3,"t":1e999,"at":"2026-01-01T00:00:00.000Z","type":"x","key":"ava"}\n',
+    b'{"seq":99999999999999999999,"t":1,"at":"2026-01-01T00:00:00.000Z","type":"x","key":"a"}\n',
+    b'{"seq":5,"t":1,"at":"2026-01-01T00:00:00.000Z","type":"x","key":"a\\q"}\n',
+    b'{"seq":6,"t":1,"at":"2026-01-01T00:00:00.000Z","type":"\xff","key":"ava"}\n',
+)
+#: Two chunks' worth without a line end.
+ENDLESS = b'{"seq":7,"t":1' + b"0" * (2 << 20) + b"\n"
+
+
+def test_lines_whose_head_only_looks_like_a_trace_line_are_said_and_skipped(tmp_path):
+    big_trace(tmp_path / "t.jsonl", 3)
+    good = (tmp_path / "t.jsonl").read_bytes().splitlines(keepends=True)
+    lines = [BAD_FIRST, *HOSTILE_HEADS, good[0], *HOSTILE_HEADS, ENDLESS, *good[1:]]
+    (tmp_path / "t.jsonl").write_bytes(b"".join(lines))
+    index = TraceIndex.open(tmp_path / "t.jsonl")
+    index.reach(float("inf"))  # the premise: the scan reached the end
+    assert [index.event(n).seq for n in range(index.count())] == [1, 2, 3]
+    assert len(index.problems) == 1 + 2 * len(HOSTILE_HEADS) + 1
+    assert "line 1: not a trace line (Invalid isoformat string" in index.problems[0]
+    assert "line 8: not a trace line" in index.problems[1 + len(HOSTILE_HEADS)]
+    assert "line 13: longer than 1048576 bytes" in index.problems[-1]
+    index.close()
 
 
 async def test_the_replays_details_name_what_led_to_a_trip(demo_trace):
