@@ -6,7 +6,7 @@ engine's sync and async drivers call these and settle what is owed their own way
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.clock import Clock
@@ -246,8 +246,9 @@ class Operations:
                 seconds,
             )
             self._lines.publish(slot, would, None)
+            uncounted = replace(outcome, counted=False)  # it moved nothing: it says so
             line = self._lines.call_line(
-                call, slot, outcome, False, fault, agent_status, refresh, platform_status
+                call, slot, uncounted, False, fault, agent_status, refresh, platform_status
             )
         self._ledger.deliver()
         return line

@@ -86,6 +86,18 @@ async def test_its_would_deny_line_comes_right_before_the_calls_line_with_the_ou
     ]
 
 
+async def test_a_would_be_refused_calls_line_says_it_was_not_counted() -> None:
+    _, harness, _, lines = shadowed()
+    await trip(harness)
+    await harness.call_tool("ava", "lookup")  # would be refused; fails at the platform
+    completed = lines[-1]
+    assert (completed.type, completed.fields["outcome"], completed.fields["counted"]) == (
+        ev.CALL_COMPLETED,
+        "upstream_failure",
+        False,
+    )
+
+
 async def test_a_would_be_refused_outcome_moves_no_counter_and_no_state() -> None:
     engine, harness, backend, _ = shadowed()
     await trip(harness)
