@@ -15,22 +15,28 @@ from breakerdeck.fixtures.platform import FakePlatform, FakeVault
 
 AGENT = "ava"
 HOUR = 3600.0
-UNTIL = "2026-01-01T01:00:00.000Z"
-HELD = {
-    "error": "agent_halted",
-    "reason": "circuit_breaker_held",
-    "halt": {
-        "state": "breaker_held",
-        "recoverable_by": "operator",
-        "cause": "operator_hold",
-        "until": UNTIL,
-        "retry_after_seconds": 3600,
-        "instructions": (
-            f"An operator paused calls to this platform until {UNTIL}, because: vendor "
-            "maintenance. Do not retry or work around it; tell the user."
-        ),
-    },
-}
+
+
+def held_body(until: str, reason: str, seconds: int) -> dict[str, object]:
+    """DESIGN's 403 body for a call refused while held."""
+    return {
+        "error": "agent_halted",
+        "reason": "circuit_breaker_held",
+        "halt": {
+            "state": "breaker_held",
+            "recoverable_by": "operator",
+            "cause": "operator_hold",
+            "until": until,
+            "retry_after_seconds": seconds,
+            "instructions": (
+                f"An operator paused calls to this platform until {until}, because: {reason}. "
+                "Do not retry or work around it; tell the user."
+            ),
+        },
+    }
+
+
+HELD = held_body("2026-01-01T01:00:00.000Z", "vendor maintenance", 3600)
 
 
 @pytest.fixture

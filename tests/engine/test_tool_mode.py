@@ -2,26 +2,13 @@
 hold and shadow"). A key is `<backend>@<credential>`, known only at a call, so each is
 configured on the engine when the tool first calls it; an operator's write still wins."""
 
-from typing import Any
-
 import pytest
 
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.harness import Harness, Tool
 from breakerdeck.engine.policy import ToolPolicy
-
-
-class Backend:
-    def __init__(self) -> None:
-        self.calls = 0
-        self.failing = True
-
-    async def run(self, args: Any = None) -> dict[str, int]:
-        self.calls += 1
-        if self.failing:
-            raise ConnectionError("crm unreachable")
-        return {"id": self.calls}
+from tests.engine.test_shadow import Backend
 
 
 def harnessed(mode: str | None) -> tuple[Engine, Harness, Backend]:

@@ -12,6 +12,7 @@ import pytest
 
 from breakerdeck.engine.events import iso_utc
 from breakerdeck.engine.front.gateway.config import load
+from tests.engine.test_gateway_hold import held_body
 from tests.front.conftest import Rig, StartRig, body, credential_file, write_config
 from tests.front.upstream import Recorder
 
@@ -40,22 +41,7 @@ def _config(tmp_path: Path, platform: Recorder, mode: str | None = None) -> Path
 
 
 def _held_body(rig: Rig, reason: str, seconds: float) -> dict[str, object]:
-    until = iso_utc(rig.clock.wall() + seconds)
-    return {
-        "error": "agent_halted",
-        "reason": "circuit_breaker_held",
-        "halt": {
-            "state": "breaker_held",
-            "recoverable_by": "operator",
-            "cause": "operator_hold",
-            "until": until,
-            "retry_after_seconds": int(seconds),
-            "instructions": (
-                f"An operator paused calls to this platform until {until}, because: {reason}. "
-                "Do not retry or work around it; tell the user."
-            ),
-        },
-    }
+    return held_body(iso_utc(rig.clock.wall() + seconds), reason, int(seconds))
 
 
 async def test_a_held_agent_gets_the_held_403_with_retry_after_and_nothing_reaches_the_platform(
