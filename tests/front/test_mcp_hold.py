@@ -13,6 +13,7 @@ import pytest
 
 from breakerdeck.engine.front.mcp.settings.config import ConfigError, load
 from tests.front.mcp_support import ANNOTATED, Bench, control, fixture_server, proxied
+from tests.front.test_mcp_listing import changes, until
 
 FAST = {"deadline_seconds": 0.3, "backoff_seconds": 0.01, "attempts": 1}
 HOUR = 3600.0
@@ -73,6 +74,18 @@ async def test_a_held_server_is_shown_held_with_who_and_until_when(tmp_path: Pat
         "Unavailable until 2026-01-01 01:00:00 UTC: "
         "held open by ana until 01:00 UTC: vendor maintenance"
     )
+
+
+async def test_a_hold_and_its_release_are_announced_as_list_changes(tmp_path: Path) -> None:
+    ctl = control(tmp_path)
+    servers = {"search": fixture_server(ctl.dir, **FAST)}
+    async with proxied(servers, proxy_table=ANNOTATED) as bench:
+        await bench.call("search__lookup", {"query": "q"})
+        before = changes(bench)
+        bench.engine.hold(bench.key("search"), "ana", "vendor maintenance", HOUR)
+        await until(lambda: changes(bench) == before + 1)
+        bench.engine.release(bench.key("search"), "ana")
+        await until(lambda: changes(bench) >= before + 2)
 
 
 async def test_after_a_release_the_next_call_reaches_the_server_as_the_probe(
