@@ -38,6 +38,7 @@ from breakerdeck.engine.core.classify import (
 )
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
+from breakerdeck.engine.parts import modes
 from breakerdeck.engine.results import ToolResult
 
 
@@ -88,8 +89,15 @@ class Tool:
     #: Opt-in (DESIGN): a call that finds the probe out waits this long for its outcome.
     probe_wait_seconds: float = 0.0
     idempotent: bool | None = None
+    #: Its key's breaker mode (DESIGN, "Operator control"): `shadow` decides as it would and
+    #: refuses nothing, `enforce`; None takes the engine's (`Engine(mode=...)`). The key
+    #: (`<backend>@<credential>`) is known only at a call, so each is configured on the engine
+    #: when this tool first calls it (`Engine.configure_mode`: an operator's write still wins).
+    mode: str | None = None
 
     def __post_init__(self) -> None:
+        if self.mode is not None and self.mode not in modes.MODES:
+            raise ValueError(f"tool {self.name!r}: mode must be 'enforce' or 'shadow'")
         if self.attempts < 1:
             raise ValueError(f"tool {self.name!r}: attempts must be at least 1")
         # NaN passes every comparison, and an infinite deadline makes an infinite lease.
@@ -141,10 +149,23 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         self.clients = dict(clients or {})
         self.authorize = authorize
         self._tools: dict[str, Tool] = {}
+        #: The keys a tool's own `mode` has been configured for (`Tool.mode`).
+        self._moded: set[str] = set()
 
     def register(self, tool: Tool) -> Tool:
         if tool.function is None and tool.backend not in self.clients:
             raise ValueError(f"tool {tool.name!r}: no HTTP client for backend {tool.backend!r}")
+        for other in self._tools.values():  # tools of a backend share its breakers
+            if (
+                other.backend == tool.backend
+                and other.mode
+                and tool.mode
+                and other.mode != tool.mode
+            ):
+                raise ValueError(
+                    f"tool {tool.name!r}: mode {tool.mode!r}, but tool {other.name!r} of the "
+                    f"same backend {tool.backend!r} has {other.mode!r} (they share a breaker)"
+                )
         self._tools[tool.name] = tool
         return tool
 
@@ -189,6 +210,9 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
     ) -> Call | ToolResult:
         """The checks before any request: a refusal is answered and written here."""
         engine = self.engine
+        if tool.mode is not None and key not in self._moded:
+            engine.configure_mode(key, tool.mode)
+            self._moded.add(key)
         call = engine.enter(key, agent, tool.backend, tool.name, tool.deadline_seconds)
         if (
             tool.args_schema is None

@@ -93,6 +93,7 @@ class AdapterCalls:
         attempts: int = 2,
         backoff_seconds: float = 1.0,
         probe_wait_seconds: float = 0.0,
+        mode: str | None = None,
         arguments: tuple[type[BaseException], ...] = (),
         reruns: bool = True,
     ) -> None:
@@ -119,6 +120,7 @@ class AdapterCalls:
             backoff_seconds=backoff_seconds,
             probe_wait_seconds=probe_wait_seconds,
             classifier=classifier or default_classifier,
+            mode=mode,
         )  # checked here, at construction, not at the first call
         self._tools: dict[str, Tool | None] = {}
         #: Tools seen that have no backend: not guarded (warned about once each).
@@ -188,6 +190,7 @@ class AdapterCalls:
             backoff_seconds=settings.backoff_seconds,
             probe_wait_seconds=min(settings.probe_wait_seconds, seconds),
             idempotent=retried,
+            mode=settings.mode,
         )
         return self._harness.register(tool)
 

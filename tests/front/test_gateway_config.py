@@ -82,6 +82,11 @@ def test_a_typo_is_refused_with_exit_2_naming_file_table_and_key(
         ('listen = "127.0.0.1:0"', 'listen = "nowhere"', "[gateway] key 'listen'"),
         ('listen = "127.0.0.1:0"', "drain_seconds = '30'", "[gateway] key 'drain_seconds'"),
         ("BD_TEST_PAYMENTS", "BD_TEST_UNSET_VARIABLE", "$BD_TEST_UNSET_VARIABLE is not set"),
+        (
+            'token_sha256 = "',
+            'mode = "shdow"\ntoken_sha256 = "',
+            "[agents.billing-assistant] key 'mode': Input should be 'enforce' or 'shadow'",
+        ),
     ],
 )
 def test_a_bad_value_is_refused_naming_where_it_is(

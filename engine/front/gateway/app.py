@@ -64,8 +64,8 @@ _JSON = (b"content-type", b"application/json")
 _BEARER = b"bearer "
 #: The body idle timeout, both ways (DESIGN): real seconds, never sped up.
 IDLE_SECONDS = 30.0
-#: A refusal's shape (reason, cause, whole seconds left) and its encoded headers and body.
-_Shape = tuple[Any, Any, int]
+#: A refusal's shape (reason, cause, hold, whole seconds left) and its encoded headers and body.
+_Shape = tuple[Any, Any, Any, int]
 _Encoded = tuple[tuple[tuple[bytes, bytes], ...], Message]
 _STOPPING = "the gateway is shutting down and its drain ran out before the platform answered"
 
@@ -161,6 +161,9 @@ class GatewayApp(CallPath[_GatewayCall, None, _GatewayCall | tuple[Message, Mess
         self.engine = engine
         self.policy: AgentPolicy = engine.policy
         self.speed = speed
+        for agent, agent_table in config.agents.items():
+            if agent_table.mode is not None:
+                engine.configure_mode(agent, agent_table.mode)
         self.vault = Vault(config, Path(config_path))
         self.platforms = {name: self._platform(config, name) for name in config.platforms}
         self._tokens = [(bytes.fromhex(d), agent) for agent, d in sorted(digests.items())]
@@ -296,9 +299,14 @@ class GatewayApp(CallPath[_GatewayCall, None, _GatewayCall | tuple[Message, Mess
     def _halted(self, admission: Admission, call: Call) -> tuple[Message, Message]:
         """403 `agent_halted`: the fast-fail path, as its two messages (the caller sends them:
         no coroutine of its own). Its headers and body message are made once per (reason,
-        cause, whole seconds left) and reused until the second changes; a refusal allocates
-        only its call id and the start message."""
-        shape = (admission.reason, admission.cause, math.ceil(admission.retry_after))
+        cause, hold, whole seconds left) and reused until the second changes; a refusal
+        allocates only its call id and the start message."""
+        shape = (
+            admission.reason,
+            admission.cause,
+            admission.hold,
+            math.ceil(admission.retry_after),
+        )
         encoded = self._halted_cache.get(shape)
         if encoded is None:
             encoded = self._encode_halted(shape, admission)

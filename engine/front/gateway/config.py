@@ -15,7 +15,7 @@ import shutil
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -133,6 +133,9 @@ class AgentTable(_Strict):
     token_file: str | None = None
     #: This agent's bound on connections to platforms (else `[gateway]`'s per-agent one).
     max_connections: Annotated[int, Field(ge=1, le=65_536)] | None = None
+    #: This agent's breaker mode (DESIGN, "Operator control"): `shadow` decides as it would and
+    #: refuses nothing. Unset: the engine's default, `enforce`.
+    mode: Literal["enforce", "shadow"] | None = None
     credentials: dict[str, Credential] = Field(default_factory=dict)
 
     @field_validator("token_sha256")

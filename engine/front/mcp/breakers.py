@@ -32,6 +32,9 @@ ANNOUNCED = frozenset(
         "circuit_breaker.restored",
         "credential.revoked",
         "credential.restored",
+        "circuit_breaker.held",
+        "circuit_breaker.released",
+        "circuit_breaker.mode",
     }
 )
 
@@ -94,16 +97,23 @@ class Breakers:
         return self.engine.open_reason(key)
 
     def view(self, key: str) -> BreakerView | None:
-        """The key's breaker, or None before any call has reached its server."""
+        """The key's breaker as the model may see it, or None when there is nothing to show:
+        before any call has reached its server, and in shadow unless held (DESIGN: nothing a
+        caller or model reads shows a shadow breaker's state, which refuses nothing)."""
         try:
-            return self.engine.view(key)
+            view = self.engine.view(key)
         except UnknownKey:
             return None
+        if view.mode == "shadow" and view.state != State.HELD:
+            return None
+        return view
 
     def state(self, key: str) -> ServerState:
         view = self.view(key)
-        if view is None:  # no call has reached this server yet
+        if view is None:
             return ServerState(State.CLOSED, False, None, "")
+        if view.state == State.HELD:  # refuses in either mode, its credential's pause aside
+            return ServerState(view.state, False, view.held_until, self.open_reason(key))
         if view.paused:
             return ServerState(view.state, True, None, "its credential was revoked")
         reason = ""

@@ -45,6 +45,7 @@ from breakerdeck.engine.front.mcp.settings.config import (
 from breakerdeck.engine.front.mcp.unavailable import annotated
 from breakerdeck.engine.front.mcp.upstream import Upstream
 from breakerdeck.engine.results import ToolResult
+from breakerdeck.engine.state import State
 from breakerdeck.engine.text import printable
 
 #: After these, file and command credentials are read again (DESIGN): the upstream restarts.
@@ -91,6 +92,10 @@ class Proxy:
             self.breakers.key(name, server.credential_id): name
             for name, server in config.servers.items()
         }
+        for key, name in self._keys.items():
+            mode = config.servers[name].mode
+            if mode is not None:
+                breakers.engine.configure_mode(key, mode)
         self._hosts: dict[int, Any] = {}
         self._bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self._bus)
@@ -219,7 +224,10 @@ class Proxy:
         lines = []
         for name, server in self.config.servers.items():
             key = self.breakers.key(name, server.credential_id)
-            lines.append(status.server_status(name, key, self.breakers.view(key), now))
+            view = self.breakers.view(key)
+            held = view is not None and view.state == State.HELD
+            words = self.breakers.open_reason(key) if held else ""
+            lines.append(status.server_status(name, key, view, now, words))
         return status.result(lines)
 
     async def settled(self) -> None:

@@ -4,7 +4,9 @@ when, so it can plan instead of learning by failure (`[proxy] status_tool = true
 It answers with DESIGN's `{"servers": [...]}` as `structuredContent` (and as JSON text), under
 an `outputSchema`. `reason` gives the failure class and counts only: an upstream's own words
 (an error message, a tool's text) would reach the model through it, and they are the
-upstream's to say, in its own results.
+upstream's to say, in its own results. A server an operator holds open is `held`, with the
+hold's words (the operator's, which its refusals carry too); a shadow breaker's state is never
+shown (`Breakers.view`).
 """
 
 from __future__ import annotations
@@ -28,20 +30,23 @@ _SERVER = {
     "properties": {
         "server": {"type": "string"},
         "key": {"type": "string"},
-        "state": {"type": "string", "enum": ["closed", "open", "half_open", "paused"]},
+        "state": {"type": "string", "enum": ["closed", "open", "half_open", "paused", "held"]},
         "probe_out": {"type": "boolean"},
         "until": {**_NULLABLE_STRING, "description": "when calls are let through again (UTC)"},
         "retry_after_ms": {"type": ["integer", "null"]},
-        "reason": {"type": "string", "description": "the failure class and counts"},
+        "reason": {
+            "type": "string",
+            "description": "the failure class and counts, or who holds it open, until when, why",
+        },
     },
     "required": ["server", "key", "state", "probe_out", "until", "retry_after_ms", "reason"],
 }
 TOOL = types.Tool(
     name=NAME,
     description=(
-        "Which tool servers behind this proxy are failing and until when. Read it before "
-        "planning calls to many tools; a call to a failing server is answered at once with "
-        "circuit_open and when to retry."
+        "Which tool servers behind this proxy are failing or held by an operator, and until "
+        "when. Read it before planning calls to many tools; a call to a failing server is "
+        "answered at once with circuit_open and when to retry."
     ),
     input_schema={"type": "object", "properties": {}, "additionalProperties": False},
     output_schema={
@@ -56,11 +61,16 @@ TOOL = types.Tool(
 
 
 def server_status(
-    server: str, key: str, view: BreakerView | None, now_wall: float
+    server: str, key: str, view: BreakerView | None, now_wall: float, held_words: str = ""
 ) -> dict[str, Any]:
-    """One server's line: its breaker as the model may plan with it."""
-    if view is None:  # no call has reached it yet
+    """One server's line: its breaker as the model may plan with it (`view` None: nothing to
+    show, `Breakers.view`). While an operator holds it: `held`, until the hold's end, and the
+    hold's words (`held_words`, as its refusals give them: who, until when, why)."""
+    if view is None:
         return _line(server, key, "closed", False, None, None, "")
+    if view.state == State.HELD and view.held_until is not None:
+        left = math.ceil(max(0.0, view.held_until - now_wall) * 1000)
+        return _line(server, key, "held", False, _utc(view.held_until), left, held_words)
     state = "paused" if view.paused else view.state.value
     until = view.reopens_at if view.state == State.OPEN and not view.paused else None
     retry_ms = None if until is None else math.ceil(max(0.0, until - now_wall) * 1000)

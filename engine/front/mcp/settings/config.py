@@ -99,6 +99,9 @@ class ServerConfig(_Strict):
     attempts: int = 2
     backoff_seconds: float = 1.0
     probe_wait_seconds: float = 0.0
+    #: This server's breaker mode (DESIGN, "Operator control"): `shadow` decides as it would
+    #: and refuses nothing. Unset: the engine's default, `enforce`.
+    mode: Literal["enforce", "shadow"] | None = None
     count_is_error: list[str] = Field(default_factory=list)
     #: A stdio server's environment beyond the SDK's default one: plain values, then secrets
     #: read at each start (`secret_env`), then its credential, which wins.
