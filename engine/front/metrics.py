@@ -42,6 +42,14 @@ class BreakerCollector(Collector):
         for (key, state), value in now.states.items():
             family.add_metric([key, state], float(value))
         yield family
+        modes = GaugeMetricFamily(
+            "breakerdeck_breaker_mode",
+            "1 for the breaker's current mode (enforce, or shadow: it refuses nothing)",
+            labels=["key", "mode"],
+        )
+        for (key, mode), value in now.modes.items():
+            modes.add_metric([key, mode], float(value))
+        yield modes
         yield _family(
             "breakerdeck_calls", "Calls completed", ["key", "outcome", "counted"], now.calls
         )
@@ -53,6 +61,12 @@ class BreakerCollector(Collector):
         )
         yield self._durations()
         yield _family("breakerdeck_pages", "Pages raised", ["key"], now.pages)
+        yield _family(
+            "breakerdeck_would_deny",
+            "Calls a shadow breaker would have refused, let through",
+            ["key"],
+            now.would_deny,
+        )
 
     def _durations(self) -> HistogramMetricFamily:
         family = HistogramMetricFamily(
