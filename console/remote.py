@@ -383,7 +383,9 @@ class _Write:
     done: str
     #: What it asks beyond the key (`for 30m`, `to shadow`), from the parsed arguments.
     detail: Callable[[argparse.Namespace], str]
-    request: Callable[[argparse.Namespace, str, str], p.ClientRequest]
+    #: The feed's message, and its fields beyond the key, the request id and the actor.
+    message: type[p.ClientRequest]
+    fields: Callable[[argparse.Namespace], dict[str, object]]
 
 
 _WRITES = {
@@ -391,33 +393,29 @@ _WRITES = {
         "Reset",
         "reset",
         lambda args: "",
-        lambda args, rid, actor: p.ResetRequest(
-            key=args.key, request_id=rid, reason=args.reason or "reset from the shell", actor=actor
-        ),
+        p.ResetRequest,
+        lambda args: {"reason": args.reason or "reset from the shell"},
     ),
     "hold": _Write(
         "Hold open",
         "held",
         lambda args: f" for {args.duration}",
-        lambda args, rid, actor: p.HoldRequest(
-            key=args.key, request_id=rid, reason=args.reason, duration=args.duration, actor=actor
-        ),
+        p.HoldRequest,
+        lambda args: {"reason": args.reason, "duration": args.duration},
     ),
     "release": _Write(
         "Release",
         "released",
         lambda args: " into closed" if args.close else " into half-open",
-        lambda args, rid, actor: p.ReleaseRequest(
-            key=args.key, request_id=rid, reason=args.reason or "", close=args.close, actor=actor
-        ),
+        p.ReleaseRequest,
+        lambda args: {"reason": args.reason or "", "close": args.close},
     ),
     "mode": _Write(
         "Switch",
         "switched",
         lambda args: f" to {args.mode}",
-        lambda args, rid, actor: p.ModeRequest(
-            key=args.key, request_id=rid, reason=args.reason, mode=args.mode, actor=actor
-        ),
+        p.ModeRequest,
+        lambda args: {"reason": args.reason, "mode": args.mode},
     ),
 }
 
@@ -453,12 +451,10 @@ def run_write(args: argparse.Namespace) -> int:
         say(f"not {write.done}")
         return EXIT_OPEN
     actor = args.operator or _login()
+    who = {"key": args.key, "request_id": uuid.uuid4().hex, "actor": actor}
+    request = write.message.model_validate(who | write.fields(args))
     try:
-        _, ack = asyncio.run(
-            send_request(
-                args.url, token, write.request(args, uuid.uuid4().hex, actor), timeout=timeout
-            )
-        )
+        _, ack = asyncio.run(send_request(args.url, token, request, timeout=timeout))
     except FeedRequestError as error:
         say(f"{current.source} refused the {args.command}: {error.message} ({error.code})")
         return EXIT_REFUSED if error.code == p.FORBIDDEN else EXIT_ERROR

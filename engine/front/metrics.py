@@ -34,22 +34,18 @@ class BreakerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         now = read(self.engine, self.counts)
-        family = GaugeMetricFamily(
+        yield _gauge(
             "breakerdeck_breaker_state",
             "1 for the breaker's current state",
-            labels=["key", "state"],
+            ["key", "state"],
+            now.states,
         )
-        for (key, state), value in now.states.items():
-            family.add_metric([key, state], float(value))
-        yield family
-        modes = GaugeMetricFamily(
+        yield _gauge(
             "breakerdeck_breaker_mode",
             "1 for the breaker's current mode (enforce, or shadow: it refuses nothing)",
-            labels=["key", "mode"],
+            ["key", "mode"],
+            now.modes,
         )
-        for (key, mode), value in now.modes.items():
-            modes.add_metric([key, mode], float(value))
-        yield modes
         yield _family(
             "breakerdeck_calls", "Calls completed", ["key", "outcome", "counted"], now.calls
         )
@@ -93,6 +89,15 @@ def _family(
     family = CounterMetricFamily(name, documentation, labels=labels)
     for label_values, n in sorted(values.items()):
         family.add_metric(list(label_values), n)
+    return family
+
+
+def _gauge(
+    name: str, documentation: str, labels: list[str], values: Mapping[LabelValues, int]
+) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, documentation, labels=labels)
+    for label_values, n in values.items():
+        family.add_metric(list(label_values), float(n))
     return family
 
 

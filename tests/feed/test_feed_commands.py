@@ -28,16 +28,6 @@ from tests.feed.feedkit import AUTH, OPERATOR, VIEWER, call, trip
 from tests.waiting import BOUND_SECONDS
 
 
-@pytest.fixture
-def token_files(tmp_path: Path) -> dict[str, str]:
-    paths = {}
-    for role, token in (("viewer", VIEWER), ("operator", OPERATOR)):
-        path = tmp_path / f"{role}.token"
-        path.write_text(f"  {token}\n\n")  # surrounding whitespace is stripped
-        paths[role] = str(path)
-    return paths
-
-
 @pytest.fixture(autouse=True)
 def no_default_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))

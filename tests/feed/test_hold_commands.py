@@ -68,16 +68,6 @@ async def feed(engine: Engine, harness: Harness):
         yield server
 
 
-@pytest.fixture
-def tokens(tmp_path: Path) -> dict[str, str]:
-    paths = {}
-    for role, token in (("viewer", VIEWER), ("operator", OPERATOR)):
-        path = tmp_path / f"{role}.token"
-        path.write_text(token)
-        paths[role] = str(path)
-    return paths
-
-
 @pytest.fixture(autouse=True)
 def no_default_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
@@ -101,19 +91,14 @@ async def shell(*argv: str, answer: str = "") -> int:
 
 
 def hold_argv(url: str, token: str, *more: str) -> list[str]:
-    return ["hold", url, KEY, "--reason", "vendor maintenance", "--for", "30m"] + [
-        "--token-file",
-        token,
-        "--operator",
-        "carol",
-        *more,
-    ]
+    argv = ["hold", url, KEY, "--reason", "vendor maintenance", "--for", "30m"]
+    return [*argv, "--token-file", token, "--operator", "carol", *more]
 
 
 async def test_a_hold_from_the_shell_refuses_the_next_call_off_the_wire(
-    engine: Engine, feed, tokens, harness: Harness, backend: Backend, capsys
+    engine: Engine, feed, token_files, harness: Harness, backend: Backend, capsys
 ) -> None:
-    assert await shell(*hold_argv(feed.url, tokens["operator"], "--yes")) == 0
+    assert await shell(*hold_argv(feed.url, token_files["operator"], "--yes")) == 0
     assert "held crm@default for 30m on test-engine as remote:operator:carol" in (
         capsys.readouterr().err
     )
@@ -127,23 +112,23 @@ async def test_a_hold_from_the_shell_refuses_the_next_call_off_the_wire(
     assert held.fields["reason"] == "vendor maintenance"
 
 
-async def test_hold_asks_first_and_a_no_sends_nothing(engine: Engine, feed, tokens, capsys):
+async def test_hold_asks_first_and_a_no_sends_nothing(engine: Engine, feed, token_files, capsys):
     seq = engine.seq
-    assert await shell(*hold_argv(feed.url, tokens["operator"]), answer="n\n") == 1
+    assert await shell(*hold_argv(feed.url, token_files["operator"]), answer="n\n") == 1
     err = capsys.readouterr().err
     assert "Hold open crm@default on test-engine for 30m (CLOSED, count 0)? [y/N]" in err
     assert "not held" in err
-    assert await shell(*hold_argv(feed.url, tokens["operator"]), answer="") == 1
+    assert await shell(*hold_argv(feed.url, token_files["operator"]), answer="") == 1
     assert engine.seq == seq and engine.view(KEY).state == "closed"
-    assert await shell(*hold_argv(feed.url, tokens["operator"]), answer="y\n") == 0
+    assert await shell(*hold_argv(feed.url, token_files["operator"]), answer="y\n") == 0
     assert engine.view(KEY).state == "held"
 
 
 async def test_release_half_opens_and_the_next_call_is_the_probe(
-    engine: Engine, feed, tokens, harness: Harness, backend: Backend
+    engine: Engine, feed, token_files, harness: Harness, backend: Backend
 ) -> None:
     engine.hold(KEY, "ops", "maintenance", 1800)
-    argv = ["release", feed.url, KEY, "--yes", "--token-file", tokens["operator"]]
+    argv = ["release", feed.url, KEY, "--yes", "--token-file", token_files["operator"]]
     assert await shell(*argv, "--operator", "dan", "--reason", "vendor done") == 0
     assert engine.view(KEY).state == "half_open"
     [released] = engine.audit.query(types=ev.RELEASED)
@@ -154,21 +139,21 @@ async def test_release_half_opens_and_the_next_call_is_the_probe(
     assert engine.view(KEY).state == "closed"
 
 
-async def test_release_close_closes(engine: Engine, feed, tokens) -> None:
+async def test_release_close_closes(engine: Engine, feed, token_files) -> None:
     engine.hold(KEY, "ops", "maintenance", 1800)
-    argv = ["release", feed.url, KEY, "--close", "--yes", "--token-file", tokens["operator"]]
+    argv = ["release", feed.url, KEY, "--close", "--yes", "--token-file", token_files["operator"]]
     assert await shell(*argv) == 0
     assert engine.view(KEY).state == "closed"
     assert len(engine.audit.query(types=ev.RESET)) == 1
 
 
-async def test_mode_switches_to_shadow_and_back(engine: Engine, feed, tokens, capsys) -> None:
+async def test_mode_switches_to_shadow_and_back(engine: Engine, feed, token_files, capsys) -> None:
     argv = ["mode", feed.url, KEY, "shadow", "--reason", "trial run", "--yes"]
-    assert await shell(*argv, "--token-file", tokens["operator"]) == 0
+    assert await shell(*argv, "--token-file", token_files["operator"]) == 0
     assert engine.view(KEY).mode == "shadow"
     assert "switched crm@default to shadow on test-engine" in capsys.readouterr().err
     argv = ["mode", feed.url, KEY, "enforce", "--reason", "seen enough", "--yes"]
-    assert await shell(*argv, "--token-file", tokens["operator"]) == 0
+    assert await shell(*argv, "--token-file", token_files["operator"]) == 0
     assert engine.view(KEY).mode == "enforce"
     assert len(engine.audit.query(types=ev.MODE)) == 2
 
@@ -195,11 +180,11 @@ async def test_mode_switches_to_shadow_and_back(engine: Engine, feed, tokens, ca
     ],
 )
 async def test_bad_input_has_reset_s_exit_code_and_changes_nothing(
-    engine: Engine, feed, tokens, argv: list[str], code: int
+    engine: Engine, feed, token_files, argv: list[str], code: int
 ) -> None:
     seq, before = engine.seq, engine.view(KEY)
     filled = [part.format(url=feed.url) for part in argv]
-    assert await shell(*filled, "--yes", "--token-file", tokens["operator"]) == code
+    assert await shell(*filled, "--yes", "--token-file", token_files["operator"]) == code
     assert (engine.seq, engine.view(KEY)) == (seq, before)
 
 
@@ -212,17 +197,17 @@ async def test_bad_input_has_reset_s_exit_code_and_changes_nothing(
     ],
 )
 async def test_a_viewer_token_is_refused_with_4_and_nothing_changes(
-    engine: Engine, feed, tokens, argv: list[str], capsys
+    engine: Engine, feed, token_files, argv: list[str], capsys
 ) -> None:
     engine.hold(KEY, "ops", "maintenance", 1800)
     seq, before = engine.seq, engine.view(KEY)
     filled = [part.format(url=feed.url) for part in argv]
-    assert await shell(*filled, "--yes", "--token-file", tokens["viewer"]) == 4
+    assert await shell(*filled, "--yes", "--token-file", token_files["viewer"]) == 4
     assert "needs the operator token" in capsys.readouterr().err
     assert (engine.seq, engine.view(KEY)) == (seq, before)
 
 
-async def test_a_server_s_forbidden_reads_4_too(engine: Engine, feed, tokens, monkeypatch):
+async def test_a_server_s_forbidden_reads_4_too(engine: Engine, feed, token_files, monkeypatch):
     """An older server's snapshot may not say the role: the server's `forbidden` is a 4."""
     real = remote.fetch_snapshot
 
@@ -231,20 +216,20 @@ async def test_a_server_s_forbidden_reads_4_too(engine: Engine, feed, tokens, mo
 
     monkeypatch.setattr(remote, "fetch_snapshot", roleless)
     argv = ["hold", feed.url, KEY, "--reason", "x", "--for", "30m", "--yes"]
-    assert await shell(*argv, "--token-file", tokens["viewer"]) == 4
+    assert await shell(*argv, "--token-file", token_files["viewer"]) == 4
     assert engine.view(KEY).state == "closed"
 
 
-async def test_unreachable_is_3(tokens) -> None:
+async def test_unreachable_is_3(token_files) -> None:
     argv = ["hold", "ws://127.0.0.1:9", KEY, "--reason", "x", "--for", "30m", "--yes"]
-    assert await shell(*argv, "--token-file", tokens["operator"], "--timeout", "3") == 3
+    assert await shell(*argv, "--token-file", token_files["operator"], "--timeout", "3") == 3
 
 
 async def test_status_shows_a_hold_escaped_with_who_until_and_time_left_and_exits_1(
-    engine: Engine, feed, tokens, capsys
+    engine: Engine, feed, token_files, capsys
 ) -> None:
     engine.hold(KEY, HOSTILE, "vendor\x1b[2J window", 1800)
-    argv = ["status", feed.url, "--token-file", tokens["viewer"]]
+    argv = ["status", feed.url, "--token-file", token_files["viewer"]]
     assert await shell(*argv) == 1
     out = capsys.readouterr().out
     header, row = out.splitlines()
@@ -258,9 +243,9 @@ async def test_status_shows_a_hold_escaped_with_who_until_and_time_left_and_exit
     assert (breaker["state"], breaker["held_by"], breaker["mode"]) == ("held", HOSTILE, "enforce")
 
 
-async def test_status_shows_each_breaker_s_mode(engine: Engine, feed, tokens, capsys) -> None:
+async def test_status_shows_each_breaker_s_mode(engine: Engine, feed, token_files, capsys) -> None:
     engine.set_mode(KEY, "shadow", "ops", "trial")
-    assert await shell("status", feed.url, "--token-file", tokens["viewer"]) == 0
+    assert await shell("status", feed.url, "--token-file", token_files["viewer"]) == 0
     row = capsys.readouterr().out.splitlines()[1]
     assert row.split()[2:4] == ["CLOSED", "shadow"]
 
