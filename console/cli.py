@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 from breakerdeck.console.contexts import MAX_NAME, ConfigError, UnknownName, feed_url
 from breakerdeck.console.output import EXIT_CONFIG, EXIT_IO, EXIT_USAGE, discard
 from breakerdeck.console.web_command import add_web_parser, served_argv
+from breakerdeck.engine.core import holds
 from breakerdeck.engine.feed.protocol import MAX_ACTOR_CHARS, MAX_KEY_CHARS, MAX_REASON_CHARS
 from breakerdeck.engine.front.arguments import EXIT_START, USAGE_EXITS, exit_codes
 from breakerdeck.engine.front.gateway.cli import add_gateway_parser, run_gateway
@@ -124,6 +125,22 @@ _key = _text(MAX_KEY_CHARS, "the key")
 _name = _text(MAX_NAME, "the name")
 
 
+def _said_reason(text: str) -> str:
+    """A reason that is required: blank is none."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("a reason is required, and blank is none")
+    return _reason(text)
+
+
+def _hold_duration(text: str) -> str:
+    """`90s`, `30m` or `2h`; the engine's own bound (`max_hold_seconds`) is checked there."""
+    try:
+        holds.duration_seconds(text, math.inf)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text.strip()
+
+
 #: Every command's exit codes end with these; a server (`serve`, `web`, `gateway`, `mcp`)
 #: stops on Ctrl-C with 0, so 130 is only the others'.
 _INTERRUPTED = (EXIT_INTERRUPTED, "interrupted (Ctrl-C)")
@@ -135,6 +152,28 @@ _FEED_TROUBLES = (
 )
 #: The consoles' files (`--view`, `--context`): an unknown name is a usage mistake (64).
 _CONFIG = (EXIT_CONFIG, "contexts.toml or views.toml refused or not valid (said which and why)")
+
+#: The operator's writes over the feed (`console.remote.run_write`).
+_WRITES = ("reset", "hold", "release", "mode")
+
+
+def _write_exits(name: str) -> str:
+    """An operator write's exit codes, alike for `reset`, `hold`, `release` and `mode`."""
+    return exit_codes(
+        (0, f"{name} done"),
+        (1, "not confirmed: nothing sent"),
+        _FEED_TROUBLES[0],
+        (4, "the token was refused, or none could be found or read, or it is a viewer's"),
+        (
+            5,
+            "the server refused it (an unknown key, a hold past max_hold_seconds, a release of "
+            "a breaker not held) or spoke another protocol version",
+        ),
+        *USAGE_EXITS,
+        _INTERRUPTED,
+    )
+
+
 _EXITS = {
     "demo": exit_codes(
         (0, "the console quit, or the headless run's duration passed"),
@@ -151,7 +190,7 @@ _EXITS = {
     ),
     "status": exit_codes(
         (0, "every breaker closed"),
-        (1, "something open, half-open or paused"),
+        (1, "something open, half-open, held or paused"),
         (2, "something paged (open through two cooldowns)"),
         *_FEED_TROUBLES,
         *USAGE_EXITS,
@@ -164,18 +203,7 @@ _EXITS = {
         _CONFIG,
         _INTERRUPTED,
     ),
-    "reset": exit_codes(
-        (0, "reset done"),
-        (1, "not confirmed: nothing sent"),
-        *_FEED_TROUBLES[:2],
-        (
-            5,
-            "the server refused the reset (a viewer token, an unknown key) or spoke another "
-            "protocol version",
-        ),
-        *USAGE_EXITS,
-        _INTERRUPTED,
-    ),
+    **{name: _write_exits(name) for name in _WRITES},
     "replay": exit_codes(
         (0, "the console quit"),
         (2, "the recording cannot be read (said why)"),
@@ -214,6 +242,31 @@ def _version() -> str:
         return importlib.metadata.version("breakerdeck")
     except importlib.metadata.PackageNotFoundError:
         return "(not installed)"
+
+
+def _operator_write(commands: argparse._SubParsersAction, name: str, help: str) -> Any:  # type: ignore[type-arg]
+    """A write over the feed (`reset`, `hold`, `release`, `mode`): one set of options, so the
+    four read alike; each adds its own `--reason` and what else it needs."""
+    write = _command(commands, name, help=help)
+    write.add_argument("url", type=_feed_url, help="the engine's feed: ws://host:port")
+    write.add_argument(
+        "key", type=_key, help="the breaker's key, as `status` lists it (an agent, or server@…)"
+    )
+    write.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    write.add_argument(
+        "--token-file",
+        default=None,
+        help="the operator token (default: $BREAKERDECK_TOKEN, then operator.token in the "
+        "default state dir)",
+    )
+    write.add_argument(
+        "--operator",
+        type=_actor,
+        default=None,
+        help=f"name written on the {name} in the audit log (default: login)",
+    )
+    write.add_argument("--timeout", type=_timeout, default=10.0, help=_TIMEOUT_HELP)
+    return write
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -357,32 +410,67 @@ def build_parser() -> argparse.ArgumentParser:
     )
     watch.add_argument("--timeout", type=_timeout, default=10.0, help=_TIMEOUT_HELP)
 
-    reset = _command(
-        commands,
-        "reset",
-        help="reset one breaker on a remote engine",
-    )
-    reset.add_argument("url", type=_feed_url, help="the engine's feed: ws://host:port")
-    reset.add_argument(
-        "key", type=_key, help="the breaker's key, as `status` lists it (an agent, or server@…)"
-    )
-    reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    reset = _operator_write(commands, "reset", "reset one breaker on a remote engine")
     reset.add_argument(
         "--reason",
         type=_reason,
         default=None,
         help="why, written in the audit log (default: reset from the shell)",
     )
-    reset.add_argument(
-        "--token-file",
-        default=None,
-        help="the operator token (default: $BREAKERDECK_TOKEN, then operator.token in the "
-        "default state dir)",
+
+    hold = _operator_write(
+        commands,
+        "hold",
+        "hold one breaker open on a remote engine: every call refused, no probe, until it is "
+        "released or the hold runs out (then half-open)",
     )
-    reset.add_argument(
-        "--operator", type=_actor, default=None, help="name written on the reset (default: login)"
+    hold.add_argument(
+        "--reason",
+        type=_said_reason,
+        required=True,
+        help="why (required): written in the audit log, and shown to every refused caller",
     )
-    reset.add_argument("--timeout", type=_timeout, default=10.0, help=_TIMEOUT_HELP)
+    hold.add_argument(
+        "--for",
+        dest="duration",
+        type=_hold_duration,
+        required=True,
+        metavar="DURATION",
+        help="how long (required): 90s, 30m or 2h, at most the engine's max_hold_seconds "
+        "(default 24h), on the engine's clock",
+    )
+
+    release = _operator_write(
+        commands,
+        "release",
+        "end a hold early: the breaker half-opens (the next call is the probe), or closes",
+    )
+    release.add_argument(
+        "--reason", type=_reason, default=None, help="why, written in the audit log (optional)"
+    )
+    release.add_argument(
+        "--close",
+        action="store_true",
+        help="close the breaker instead of half-opening it (you vouch for the platform, as a "
+        "reset does)",
+    )
+
+    mode = _operator_write(
+        commands,
+        "mode",
+        "switch one breaker between enforce and shadow (decides as it would, refuses nothing)",
+    )
+    mode.add_argument(
+        "mode",
+        choices=["shadow", "enforce"],
+        help="shadow: let through what it would refuse, writing call.would_deny; enforce: refuse",
+    )
+    mode.add_argument(
+        "--reason",
+        type=_said_reason,
+        required=True,
+        help="why (required): written in the audit log",
+    )
 
     replay = _command(
         commands,
@@ -543,16 +631,15 @@ def _run(args: argparse.Namespace) -> int:
         return list_scenarios(sys.stdout)
     if args.command == "serve" and not _port_free("the feed", f"{args.host}:{args.port}"):
         return EXIT_START
-    if args.command in ("serve", "status", "reset", "watch"):
+    if args.command in ("serve", "status", "watch", *_WRITES):
         from breakerdeck.console import remote
 
         runner = {
             "serve": remote.run_serve,
             "status": remote.run_status,
-            "reset": remote.run_reset,
             "watch": remote.run_watch,
         }
-        return runner[args.command](args)
+        return runner.get(args.command, remote.run_write)(args)
     if args.command == "gateway" and args.demo:
         # The demo drives the fixtures, which the engine's own command never imports.
         from breakerdeck.fixtures.gateway_demo import run_demo as run_gateway_demo

@@ -1,9 +1,11 @@
-"""`breakerdeck serve`, `status`, `reset` and `watch`: the live feed from the command line.
+"""`breakerdeck serve`, `status`, `reset`, `hold`, `release`, `mode` and `watch`: the live feed
+from the command line.
 
 - `run_serve`: simulated agents on an engine, served over the feed (engine.feed.server).
 - `run_status`: one snapshot of a remote engine as a table or JSON; the exit status says how
   bad things are (see `EXIT_*` and docs/feed.md).
-- `run_reset`: one reset over the feed, after a confirmation unless `--yes`.
+- `run_write`: one operator write (`reset`, `hold`, `release`, `mode`) over the feed, after a
+  confirmation unless `--yes`.
 - `run_watch`: the console on one or more remote engines (`console.remote_source`).
 
 Each returns the process's exit status. Results go to standard output, messages to standard
@@ -18,6 +20,7 @@ import contextlib
 import difflib
 import getpass
 import json
+import math
 import os
 import secrets
 import signal
@@ -26,6 +29,9 @@ import stat
 import sys
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -64,10 +70,10 @@ __all__ = [
     "ConnectionLost",
     "FeedClient",
     "default_state_dir",
-    "run_reset",
     "run_serve",
     "run_status",
     "run_watch",
+    "run_write",
 ]
 
 #: `status`: every breaker closed. `reset`: done.
@@ -78,9 +84,11 @@ EXIT_OPEN = 1
 EXIT_PAGED = 2
 #: The feed could not be reached (nothing listening, timeout, not a websocket).
 EXIT_UNREACHABLE = 3
-#: The token was refused at the handshake, or no token could be found.
+#: The token was refused at the handshake, or no token could be found, or a write was asked
+#: with a viewer's token.
 EXIT_REFUSED = 4
-#: The server refused the request (forbidden, unknown key) or spoke another protocol version.
+#: The server refused the request (an unknown key, a hold past its bound, a release of a
+#: breaker not held) or spoke another protocol version.
 EXIT_ERROR = 5
 #: `serve`: could not start (state dir, tokens, scenario, address): the message says why.
 EXIT_START = 2
@@ -306,20 +314,27 @@ def table_lines(snapshot: p.SnapshotMessage) -> list[str]:
     if not snapshot.breakers:
         say("no breakers yet (no calls seen)")
         return []
-    rows: list[tuple[str, ...]] = [("KEY", "AGENT", "STATE", "COUNT", "RETRY IN", "CAUSE", "NOTE")]
+    header = ("KEY", "AGENT", "STATE", "MODE", "COUNT", "RETRY IN", "CAUSE", "NOTE")
+    rows: list[tuple[str, ...]] = [header]
     order = {word: n for n, word in enumerate(LISTED_WORDS)}
-    for b in sorted(snapshot.breakers, key=lambda b: (not b.paged, order[b.display_state], b.key)):
+    now = _wall(snapshot.at)
+    for b in sorted(
+        snapshot.breakers, key=lambda b: (not b.paged, order.get(b.display_state, 0), b.key)
+    ):
         notes = []
         if b.paged:
             notes.append("PAGED")
         if b.shared:
             notes.append(f"shared by {len(b.agents)}")
+        if b.held_until is not None:
+            notes.append(held_note(b, now))
         retry = "-" if b.retry_after_seconds is None else f"{b.retry_after_seconds:.0f}s"
         agent = ",".join(b.agents) if b.shared else (b.agent or "-")
         cells = (
             b.key,
             agent,
             b.display_state,
+            b.mode,
             str(b.count),
             retry,
             b.trip_cause or "-",
@@ -329,10 +344,76 @@ def table_lines(snapshot: p.SnapshotMessage) -> list[str]:
     return aligned(rows)
 
 
-# -- reset ------------------------------------------------------------------------------------
+def held_note(breaker: p.BreakerInfo, now: float) -> str:
+    """A hold in `status`'s words: who, until when (UTC), the time left, and why."""
+    assert breaker.held_until is not None
+    until = _wall(breaker.held_until)
+    left = max(0, math.ceil((until - now) / 60))
+    clock = datetime.fromtimestamp(until, UTC).strftime("%H:%M")
+    return (
+        f"held by {breaker.held_by or '-'} until {clock} UTC ({left}m left): "
+        f"{breaker.held_reason or '-'}"
+    )
 
 
-def run_reset(args: argparse.Namespace) -> int:
+def _wall(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
+# -- operator writes: reset, hold, release, mode ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """One operator write from the shell: how it asks, what it sends, how it says it was done."""
+
+    #: The question's verb (`Reset KEY on SOURCE …?`) and the words once done or declined.
+    verb: str
+    done: str
+    #: What it asks beyond the key (`for 30m`, `to shadow`), from the parsed arguments.
+    detail: Callable[[argparse.Namespace], str]
+    #: The feed's message, and its fields beyond the key, the request id and the actor.
+    message: type[p.ClientRequest]
+    fields: Callable[[argparse.Namespace], dict[str, object]]
+
+
+_WRITES = {
+    "reset": _Write(
+        "Reset",
+        "reset",
+        lambda args: "",
+        p.ResetRequest,
+        lambda args: {"reason": args.reason or "reset from the shell"},
+    ),
+    "hold": _Write(
+        "Hold open",
+        "held",
+        lambda args: f" for {args.duration}",
+        p.HoldRequest,
+        lambda args: {"reason": args.reason, "duration": args.duration},
+    ),
+    "release": _Write(
+        "Release",
+        "released",
+        lambda args: " into closed" if args.close else " into half-open",
+        p.ReleaseRequest,
+        lambda args: {"reason": args.reason or "", "close": args.close},
+    ),
+    "mode": _Write(
+        "Switch",
+        "switched",
+        lambda args: f" to {args.mode}",
+        p.ModeRequest,
+        lambda args: {"reason": args.reason, "mode": args.mode},
+    ),
+}
+
+
+def run_write(args: argparse.Namespace) -> int:
+    """`reset`, `hold`, `release` or `mode` (`args.command`): the breaker is looked up in a
+    snapshot, the operator asked unless `--yes`, then the request sent with the operator
+    token. One path for all four, so their questions, refusals and exit codes agree."""
+    write = _WRITES[args.command]
     try:
         token = client_token(args, operator=True)
         timeout = _timeout(args)
@@ -340,40 +421,60 @@ def run_reset(args: argparse.Namespace) -> int:
     except (FeedError, OSError) as error:
         say(str(error))
         return _exit_for(error)
+    if current.role == "viewer":
+        say(
+            f"{args.command} needs the operator token; {current.source} read this one as a viewer's"
+        )
+        return EXIT_REFUSED
     breaker = next((b for b in current.breakers if b.key == args.key), None)
     if breaker is None:
-        keys = sorted(b.key for b in current.breakers)
-        near = difflib.get_close_matches(args.key, keys, n=1)
-        known = ", ".join(keys[:10]) + (f", … {len(keys) - 10} more" if len(keys) > 10 else "")
-        hint = f"; did you mean {near[0]!r}?" if near else ""
-        say(
-            f"{current.source} has no breaker with key {args.key!r}{hint} "
-            f"(known: {known or 'none yet'})"
-        )
+        say(_unknown_key(current, args.key))
         return EXIT_ERROR
-    what = f"{breaker.display_state}, count {breaker.count}"
-    if breaker.trip_cause and breaker.state != State.CLOSED:
-        what += f", cause {breaker.trip_cause}"
-    if not args.yes and not _confirm(f"Reset {args.key} on {current.source} ({what})? [y/N] "):
-        say("not reset")
+    if args.command == "release" and breaker.state != State.HELD:
+        say(f"{args.key} on {current.source} is not held ({breaker.display_state}); not released")
+        return EXIT_ERROR
+    question = (
+        f"{write.verb} {args.key} on {current.source}{write.detail(args)} ({_said(breaker)})?"
+    )
+    if not args.yes and not _confirm(f"{question} [y/N] ", args.command):
+        say(f"not {write.done}")
         return EXIT_OPEN
     actor = args.operator or _login()
-    request = p.ResetRequest(
-        key=args.key,
-        request_id=uuid.uuid4().hex,
-        reason=args.reason or "reset from the shell",
-        actor=actor,
-    )
+    who = {"key": args.key, "request_id": uuid.uuid4().hex, "actor": actor}
+    request = write.message.model_validate(who | write.fields(args))
     try:
         _, ack = asyncio.run(send_request(args.url, token, request, timeout=timeout))
     except FeedRequestError as error:
-        say(f"{current.source} refused the reset: {error.message} ({error.code})")
-        return EXIT_ERROR
+        say(f"{current.source} refused the {args.command}: {error.message} ({error.code})")
+        return EXIT_REFUSED if error.code == p.FORBIDDEN else EXIT_ERROR
     except (FeedError, OSError) as error:
         say(str(error))
         return _exit_for(error)
-    say(f"reset {args.key} on {current.source} as remote:operator:{actor} (seq {ack.seq})")
+    say(
+        f"{write.done} {args.key}{write.detail(args)} on {current.source} as "
+        f"remote:operator:{actor} (seq {ack.seq})"
+    )
     return EXIT_OK
+
+
+def _unknown_key(current: p.SnapshotMessage, key: str) -> str:
+    keys = sorted(b.key for b in current.breakers)
+    near = difflib.get_close_matches(key, keys, n=1)
+    known = ", ".join(keys[:10]) + (f", … {len(keys) - 10} more" if len(keys) > 10 else "")
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    return f"{current.source} has no breaker with key {key!r}{hint} (known: {known or 'none yet'})"
+
+
+def _said(breaker: p.BreakerInfo) -> str:
+    """A breaker in the question's words: its state, count, cause, hold and mode."""
+    what = f"{breaker.display_state}, count {breaker.count}"
+    if breaker.trip_cause and breaker.state not in (State.CLOSED, State.HELD):
+        what += f", cause {breaker.trip_cause}"
+    if breaker.held_by is not None:
+        what += f", held by {breaker.held_by}"
+    if breaker.mode != "enforce":
+        what += f", {breaker.mode}"
+    return what
 
 
 def run_watch(args: argparse.Namespace) -> int:
@@ -458,14 +559,14 @@ async def _prime(
     return list(await asyncio.gather(*(source.prime(timeout=timeout) for source in sources)))
 
 
-def _confirm(prompt: str) -> bool:
+def _confirm(prompt: str, command: str) -> bool:
     """Ask on standard error, read the answer from standard input (a pipe works too)."""
     sys.stderr.write(printable(prompt))  # the key and the source are outside text
     sys.stderr.flush()
     answer = sys.stdin.readline() if sys.stdin else ""
     if not answer:
         sys.stderr.write("\n")
-        say("no answer on standard input; pass --yes to reset without asking")
+        say(f"no answer on standard input; pass --yes to {command} without asking")
     return answer.strip().lower() in ("y", "yes")
 
 

@@ -1,7 +1,7 @@
 """The console's breaker states, one row each: the word that says it (so every screen reads
 without colour), its colour, its timeline glyph and where it sorts.
 
-Every screen reads this table and none keeps its own: a new state (DESIGN's HELD, say) is one
+Every screen reads this table and none keeps its own: a new state (DESIGN's HELD was) is one
 more row here, and cards, the table view, the summary bar, the event log, timelines, the help,
 `status` and the stylesheet's classes follow.
 """
@@ -30,6 +30,10 @@ class StateLook:
     #: Where it sorts in `status` and in a key's "open on 3 of 5" line (a revoked credential
     #: outlasts any cooldown, so it comes first).
     listed: int
+    #: Counted in the summary bar while no breaker is in it: the states a breaker reaches by
+    #: itself are; an operator's hold, only while there is one (at 80 columns a standing
+    #: `HELD 0` cost the clock its room).
+    shown_at_zero: bool = True
 
     @property
     def css(self) -> str:
@@ -44,10 +48,12 @@ class StateLook:
 
 #: In the order a legend reads them.
 STATES = (
-    StateLook("closed", "CLOSED", "·", "$success", "green", "green", trouble=3, listed=3),
+    StateLook("closed", "CLOSED", "·", "$success", "green", "green", trouble=4, listed=4),
     StateLook("open", "OPEN", "█", "$error", "bold red", "bold red", trouble=0, listed=1),
     StateLook("half_open", "HALF-OPEN", "▒", "$warning", "bold yellow", "yellow", 1, 2),
     StateLook("paused", "PAUSED", "‖", "$accent", "bold magenta", "magenta", trouble=2, listed=0),
+    # An operator's hold: deliberate, so after what broke by itself; it refuses every call.
+    StateLook("held", "HELD", "≡", "$secondary", "bold blue", "blue", 3, 3, shown_at_zero=False),
 )
 
 BY_NAME = {look.name: look for look in STATES}

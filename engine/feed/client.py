@@ -323,7 +323,7 @@ async def fetch_snapshot(url: str, token: str, *, timeout: float = 10.0) -> p.Sn
 async def send_request(
     url: str,
     token: str,
-    request: p.ResetRequest | p.MarkFixedRequest,
+    request: p.ClientRequest,
     *,
     timeout: float = 10.0,
 ) -> tuple[p.SnapshotMessage, p.AckMessage]:

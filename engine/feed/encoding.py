@@ -87,6 +87,10 @@ def _breaker(view: BreakerView, source: str, now: float) -> p.BreakerInfo:
         failed_probes=view.failed_probes,
         last_failure_at=_iso(view.last_failure_at),
         probe_since=_iso(view.probe_since),
+        mode=view.mode,
+        held_by=view.held_by,
+        held_reason=view.held_reason,
+        held_until=_iso(view.held_until),
     )
 
 

@@ -4,7 +4,7 @@ Every message is one JSON object in one websocket text frame, with a `type`. doc
 the reference; this module is the executable form both ends validate against.
 
 Server to client: `snapshot`, `event`, `events` (a batch), `ack`, `error`.
-Client to server: `reset`, `mark_fixed`.
+Client to server: `reset`, `mark_fixed`, `hold`, `release`, `mode`.
 
 Versioning: the snapshot carries `version` (this module speaks 1) and `revision` (2: events that
 change a breaker carry its `view`; 3: the snapshot says the shared store's health, and a change
@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
+    StrictFloat,
     StrictInt,
     StrictStr,
     TypeAdapter,
@@ -33,14 +36,16 @@ from pydantic import (
     model_validator,
 )
 
+from breakerdeck.engine.core import holds
 from breakerdeck.engine.state import State
 
 PROTOCOL_VERSION: Literal[1] = 1
 Role = Literal["viewer", "operator"]
 #: Additive revisions within version 1. 2: an event that changes its breaker carries `view`.
 #: 3: the snapshot carries `shared_store` and `shared_store_reason`. 4: a breaker carries
-#: `probe_since` (half-open with its probe out).
-PROTOCOL_REVISION = 4
+#: `probe_since` (half-open with its probe out). 5: a breaker carries `mode` and, while held,
+#: `held_by`, `held_reason` and `held_until`; clients may send `hold`, `release` and `mode`.
+PROTOCOL_REVISION = 5
 #: A replica's shared store (DESIGN, "Replicas"): answering, or lost (it decides alone).
 SharedStoreHealth = Literal["ok", "lost"]
 
@@ -51,6 +56,7 @@ UNSUPPORTED_VERSION = "unsupported_version"  # `version` present and not 1
 INVALID = "invalid_message"  # right type, wrong fields
 FORBIDDEN = "forbidden"  # a viewer token asked for an operator write
 UNKNOWN_KEY = "unknown_key"  # no breaker with that key on this engine
+NOT_HELD = "not_held"  # a release of a breaker no one holds
 INTERNAL = "internal"  # the engine failed; nothing was changed by the feed
 
 RequestId = StrictStr | StrictInt
@@ -101,10 +107,15 @@ class BreakerInfo(_ServerMessage):
     last_failure_at: str | None = None
     #: Revision 4: half-open with its probe out, since when; null when no probe is out.
     probe_since: str | None = None
+    #: Revision 5: `enforce` or `shadow`; while held, who holds it, why, and until when.
+    mode: str = "enforce"
+    held_by: str | None = None
+    held_reason: str | None = None
+    held_until: str | None = None
 
     @property
     def display_state(self) -> str:
-        """CLOSED, OPEN, HALF-OPEN, or PAUSED for a revoked credential (which wins)."""
+        """CLOSED, OPEN, HALF-OPEN, HELD, or PAUSED for a revoked credential (which wins)."""
         if self.paused:
             return "PAUSED"
         return self.state.upper().replace("_", "-")
@@ -225,9 +236,62 @@ class MarkFixedRequest(_Request):
     type: Literal["mark_fixed"] = "mark_fixed"
 
 
-ClientMessage = Annotated[ResetRequest | MarkFixedRequest, Field(discriminator="type")]
+class _Reasoned(_Request):
+    """A write whose reason is required: the audit log says why a breaker was steered."""
+
+    reason: StrictStr = Field(min_length=1, max_length=MAX_REASON_CHARS)
+
+    @model_validator(mode="after")
+    def _said(self) -> Self:
+        if not self.reason.strip():
+            raise ValueError("reason: a reason is required, and blank is none")
+        return self
+
+
+class HoldRequest(_Reasoned):
+    """Hold open for `duration` (`90s`, `30m`, `2h`) or `seconds`: exactly one of them, at
+    most the engine's `max_hold_seconds` (checked by the server, which knows it)."""
+
+    type: Literal["hold"] = "hold"
+    duration: StrictStr | None = Field(default=None, max_length=16)
+    seconds: StrictInt | StrictFloat | None = Field(default=None, gt=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _one_length(self) -> Self:
+        if (self.duration is None) == (self.seconds is None):
+            raise ValueError("give the hold's length as one of duration (30m) or seconds")
+        if self.duration is not None:
+            holds.duration_seconds(self.duration, math.inf)
+        return self
+
+    def seconds_within(self, most: float) -> float:
+        """The hold's length in seconds, at most `most` (else `ValueError`, which says so)."""
+        if self.duration is not None:
+            return holds.duration_seconds(self.duration, most)
+        assert self.seconds is not None
+        if self.seconds > most:
+            raise ValueError(
+                f"a hold lasts at most {most:g} s (max_hold_seconds), not {self.seconds:g}"
+            )
+        return float(self.seconds)
+
+
+class ReleaseRequest(_Request):
+    """End a hold: half-open, or closed with `close`."""
+
+    type: Literal["release"] = "release"
+    close: StrictBool = False
+
+
+class ModeRequest(_Reasoned):
+    type: Literal["mode"] = "mode"
+    mode: Literal["enforce", "shadow"]
+
+
+ClientRequest = ResetRequest | MarkFixedRequest | HoldRequest | ReleaseRequest | ModeRequest
+ClientMessage = Annotated[ClientRequest, Field(discriminator="type")]
 _CLIENT = TypeAdapter(ClientMessage)
-_CLIENT_TYPES = frozenset({"reset", "mark_fixed"})
+_CLIENT_TYPES = frozenset({"reset", "mark_fixed", "hold", "release", "mode"})
 
 
 # -- decoding -------------------------------------------------------------------------------
@@ -273,7 +337,7 @@ def _explain(error: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def parse_client_message(raw: str | bytes) -> ResetRequest | MarkFixedRequest:
+def parse_client_message(raw: str | bytes) -> ClientRequest:
     """A client's frame, validated; raises `ProtocolError` with the code to answer with."""
     value = _load_object(raw)
     request_id = _request_id(value)

@@ -27,8 +27,8 @@ How it moves data (docs/feed.md has the protocol):
   per client stays bounded, and neither the engine nor the other clients ever wait for it.
 - A snapshot is taken under the engine's lock, so its `seq` and its breakers agree; frames
   queued before it are trimmed to events after its `seq`, so nothing is sent twice.
-- Requests (`reset`, `mark_fixed`) need the operator token. Answers go ahead of queued event
-  frames and are never dropped.
+- Requests (`reset`, `mark_fixed`, `hold`, `release`, `mode`) need the operator token.
+  Answers go ahead of queued event frames and are never dropped.
 - An engine with a shared store (a gateway replica) is looked at once a second: when the store
   is lost or back, every client is resynced with a snapshot, which says so (`shared_store`).
 
@@ -62,6 +62,7 @@ from websockets.protocol import State as ConnectionState
 
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.errors import UnknownKey
+from breakerdeck.engine.events import Event
 from breakerdeck.engine.feed import protocol as p
 from breakerdeck.engine.feed.auth import OPERATOR, VIEWER, Tokens
 from breakerdeck.engine.feed.bus import Missed, Subscription
@@ -69,6 +70,7 @@ from breakerdeck.engine.feed.encoding import feed_record, shared_store_health, s
 from breakerdeck.engine.feed.limits import FeedLimits
 from breakerdeck.engine.feed.outbox import MAX_PENDING_ANSWERS, Client
 from breakerdeck.engine.feed.repeats import RepeatFilter
+from breakerdeck.engine.state import State
 from breakerdeck.engine.text import printable
 
 log = logging.getLogger(__name__)
@@ -90,6 +92,14 @@ BUSY_RETRY_AFTER_SECONDS = 5
 HEALTH_CHECK_SECONDS = 1.0
 #: The loggers whose repeats the feed collapses while it serves (see the module docstring).
 _QUIETED_LOGGERS = (__name__, "websockets.server", "asyncio")
+
+
+class _Refused(Exception):
+    """A request the engine would not take as asked: its error code, and its words."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class FeedServer:
@@ -354,11 +364,9 @@ class FeedServer:
             )
         actor = f"remote:{client.role}" + (f":{request.actor}" if request.actor else "")
         try:
-            if request.type == "reset":
-                reason = request.reason or "reset over the live feed"
-                event = self.engine.reset(request.key, actor, reason)
-            else:
-                event = self.engine.restore_credential(request.key, actor)
+            event = self._write(request, actor)
+        except _Refused as refused:
+            return p.error_frame(refused.code, str(refused), rid)
         except UnknownKey:
             return p.error_frame(
                 p.UNKNOWN_KEY,
@@ -386,6 +394,27 @@ class FeedServer:
             printable(request.reason) or "-",
         )
         return p.encode(p.AckMessage(request_id=rid, seq=event.seq))
+
+    def _write(self, request: p.ClientRequest, actor: str) -> Event:
+        """The engine's write a request asks for; a fault of the request that only the engine
+        can see (a hold past its `max_hold_seconds`, a release of a breaker not held) is
+        `_Refused` with the code a client reads, and nothing is changed."""
+        engine, key = self.engine, request.key
+        if isinstance(request, p.ResetRequest):
+            return engine.reset(key, actor, request.reason or "reset over the live feed")
+        if isinstance(request, p.MarkFixedRequest):
+            return engine.restore_credential(key, actor)
+        if isinstance(request, p.ModeRequest):
+            return engine.set_mode(key, request.mode, actor, request.reason)
+        if isinstance(request, p.HoldRequest):
+            try:
+                seconds = request.seconds_within(engine.policy.max_hold_seconds)
+            except ValueError as error:
+                raise _Refused(p.INVALID, f"invalid hold message: {error}") from None
+            return engine.hold(key, actor, request.reason, seconds)
+        if engine.view(key).state is not State.HELD:
+            raise _Refused(p.NOT_HELD, f"{key!r} is not held; nothing was changed")
+        return engine.release(key, actor, request.reason, close=request.close)
 
     # -- snapshots and events --------------------------------------------------------------
 

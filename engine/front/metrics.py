@@ -34,14 +34,18 @@ class BreakerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         now = read(self.engine, self.counts)
-        family = GaugeMetricFamily(
+        yield _gauge(
             "breakerdeck_breaker_state",
             "1 for the breaker's current state",
-            labels=["key", "state"],
+            ["key", "state"],
+            now.states,
         )
-        for (key, state), value in now.states.items():
-            family.add_metric([key, state], float(value))
-        yield family
+        yield _gauge(
+            "breakerdeck_breaker_mode",
+            "1 for the breaker's current mode (enforce, or shadow: it refuses nothing)",
+            ["key", "mode"],
+            now.modes,
+        )
         yield _family(
             "breakerdeck_calls", "Calls completed", ["key", "outcome", "counted"], now.calls
         )
@@ -53,6 +57,12 @@ class BreakerCollector(Collector):
         )
         yield self._durations()
         yield _family("breakerdeck_pages", "Pages raised", ["key"], now.pages)
+        yield _family(
+            "breakerdeck_would_deny",
+            "Calls a shadow breaker would have refused, let through",
+            ["key"],
+            now.would_deny,
+        )
 
     def _durations(self) -> HistogramMetricFamily:
         family = HistogramMetricFamily(
@@ -79,6 +89,15 @@ def _family(
     family = CounterMetricFamily(name, documentation, labels=labels)
     for label_values, n in sorted(values.items()):
         family.add_metric(list(label_values), n)
+    return family
+
+
+def _gauge(
+    name: str, documentation: str, labels: list[str], values: Mapping[LabelValues, int]
+) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, documentation, labels=labels)
+    for label_values, n in values.items():
+        family.add_metric(list(label_values), float(n))
     return family
 
 

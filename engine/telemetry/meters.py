@@ -77,6 +77,20 @@ _FAMILIES: tuple[
         lambda r: r.transitions,
     ),
     ("breakerdeck.pages", "counter", "Pages raised", ("key",), lambda r: r.pages),
+    (
+        "breakerdeck.breaker.mode",
+        "gauge",
+        "1 for the breaker's current mode (enforce, or shadow: it refuses nothing)",
+        ("key", "mode"),
+        lambda r: r.modes,
+    ),
+    (
+        "breakerdeck.would_deny",
+        "counter",
+        "Calls a shadow breaker would have refused, let through",
+        ("key",),
+        lambda r: r.would_deny,
+    ),
 )
 
 

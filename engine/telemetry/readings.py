@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from breakerdeck.engine.core.breaker import DenyReason
 from breakerdeck.engine.engine import EXPIRED, Engine
 
-STATES = ("closed", "open", "half_open", "paused")
+STATES = ("closed", "open", "half_open", "paused", "held")
+MODES = ("enforce", "shadow")
 #: Fixed bucket bounds, in seconds of the engine's clock.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -45,6 +46,9 @@ class Readings:
     denied: dict[tuple[str, str], int]
     transitions: dict[tuple[str, str], int]
     pages: dict[tuple[str], int]
+    modes: dict[tuple[str, str], int]
+    #: Calls a shadow breaker would have refused and let through (`call.would_deny`).
+    would_deny: dict[tuple[str], int]
 
 
 def read(engine: Engine, counts: Counts) -> Readings:
@@ -54,18 +58,23 @@ def read(engine: Engine, counts: Counts) -> Readings:
     there from its first call, at 0: a counter that appears at its first increment is missed by
     `increase()` and `rate()`, so the first trip after a start would never alert."""
     states = {}
+    modes = {}
     moves: Counter[tuple[str, str]] = Counter()
     denied: Counter[tuple[str, str]] = Counter()
     pages: Counter[tuple[str]] = Counter()
+    would_deny: Counter[tuple[str]] = Counter()
     for view in engine.views():
         key = view.key
         current = "paused" if view.paused else view.state
         for state in STATES:
             states[(key, state)] = 1 if state == current else 0
             moves[(key, state)] += 0
+        for mode in MODES:
+            modes[(key, mode)] = 1 if mode == view.mode else 0
         for known in DenyReason:
             denied[(key, known.value)] += 0
         pages[(key,)] += 0
+        would_deny[(key,)] += 0
     tallies = engine.tallies()
     calls = Counter(counts.calls)
     for key, by_reason, tally in tallies:
@@ -76,6 +85,7 @@ def read(engine: Engine, counts: Counts) -> Readings:
                 moves[(key, name[3:])] += n
         moves[(key, "closed")] += tally.get("reset", 0)
         pages[(key,)] += tally.get("page", 0)
+        would_deny[(key,)] += tally.get("would_deny", 0)
         for reason, n in by_reason.items():
             denied[(key, str(reason))] += n
     return Readings(
@@ -84,4 +94,6 @@ def read(engine: Engine, counts: Counts) -> Readings:
         denied=dict(denied),
         transitions=dict(moves),
         pages=dict(pages),
+        modes=modes,
+        would_deny=dict(would_deny),
     )

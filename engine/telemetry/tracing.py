@@ -30,7 +30,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 import breakerdeck.engine.telemetry.names as names
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.core.breaker import DenyReason
-from breakerdeck.engine.events import CallCompleted, CallDenied, Event
+from breakerdeck.engine.events import CallCompleted, CallDenied, CallWouldDeny, Event
 from breakerdeck.engine.outcomes import Outcome
 from breakerdeck.engine.parts.call import Call
 from breakerdeck.engine.telemetry.meters import Durations
@@ -48,7 +48,13 @@ _PROPAGATOR = TraceContextTextMapPropagator()
 #: The events a call's span carries (a verdict restored at start is no call's).
 _TRANSITIONS = (ev.TRANSITIONS | {ev.CREDENTIAL_REVOKED, ev.CREDENTIAL_RESTORED}) - {ev.RESTORED}
 _TRACE_HEADERS = frozenset({"traceparent", "tracestate"})
-_DENIED = {DenyReason.OPEN: "circuit_open", DenyReason.PROBE_IN_FLIGHT: "probe_in_flight"}
+_DENIED = {
+    DenyReason.OPEN: "circuit_open",
+    DenyReason.PROBE_IN_FLIGHT: "probe_in_flight",
+    DenyReason.HELD: "circuit_held",
+}
+#: The span event of a call a shadow breaker would have refused and let through.
+WOULD_DENY = "breaker.would_deny"
 
 
 class Traced:
@@ -91,6 +97,11 @@ class Traced:
                 names.RETRY_AFTER: line.retry_after_seconds,
             }
         )
+
+    def would_deny(self, line: CallWouldDeny) -> None:
+        """Shadow: the call went through, so no `error.type`; what it was spared is an event."""
+        attributes = {names.DENIED: line.reason or DenyReason.OPEN.value}
+        self.span.add_event(WOULD_DENY, attributes | {names.RETRY_AFTER: line.retry_after_seconds})
 
     def refused(self, outcome: Outcome) -> None:
         self.span.set_attributes(
@@ -138,6 +149,10 @@ class Watch:
             if traced is not None:
                 traced.denied(event)
                 self._wrote(traced, event)
+        elif type(event) is CallWouldDeny:
+            traced = self.calls.get(event.call_number)
+            if traced is not None:
+                traced.would_deny(event)
         elif event.type in _TRANSITIONS and not event.relayed:
             cause = event.fields.get("cause_seq")
             traced = self.lines.get(cause) if cause is not None else _admitting.get()

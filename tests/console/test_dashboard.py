@@ -322,3 +322,20 @@ async def test_the_selection_follows_its_card_when_the_order_changes(agent_world
         assert [c.agent for c in cards.cards] == ["cy", "ava", "bo"]
         assert cards.selected == ("bo", "bo") and cards.selected_index == 2
         assert "▶ CLOSED      bo" in cards_text(app)
+
+
+async def test_a_held_breaker_shows_held_on_its_card_and_in_the_header_only_while_held(
+    agent_world,
+):
+    await agent_world.call("ava", "crm")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert "HELD" not in header_text(app)  # an operator's state: not counted at 0
+        agent_world.engine.hold("ava", "ops", "vendor maintenance", 1800)
+        await settle(pilot)
+        assert "HELD" in cards_text(app).split("ava")[0].splitlines()[-1]
+        assert "HELD 1" in header_text(app)
+        agent_world.engine.release("ava", "ops", close=True)
+        await settle(pilot)
+        assert "HELD" not in header_text(app)

@@ -20,7 +20,7 @@ from breakerdeck.console.widgets.log import LogLines
 
 CONSOLE = Path(__file__).resolve().parents[2] / "console"
 #: What only the table may spell: the word and the glyphs no other text uses.
-TABLE_ONLY = ("HALF-OPEN", "▒", "‖")
+TABLE_ONLY = ("HALF-OPEN", "▒", "‖", "≡")
 
 
 def strings_outside_docstrings(path: Path) -> list[str]:
@@ -58,6 +58,15 @@ def test_each_state_reads_without_colour():
 def test_a_revoked_credential_reads_paused_whatever_its_breakers_state():
     assert [look_of(state, paused=True).word for state in ("closed", "open")] == ["PAUSED"] * 2
     assert look_of("half_open").word == "HALF-OPEN"
+    assert look_of("held", paused=True).word == "PAUSED"
+
+
+def test_a_held_breaker_reads_held_with_its_own_glyph_and_colour():
+    held = look_of("held")
+    assert (held.word, held.css, held.loud) == ("HELD", "held", True)
+    others = [look for look in STATES if look is not held]
+    assert held.glyph not in {look.glyph for look in others}
+    assert held.colour not in {look.colour for look in others}
 
 
 def test_every_state_has_its_colour_on_cards_and_in_the_log_and_trouble_reverses_without():
@@ -70,6 +79,6 @@ def test_every_state_has_its_colour_on_cards_and_in_the_log_and_trouble_reverses
 
 
 def test_orders_and_the_legend_come_from_the_table():
-    assert [look.word for look in BY_TROUBLE] == ["OPEN", "HALF-OPEN", "PAUSED", "CLOSED"]
-    assert LISTED_WORDS == ("PAUSED", "OPEN", "HALF-OPEN", "CLOSED")
+    assert [look.word for look in BY_TROUBLE] == ["OPEN", "HALF-OPEN", "PAUSED", "HELD", "CLOSED"]
+    assert LISTED_WORDS == ("PAUSED", "OPEN", "HALF-OPEN", "HELD", "CLOSED")
     assert LEGEND[: len(STATES)] == tuple((look.glyph, look.css) for look in STATES)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from breakerdeck.engine.clock import ManualClock
@@ -33,3 +35,14 @@ async def feed(engine: Engine):
         source_name="test-engine",
     ) as server:
         yield server
+
+
+@pytest.fixture
+def token_files(tmp_path: Path) -> dict[str, str]:
+    """Each role's token in a file, as `--token-file` reads it."""
+    paths = {}
+    for role, token in (("viewer", VIEWER), ("operator", OPERATOR)):
+        path = tmp_path / f"{role}.token"
+        path.write_text(f"  {token}\n\n")  # surrounding whitespace is stripped
+        paths[role] = str(path)
+    return paths

@@ -28,16 +28,6 @@ from tests.feed.feedkit import AUTH, OPERATOR, VIEWER, call, trip
 from tests.waiting import BOUND_SECONDS
 
 
-@pytest.fixture
-def token_files(tmp_path: Path) -> dict[str, str]:
-    paths = {}
-    for role, token in (("viewer", VIEWER), ("operator", OPERATOR)):
-        path = tmp_path / f"{role}.token"
-        path.write_text(f"  {token}\n\n")  # surrounding whitespace is stripped
-        paths[role] = str(path)
-    return paths
-
-
 @pytest.fixture(autouse=True)
 def no_default_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
@@ -113,7 +103,7 @@ async def reset(url: str, key: str, token_file: str, *, yes: bool, answer: str =
         saved = sys.stdin
         sys.stdin = io.StringIO(answer)
         try:
-            return remote.run_reset(args)
+            return remote.run_write(args)
         finally:
             sys.stdin = saved
 
@@ -140,8 +130,9 @@ async def test_reset_refusals(engine: Engine, feed, token_files, capsys) -> None
     trip(engine, "agent-1")
     assert await reset(feed.url, "ghost", token_files["operator"], yes=True) == remote.EXIT_ERROR
     assert "'ghost'" in capsys.readouterr().err
-    assert await reset(feed.url, "agent-1", token_files["viewer"], yes=True) == remote.EXIT_ERROR
-    assert "forbidden" in capsys.readouterr().err
+    # A viewer's token is a refused token (4, as DESIGN gives it), not the server's refusal.
+    assert await reset(feed.url, "agent-1", token_files["viewer"], yes=True) == remote.EXIT_REFUSED
+    assert "needs the operator token" in capsys.readouterr().err
     assert engine.view("agent-1").state == "open"
 
 
