@@ -25,6 +25,7 @@ from textual.notifications import SeverityLevel
 from textual.timer import Timer
 
 from breakerdeck.console.board import Board
+from breakerdeck.console.filters import EVERYTHING, Filter
 from breakerdeck.console.messages import (
     DemoFaultRequested,
     DetailsRequested,
@@ -290,6 +291,10 @@ class BreakerdeckApp(OperatorActions):
             timeout=timeout,
             markup=False,
         )
+
+    def active_filter(self) -> Filter:
+        dashboard = self._dashboard()
+        return EVERYTHING if dashboard is None else dashboard.filter
 
     # -- replay ------------------------------------------------------------------------------
 

@@ -184,27 +184,26 @@ class Card:
     def auth_trip(self) -> bool:
         return self.view.state != State.CLOSED and self.view.trip_cause == "auth_failure"
 
-    def matches(self, text: str) -> bool:
-        """`/` filter: every word must be in the agent, key, state, cause or platform (case
-        ignored; a state word matches that state exactly, so `open` is not `half-open`)."""
-        words = text.lower().split()
-        haystack = (
+    # What a filter reads (`console.filters`): `/`, saved views, the table.
+
+    @property
+    def filter_state(self) -> str:
+        return self.look.css
+
+    def filter_field(self, name: str) -> str | None:
+        return {"agent": self.agent, "key": self.key, "platform": self.platform}.get(name)
+
+    @property
+    def filter_text(self) -> str:
+        return (
             f"{self.agent} {self.key} {self.view.trip_cause or ''} {self.platform or ''} "
             f"{self.source or ''}"
-        )
-        haystack = haystack.lower()
-        state = self.look.css
-        for word in words:
-            if word in (state, state.replace("-", ""), state.replace("-", "_")):
-                continue
-            if word == "paged" and self.view.paged and self.view.state != State.CLOSED:
-                continue
-            if word == "shared" and self.shared:
-                continue
-            if word in haystack:
-                continue
-            return False
-        return True
+        ).lower()
+
+    @property
+    def filter_flags(self) -> frozenset[str]:
+        paged = self.view.paged and self.view.state != State.CLOSED
+        return frozenset(("paged",) * paged + ("shared",) * self.shared)
 
 
 def _rank(view: BreakerView) -> int:

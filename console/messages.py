@@ -14,6 +14,7 @@ from textual.message import Message
 
 from breakerdeck.console.board import Board
 from breakerdeck.console.card import Card
+from breakerdeck.console.filters import Filter
 
 if TYPE_CHECKING:
     from breakerdeck.console.source import FaultControls, Fleet, SharedStores, Source
@@ -39,6 +40,10 @@ class Deck(Protocol):
 
     def store_lost(self) -> list[tuple[str | None, str]]:
         """The engines whose shared store is lost (none where the source has no stores)."""
+        ...
+
+    def active_filter(self) -> Filter:
+        """The dashboard's filter (`/`, a saved view): the table keeps the same breakers."""
         ...
 
     def player_status(self) -> str | None:

@@ -11,6 +11,7 @@ from textual.containers import Container
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
+from breakerdeck.console.filters import EVERYTHING, Filter, parse
 from breakerdeck.console.messages import (
     Deck,
     DemoFaultRequested,
@@ -64,7 +65,9 @@ class DashboardScreen(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__(id="dashboard")
+        #: The filter as typed, and as read by `console.filters` (the table keeps it too).
         self.filter_text = ""
+        self.filter: Filter = EVERYTHING
         self._offered: tuple[bool | None, ...] | None = None  # see `_refresh_bindings`
         self._shown_of = (0, 0)  # cards shown, of how many: the status line's last numbers
 
@@ -91,7 +94,8 @@ class DashboardScreen(Screen[None]):
             yield EventLog(id="log")
         yield SelectionHint(id="offscreen")
         yield Input(
-            placeholder="filter: agent, key or state (enter keeps it, escape clears)", id="filter"
+            placeholder="filter: words, state:open, agent:billing* (enter keeps, escape clears)",
+            id="filter",
         )
         yield Footer()
 
@@ -135,18 +139,20 @@ class DashboardScreen(Screen[None]):
             return
         board = self.deck.board
         every = board.cards()
-        shown = [c for c in every if c.matches(self.filter_text)] if self.filter_text else every
+        shown = self.filter.keep(every)
         cards = self.cards
-        cards.empty_text = (
-            f"nothing matches “{self.filter_text}” (escape clears the filter)"
-            if self.filter_text
-            else "no breakers yet: they appear with the first call"
-        )
+        problem = self.filter.problem
+        if problem:
+            cards.empty_text = f"{problem} (escape clears the filter)"
+        elif self.filter:
+            cards.empty_text = f"nothing matches “{self.filter_text}” (escape clears the filter)"
+        else:
+            cards.empty_text = "no breakers yet: they appear with the first call"
         cards.set_cards(shown)
         log = self.query_one(EventLog)
         if log.display:
             board = self.deck.board
-            rows = board.log_rows(self.filter_text)
+            rows = board.log_rows(self.filter)
             log.show(rows, len(board.log), self.filter_text, board.log_version)
         self._show_status(len(shown), len(every))
         self.show_summary()
@@ -232,7 +238,11 @@ class DashboardScreen(Screen[None]):
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        self.filter_text = event.value.strip()
+        self._set_filter(event.value)
+
+    def _set_filter(self, text: str) -> None:
+        self.filter_text = text.strip()
+        self.filter = parse(self.filter_text)
         self.board_changed()
 
     @on(Input.Submitted, "#filter")
@@ -241,6 +251,24 @@ class DashboardScreen(Screen[None]):
         box.display = False
         self.cards.focus()
         self.cards.select_index(0, follow=True)
+        self._say_problem()
+
+    def apply_filter(self, text: str) -> None:
+        """Set the filter as if typed after `/` and kept with `enter` (a saved view, the
+        palette): a term it cannot read is said in a notice."""
+        box = self.query_one(Input)
+        with box.prevent(Input.Changed):
+            box.value = text
+        box.display = False
+        self._set_filter(text)
+        self.cards.focus()
+        self.cards.select_index(0, follow=True)
+        self._say_problem()
+
+    def _say_problem(self) -> None:
+        problem = self.filter.problem
+        if problem:
+            self.notify(f"Filter “{self.filter_text}”: {problem}", severity="warning", timeout=6)
 
     def action_clear_filter(self) -> None:
         """Escape clears the filter; with none, it dismisses the toasts in the corner."""
@@ -248,11 +276,11 @@ class DashboardScreen(Screen[None]):
         if not (self.filter_text or box.display):
             self.app.clear_notifications()
             return
-        box.value = ""
+        with box.prevent(Input.Changed):
+            box.value = ""
         box.display = False
-        self.filter_text = ""
         self.cards.focus()
-        self.board_changed()
+        self._set_filter("")
 
     def action_table(self) -> None:
         self.post_message(TableRequested())

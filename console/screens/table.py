@@ -1,6 +1,7 @@
 """`t`: every breaker as one row of a table (k9s style), for wide terminals and many breakers.
 
-The cards say more per breaker; the table shows more breakers. Rows come in the board's order
+The cards say more per breaker; the table shows more breakers, those the dashboard's filter
+keeps (`console.filters`; the status line says so while one is set). Rows come in the board's order
 (trouble first) until a column is chosen: `s` cycles the sort column, a click on a column's
 header sorts by it, and choosing the same column again reverses it. The selected row stays on
 its breaker through re-sorts and updates.
@@ -21,7 +22,7 @@ from textual.widgets import DataTable, Footer
 from breakerdeck.console.card import RANK_PAGED, Card
 from breakerdeck.console.history import HISTORY
 from breakerdeck.console.messages import Deck, DetailsRequested, ResetRequested
-from breakerdeck.console.widgets.bars import SummaryBar
+from breakerdeck.console.widgets.bars import StatusLine, SummaryBar
 from breakerdeck.console.words import cause_word, clock_text, mmss
 from breakerdeck.engine.state import State
 from breakerdeck.engine.text import printable
@@ -88,6 +89,7 @@ class TableScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield SummaryBar(id="table-summary")
+        yield StatusLine(id="table-status")
         yield DataTable(id="breakers", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
@@ -114,7 +116,12 @@ class TableScreen(Screen[None]):
             return
         table = self.query_one(DataTable)
         selected = self.selected_card
-        cards = list(self.deck.board.cards())
+        every = self.deck.board.cards()
+        kept = self.deck.active_filter()
+        cards = kept.keep(every)
+        self.query_one(StatusLine).show(
+            filter_text=kept.text, shown=len(cards), total=len(every), faults={}
+        )
         if self.sort_by is not None:
             order = self.columns[self.sort_by][2]
             cards.sort(key=lambda card: order(card, self.now(card)), reverse=self.reverse)

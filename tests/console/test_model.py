@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from breakerdeck.console.board import Board
 from breakerdeck.console.card import Card, Failure, Thresholds
+from breakerdeck.console.filters import parse
 from breakerdeck.console.hint import hint
 from breakerdeck.console.ordering import group_by_key, sort_cards
 from breakerdeck.console.words import mmss
@@ -94,9 +95,9 @@ def test_an_upstream_trip_hints_the_platform_or_the_path_is_down():
 
 
 def test_the_filter_word_open_does_not_match_half_open():
-    assert Card("a", view("a", "open")).matches("open")
-    assert not Card("a", view("a", "half_open")).matches("open")
-    assert Card("a", view("a", "half_open")).matches("half-open")
+    assert parse("open").matches(Card("a", view("a", "open")))
+    assert not parse("open").matches(Card("a", view("a", "half_open")))
+    assert parse("half-open").matches(Card("a", view("a", "half_open")))
 
 
 def test_countdowns_round_up_so_zero_means_due():
