@@ -322,6 +322,7 @@ class Board:
                 name,
                 source,
                 trip_total=h.trip_total,
+                denied_total=h.denied_total,
                 changed_wall=h.changed,
                 half_open_since=_half_open_since(view, h) if half_open else None,
                 last_probe=h.last_probe,

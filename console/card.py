@@ -28,10 +28,14 @@ class Thresholds:
     upstream: int = 5
     failure: int = 3
 
-    def counter(self, count: int) -> str:
+    def counter(self, count: int, *, approximate: bool = False) -> str:
+        """`7 failures · trips at auth 3 / upstream 5`: the counter and what it trips at, each
+        said (`auth 3 / upstream 5` alone read as two counts); `≈7` replayed from an audit
+        log, which keeps no successes."""
+        failures = f"{'≈' if approximate else ''}{count} failure{'' if count == 1 else 's'}"
         if self.kind == "agent":
-            return f"{count} · auth {self.auth} / upstream {self.upstream}"
-        return f"{count} · opens at {self.failure}"
+            return f"{failures} · trips at auth {self.auth} / upstream {self.upstream}"
+        return f"{failures} · trips at {self.failure}"
 
     @classmethod
     def of(cls, policy: AgentPolicy | ToolPolicy) -> Thresholds:
@@ -118,6 +122,9 @@ class Card:
     aggregate: str | None = None
     #: Trips this console knows of for the key (`trips` keeps only the newest few).
     trip_total: int = 0
+    #: Calls refused since the last trip, as this console saw them (`denied` keeps the last
+    #: few: the table's column read `6+` for 70).
+    denied_total: int = 0
     #: When the breaker last changed state; since when it is half-open (None unless it is);
     #: the last probe's result and when: ("ok" | "failed", wall).
     changed_wall: float | None = None

@@ -23,6 +23,7 @@ from breakerdeck.console.timeline import (
     span_text,
     strip,
 )
+from breakerdeck.console.widgets.card_lines import countdown_words
 from breakerdeck.console.words import cause_word, clock_text, mmss
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import Event
@@ -132,11 +133,10 @@ class DetailScreen(Screen[None]):
     def _show_card(self) -> None:
         card = self.card
         title = Text(no_wrap=True, overflow="ellipsis")
-        word = card.word
+        title.append(f" {card.word} ", style="bold reverse")
         left = card.seconds_left(self.deck.now_for(card.id))
         if left is not None:
-            word = f"OPEN {mmss(left)}"
-        title.append(f" {word} ", style="bold reverse")
+            title.append(f" {countdown_words(mmss(left))}", style="bold")
         title.append(f"  {printable(card.agent)}", style="bold")
         if card.key != card.agent:
             title.append(f" · {printable(card.key)}")
@@ -148,9 +148,11 @@ class DetailScreen(Screen[None]):
         if card.shared:
             title.append(f" (shared: {printable(', '.join(card.view.agents))})")
         if card.rank == 0:
-            title.append("  !! PAGED !!", style="bold reverse")
-        approximate = "≈" if self.deck.source.approximate_counts else ""
-        title.append(f"   count {approximate}{self.deck.board.thresholds.counter(card.view.count)}")
+            title.append("  ")
+            title.append(" PAGED ", style="bold reverse")
+        limits = card.limits or self.deck.board.thresholds
+        approximate = self.deck.source.approximate_counts
+        title.append(f"   {limits.counter(card.view.count, approximate=approximate)}")
         self.query_one("#detail-title", Static).update(title)
         self.query_one("#detail-hint", Static).update(f"→ {printable(hint(card))}")
 

@@ -20,7 +20,6 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 
 from breakerdeck.console.card import RANK_PAGED, Card
-from breakerdeck.console.history import HISTORY
 from breakerdeck.console.messages import Deck, DetailsRequested, ResetRequested
 from breakerdeck.console.widgets.bars import StatusLine, SummaryBar
 from breakerdeck.console.words import cause_word, clock_text, mmss
@@ -33,11 +32,6 @@ _SEP = "\x1f"
 def _left(card: Card, now: float) -> str:
     left = card.seconds_left(now)  # `now`: the card's own source clock (see `TableScreen.now`)
     return mmss(left) if left is not None else ""
-
-
-def _denied(card: Card) -> str:
-    """Recent denied calls: the board keeps the last `HISTORY`, so a full list reads `6+`."""
-    return f"{len(card.denied)}{'+' if len(card.denied) >= HISTORY else ''}"
 
 
 def _since(card: Card) -> str:
@@ -57,7 +51,7 @@ COLUMNS: list[Column] = [
      lambda c, now: c.view.trip_cause or ""),
     ("probe in", _left, lambda c, now: c.seconds_left(now) or float("inf")),
     ("since", lambda c, now: _since(c), lambda c, now: -(c.changed_wall or 0.0)),
-    ("denied", lambda c, now: _denied(c), lambda c, now: -len(c.denied)),
+    ("denied", lambda c, now: str(c.denied_total), lambda c, now: -c.denied_total),
     ("trips", lambda c, now: str(max(c.trip_total, len(c.trips))),
      lambda c, now: -max(c.trip_total, len(c.trips))),
     ("platform", lambda c, now: c.platform or "", lambda c, now: c.platform or ""),

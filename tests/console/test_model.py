@@ -71,8 +71,8 @@ def test_under_tool_cards_stay_grouped_by_agent_worst_group_first():
 
 
 def test_the_counter_reads_as_the_design_writes_it():
-    assert Thresholds("agent").counter(2) == "2 · auth 3 / upstream 5"
-    assert Thresholds("tool").counter(2) == "2 · opens at 3"
+    assert Thresholds("agent").counter(2) == "2 failures · trips at auth 3 / upstream 5"
+    assert Thresholds("tool").counter(2) == "2 failures · trips at 3"
 
 
 def test_an_auth_trip_hints_reconnect_that_credential_on_its_platform():
@@ -82,7 +82,18 @@ def test_an_auth_trip_hints_reconnect_that_credential_on_its_platform():
         failures=(failure("crm", "auth_failure"),) * 3,
     )
     assert hint(card) == "reauth_failed on crm: reconnect that credential, then reset"
-    assert "credential (f), then reset (r)" in hint(card, keys=True, fixable=True)
+    assert "credential (f), then reset (r)" in hint(card, keys=True, fixable=True, resettable=True)
+
+
+def test_a_hint_names_only_the_keys_its_console_offers():
+    card = Card("ava", view("ava", "open", count=3, cause="auth_failure"))
+    assert hint(card, keys=True) == "reauth_failed: reconnect that credential, then reset"
+    assert hint(card, keys=True, resettable=True).endswith("then reset (r)")
+
+
+def test_the_counter_says_what_it_counts_and_what_it_trips_at():
+    assert Thresholds("agent").counter(1) == "1 failure · trips at auth 3 / upstream 5"
+    assert Thresholds("agent").counter(7, approximate=True).startswith("≈7 failures ·")
 
 
 def test_an_upstream_trip_hints_the_platform_or_the_path_is_down():

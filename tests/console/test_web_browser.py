@@ -97,7 +97,7 @@ async def test_the_cards_text_is_in_the_page(browser_context, web_server):
     await wait_for_text(page, "▶ OPEN ")  # live-demo trips billing-assistant 26 simulated s in
     text = await terminal_text(page)
     assert "billing-assistant" in text
-    assert "count 0 · auth 3 / upstream 5 · healthy" in text
+    assert "0 failures · trips at auth 3 / upstream 5 · healthy" in text
     assert "events, newest first" in text  # 1280x800 is a wide console: the event log too
 
 
