@@ -15,13 +15,15 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable
-from typing import ClassVar
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
 
 from textual import on, work
+from textual.app import SystemCommand
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.notifications import SeverityLevel
+from textual.screen import Screen
 from textual.timer import Timer
 
 from breakerdeck.console.board import Board
@@ -34,6 +36,7 @@ from breakerdeck.console.messages import (
     TableRequested,
 )
 from breakerdeck.console.operator_actions import OperatorActions
+from breakerdeck.console.palette import palette_commands
 from breakerdeck.console.replay import JUMP_SECONDS, ReplaySource
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
@@ -80,7 +83,6 @@ class BoardChanged(Message):
 class BreakerdeckApp(OperatorActions):
     CSS_PATH = "breakerdeck.tcss"
     TITLE = "breakerdeck"
-    ENABLE_COMMAND_PALETTE = False
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="app-quit"),
         # A replay's player (`check_action` offers them only there); the status line says
@@ -291,6 +293,11 @@ class BreakerdeckApp(OperatorActions):
             timeout=timeout,
             markup=False,
         )
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """The palette (`ctrl+p`): the screen's actions as `check_action` offers them now
+        (`console.palette`), then Textual's own."""
+        return palette_commands(self, screen, super().get_system_commands(screen))
 
     def active_filter(self) -> Filter:
         dashboard = self._dashboard()

@@ -98,7 +98,7 @@ class DashboardScreen(Screen[None]):
             placeholder="filter: words, state:open, agent:billing* (enter keeps, escape clears)",
             id="filter",
         )
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one(Input).display = False

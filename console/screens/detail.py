@@ -95,7 +95,7 @@ class DetailScreen(Screen[None]):
         yield Static(id="detail-trips", markup=False)
         yield Static(id="detail-note", markup=False)
         yield DataTable(id="audit", cursor_type="row", zebra_stripes=False)
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     async def on_mount(self) -> None:
         table = self.query_one(DataTable)

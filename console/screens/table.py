@@ -85,7 +85,7 @@ class TableScreen(Screen[None]):
         yield SummaryBar(id="table-summary")
         yield StatusLine(id="table-status")
         yield DataTable(id="breakers", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

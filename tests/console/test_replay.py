@@ -176,6 +176,8 @@ async def test_a_replay_is_read_only(recorded):
         footer = {b.key for (_, b, shown, _) in app.screen.active_bindings.values() if shown}
         assert not {"r", "f", "d"} & footer
         assert "→ " in cards_text(app) and "(r)" not in cards_text(app)  # nor its hints
+        palette = [command.title for command in app.get_system_commands(app.screen)]
+        assert "Play/pause" in palette and "Reset" not in palette  # nor its palette
 
 
 def test_replay_wants_one_recording(tmp_path, capsys):
