@@ -16,6 +16,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, ClassVar
 
 from textual import on, work
@@ -26,11 +27,13 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.timer import Timer
 
-from breakerdeck.console.board import Board
+from breakerdeck.console.board import SEED_EVENTS, Board
+from breakerdeck.console.export import Exports
 from breakerdeck.console.filters import EVERYTHING, Filter
 from breakerdeck.console.messages import (
     DemoFaultRequested,
     DetailsRequested,
+    ExportRequested,
     FixRequested,
     ResetRequested,
     TableRequested,
@@ -59,9 +62,6 @@ from breakerdeck.engine.bus import Missed
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.text import printable
 
-#: Audit rows read at start so cards show recent denials and trips at once.
-SEED_EVENTS = 2000
-
 #: Real seconds within which a second page of one key rings no bell: the same page relayed by
 #: the other replicas that share its breaker.
 PAGE_BELL_SPACING = 60.0
@@ -80,7 +80,7 @@ class BoardChanged(Message):
         return isinstance(message, BoardChanged)
 
 
-class BreakerdeckApp(OperatorActions):
+class BreakerdeckApp(OperatorActions, Exports):
     CSS_PATH = "breakerdeck.tcss"
     TITLE = "breakerdeck"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -108,8 +108,10 @@ class BreakerdeckApp(OperatorActions):
         tick_seconds: float | None = 1.0,
         min_repaint_seconds: float = 0.25,
         theme: str | None = None,
+        export_dir: Path | None = None,
     ) -> None:
         super().__init__()
+        self.export_dir = export_dir
         self.source = source
         # A console `breakerdeck web` started: a viewer's writes nothing, whatever key or
         # message asks, and an operator's resets carry the web actor (console.web_role).
@@ -364,6 +366,10 @@ class BreakerdeckApp(OperatorActions):
     def _fix_requested(self, message: FixRequested) -> None:
         if not self.read_only:
             self.request_fix(message.card)
+
+    @on(ExportRequested)
+    def _export_requested(self, message: ExportRequested) -> None:
+        self.run_worker(self.export(message.card), group="export")
 
     @on(DemoFaultRequested)
     def _demo_fault_requested(self, message: DemoFaultRequested) -> None:

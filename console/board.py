@@ -19,6 +19,9 @@ from breakerdeck.engine.state import State
 
 _SUMMARY_WORDS = tuple(look.word for look in BY_TROUBLE)
 
+#: Audit rows read at start so cards show recent denials and trips at once.
+SEED_EVENTS = 2000
+
 
 @dataclass(frozen=True, slots=True)
 class Summary:

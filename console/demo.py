@@ -116,7 +116,11 @@ def run_demo(args: argparse.Namespace) -> int:
         label = f"demo {scenario} · {policy}"
         source = InProcessSource(sim.engine, label=label, speed=speed)
         app = BreakerdeckApp(
-            source, operator=operator, controls=controls, platform_of=controls.platform_of
+            source,
+            operator=operator,
+            controls=controls,
+            platform_of=controls.platform_of,
+            export_dir=args.export_dir,
         )
         sim.start_thread()
         try:

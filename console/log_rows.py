@@ -144,6 +144,11 @@ def _log_text(event: Event, cause: Failure | None) -> str:
     return describe(event)
 
 
+def short_type(kind: str) -> str:
+    """`tripped`, `reset`, `call.denied`: an event's type as the audit tables write it."""
+    return "reset" if kind == ev.RESET else kind.removeprefix("circuit_breaker.")
+
+
 _SHOWN_FIELDS = (
     "platform",
     "outcome",

@@ -87,6 +87,10 @@ class ResetRequested(CardMessage):
         self.every = every
 
 
+class ExportRequested(CardMessage):
+    """Export the card's incident (`e`): Markdown and JSON, to files or a browser download."""
+
+
 class FixRequested(CardMessage):
     """Ask to mark the card's credential fixed."""
 

@@ -415,7 +415,7 @@ def run_watch(args: argparse.Namespace) -> int:
     if len(failed) == len(urls):
         say("no source answered; nothing to watch")
         return EXIT_UNREACHABLE
-    app = BreakerdeckApp(source, operator=args.operator or _login())
+    app = BreakerdeckApp(source, operator=args.operator or _login(), export_dir=args.export_dir)
     app.run()
     return app.return_code or 0
 

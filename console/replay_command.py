@@ -33,6 +33,6 @@ def run_replay(args: argparse.Namespace) -> int:
         playback.start()  # the first screen is `--at` in: read up to it first
         playback.store.reach(source.start + args.at)
         source.seek(source.start + args.at)
-    app = ReplayApp(source, operator=getpass.getuser())
+    app = ReplayApp(source, operator=getpass.getuser(), export_dir=args.export_dir)
     app.run()
     return app.return_code or 0

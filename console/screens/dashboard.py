@@ -11,11 +11,13 @@ from textual.containers import Container
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
+from breakerdeck.console.export import EXPORT_TIP
 from breakerdeck.console.filters import EVERYTHING, Filter, parse
 from breakerdeck.console.messages import (
     Deck,
     DemoFaultRequested,
     DetailsRequested,
+    ExportRequested,
     FixRequested,
     ResetRequested,
     TableRequested,
@@ -32,7 +34,7 @@ CARD_COLUMN, LOG_MIN, LOG_MAX = 78, 60, 80
 ROWS_AT_80X24 = 24
 
 #: The actions whose offer (`check_action`) depends on the selected card or the filter.
-_CHANGING_ACTIONS = ("reset", "reset_every", "details", "fix", "clear_filter")
+_CHANGING_ACTIONS = ("reset", "reset_every", "details", "export", "fix", "clear_filter")
 
 
 class DashboardScreen(Screen[None]):
@@ -61,6 +63,8 @@ class DashboardScreen(Screen[None]):
         Binding("u", "platform_up", "Up", show=False, id="demo-up"),
         Binding("x", "revoke", "Revoke", show=False, id="demo-revoke"),
         Binding("escape", "clear_filter", "Clear", show=False, id="clear-filter"),
+        # Not in the footer (80 columns are full): the help and the palette list it.
+        Binding("e", "export", "Export", show=False, id="export", tooltip=EXPORT_TIP),
     ]
 
     def __init__(self) -> None:
@@ -215,7 +219,7 @@ class DashboardScreen(Screen[None]):
             return self.deck.reset_offer(card)
         if action == "reset_every":
             return card is not None and bool(self.deck.reset_targets(card))
-        if action == "details":
+        if action in ("details", "export"):
             return card is not None or None
         if action == "fix":
             return self.deck.fix_offer(card)
@@ -294,6 +298,11 @@ class DashboardScreen(Screen[None]):
     @on(CardList.Opened)
     def _opened(self, event: CardList.Opened) -> None:
         self.post_message(DetailsRequested(event.card))
+
+    def action_export(self) -> None:
+        card = self.cards.shown_selection()
+        if card is not None:
+            self.post_message(ExportRequested(card))
 
     def action_reset(self) -> None:
         card = self.cards.shown_selection()

@@ -11,9 +11,10 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from breakerdeck.console.card import Card
+from breakerdeck.console.export import EXPORT_TIP
 from breakerdeck.console.hint import hint
-from breakerdeck.console.log_rows import describe
-from breakerdeck.console.messages import Deck, FixRequested, ResetRequested
+from breakerdeck.console.log_rows import describe, short_type
+from breakerdeck.console.messages import Deck, ExportRequested, FixRequested, ResetRequested
 from breakerdeck.console.states import BY_NAME
 from breakerdeck.console.timeline import (
     CARD_STEP,
@@ -69,6 +70,7 @@ class DetailScreen(Screen[None]):
         Binding("r", "reset", "Reset", id="detail-reset"),
         Binding("f", "fix", "Cred fixed", id="detail-fix"),
         Binding("h", "hide_denied", "Hide denied", id="detail-hide-denied"),
+        Binding("e", "export", "Export", show=False, id="detail-export", tooltip=EXPORT_TIP),
         Binding("j", "cursor(1)", "Down", show=False, id="detail-down"),
         Binding("k", "cursor(-1)", "Up", show=False, id="detail-up"),
         Binding("question_mark", "app.help", "Help", id="detail-help"),
@@ -224,7 +226,7 @@ class DetailScreen(Screen[None]):
         with_agent = self.deck.board.thresholds.kind == "tool"
         rows = [e for e in self.rows if not (self.hide_denied and e.type == ev.CALL_DENIED)]
         for event in rows:
-            cells = [str(event.seq), clock_text(event.wall), _short_type(event.type)]
+            cells = [str(event.seq), clock_text(event.wall), short_type(event.type)]
             if with_agent:
                 cells.append(event.agent or "")
             cells.append(describe(event))
@@ -264,6 +266,9 @@ class DetailScreen(Screen[None]):
     def action_fix(self) -> None:
         self.post_message(FixRequested(self.card))
 
+    def action_export(self) -> None:
+        self.post_message(ExportRequested(self.card))
+
 
 def _cell_style(kind: str) -> str:
     """A timeline cell in the detail view: its state's colour, never reversed (the glyph says
@@ -272,8 +277,3 @@ def _cell_style(kind: str) -> str:
         return ""
     look = BY_NAME.get(kind)
     return "bold" if look is None else look.cell
-
-
-def _short_type(kind: str) -> str:
-    """`tripped`, `reset`, `call.denied`: the event column's words."""
-    return "reset" if kind == ev.RESET else kind.removeprefix("circuit_breaker.")

@@ -20,7 +20,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 
 from breakerdeck.console.card import RANK_PAGED, Card
-from breakerdeck.console.messages import Deck, DetailsRequested, ResetRequested
+from breakerdeck.console.export import EXPORT_TIP
+from breakerdeck.console.messages import Deck, DetailsRequested, ExportRequested, ResetRequested
 from breakerdeck.console.widgets.bars import StatusLine, SummaryBar
 from breakerdeck.console.words import cause_word, clock_text, mmss
 from breakerdeck.engine.state import State
@@ -64,6 +65,7 @@ class TableScreen(Screen[None]):
         Binding("enter", "details", "Details", id="table-details"),
         Binding("r", "reset", "Reset", id="table-reset"),
         Binding("s", "sort", "Sort", id="table-sort", tooltip="next column"),
+        Binding("e", "export", "Export", show=False, id="table-export", tooltip=EXPORT_TIP),
         Binding("question_mark", "app.help", "Help", id="table-help"),
         Binding("q", "app.quit", "Quit", id="table-quit"),
     ]
@@ -174,6 +176,8 @@ class TableScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[Any, ...]) -> bool | None:
         if action == "reset" and self.is_mounted:
             return self.deck.reset_offer(self.selected_card)
+        if action in ("details", "export") and self.is_mounted:
+            return self.selected_card is not None or None
         return True
 
     def action_sort(self) -> None:
@@ -205,6 +209,11 @@ class TableScreen(Screen[None]):
         card = self.selected_card
         if card is not None:
             self.post_message(ResetRequested(card))
+
+    def action_export(self) -> None:
+        card = self.selected_card
+        if card is not None:
+            self.post_message(ExportRequested(card))
 
 
 def _row_key(card: Card) -> str:

@@ -4,6 +4,7 @@ palette or a message; as an operator its resets are audited under the web actor.
 from __future__ import annotations
 
 import pytest
+
 from breakerdeck.console.hint import hint
 from breakerdeck.console.messages import DemoFaultRequested, FixRequested, ResetRequested
 from breakerdeck.console.screens.confirm import ConfirmScreen
