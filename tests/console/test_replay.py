@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
@@ -191,3 +192,19 @@ def test_replay_wants_one_recording(tmp_path, capsys):
     assert "line 1: not a trace line" in capsys.readouterr().err
     assert cli.main(["replay", "--state-dir", str(tmp_path)]) == 2
     assert "no audit log" in capsys.readouterr().err
+
+
+async def test_e_exports_the_incident_at_the_replays_clock(recorded, tmp_path):
+    _source, app = replaying(recorded)
+    app.export_dir = tmp_path
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("n")
+        await settle(pilot)
+        key = app.screen.query_one(CardList).selected_card.key
+        await pilot.press("e")
+        await eventually(lambda: len(list(tmp_path.iterdir())) == 2, "the replay's export")
+    text = next(tmp_path.glob("*.md")).read_text()
+    assert text.startswith(f"# Incident: {key} (OPEN)")
+    at = datetime.fromtimestamp(recorded.epoch + 23, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert f"**as of**: {at}" in text  # the recorded time, not now
+    assert "| tripped |" in text and "Partial" not in text
