@@ -43,7 +43,7 @@ def screen_commands(app: App[Any], screen: Screen[Any]) -> list[SystemCommand]:
         commands.append(
             SystemCommand(
                 _TITLES.get(binding.id, binding.description),
-                _help(binding),
+                _help(app, binding),
                 _runner(app, node, binding.action),
             )
         )
@@ -60,8 +60,8 @@ def palette_commands(
     return ours + [command for command in textual if command.title not in titles]
 
 
-def _help(binding: Binding) -> str:
-    key = binding.key_display or binding.key
+def _help(app: App[Any], binding: Binding) -> str:
+    key = app.get_key_display(binding)
     return f"{binding.tooltip} ({key})" if binding.tooltip else f"key: {key}"
 
 

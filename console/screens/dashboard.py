@@ -148,7 +148,7 @@ class DashboardScreen(Screen[None]):
         cards = self.cards
         problem = self.filter.problem
         if problem:
-            cards.empty_text = f"{problem} (escape clears the filter)"
+            cards.empty_text = problem  # the line's room is the problem's (escape clears)
         elif self.filter:
             cards.empty_text = f"nothing matches “{self.filter_text}” (escape clears the filter)"
         else:

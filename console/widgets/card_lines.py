@@ -203,7 +203,10 @@ class CardLines(ScrollView):
             # ≈: replayed from an audit log, which keeps no successes (they reset it)
             counter = limits.counter(view.count, approximate=self.approximate)
             if card.rank == RANK_CLOSED:
-                return [Segment(f"{counter} · {hint(card)}")]
+                line = f"{counter} · {hint(card)}"
+                return [
+                    Segment(line if len(line) <= room else f"{counter} · {hint(card, short=True)}")
+                ]
             # The longest line that fits: the probe's words must never be cut, and the cause
             # goes first where they need its room (the hint and the trips line say it too).
             cause = f"cause {cause_word(view.trip_cause)}"

@@ -8,6 +8,7 @@ import re
 from textual.widgets import DataTable
 
 from breakerdeck.console.screens.detail import DetailScreen
+from breakerdeck.fixtures.faults import Fault, FaultKind
 from tests.console.conftest import OPERATOR, make_app, settle
 from tests.console.helpers import cards_text, static_text, status_text
 from tests.console.test_no_color import page
@@ -115,3 +116,15 @@ async def test_audit_rows_cut_at_80_columns_end_in_an_ellipsis(agent_world):
         lines = [table.render_line(y).text.rstrip() for y in range(table.size.height)]
         reset = next(line for line in lines if "by oncall-ann" in line)
         assert reset.endswith("…")
+
+
+async def test_a_closed_cards_last_failure_is_said_whole_at_80_columns(agent_world):
+    agent_world.platforms["payments"].set_fault(Fault(FaultKind.REFUSED))
+    await agent_world.call("billing-assistant", "payments", 4)  # counted, not tripped
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        line = cards_text(app).splitlines()[1].rstrip()
+        assert line.endswith(
+            "4 failures · trips at auth 3 / upstream 5 · last: upstream on payments"
+        )

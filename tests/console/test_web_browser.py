@@ -201,8 +201,10 @@ async def test_a_viewer_cannot_reset(browser_context, web_server):
     await page.keyboard.press("Control+p")  # the palette offers a viewer no reset
     await wait_for_text(page, "Search for commands")
     await page.keyboard.type("reset")
-    await page.keyboard.press("Enter")  # with nothing to choose, enter only highlights
+    await page.wait_for_timeout(1000)  # what the palette's search needs
+    assert "Reset" not in await terminal_text(page)
     await page.keyboard.press("Escape")
+    await page.wait_for_function(f"() => !({TERMINAL_TEXT})().includes('🔎')", timeout=START_MS)
     await page.keyboard.press("Enter")  # the detail screen has r too
     await wait_for_text(page, "Trips, newest first")
     await page.keyboard.press("r")
