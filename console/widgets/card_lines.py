@@ -203,9 +203,9 @@ class CardLines(ScrollView):
             # ≈: replayed from an audit log, which keeps no successes (they reset it)
             counter = limits.counter(view.count, approximate=self.approximate)
             if card.rank == RANK_CLOSED:
-                line = f"{counter} · {hint(card)}"
+                said = f"{counter} · {hint(card)}"
                 return [
-                    Segment(line if len(line) <= room else f"{counter} · {hint(card, short=True)}")
+                    Segment(said if len(said) <= room else f"{counter} · {hint(card, short=True)}")
                 ]
             # The longest line that fits: the probe's words must never be cut, and the cause
             # goes first where they need its room (the hint and the trips line say it too).
@@ -213,7 +213,7 @@ class CardLines(ScrollView):
             forms = probe_words(card) or [""]
             lines = [[counter, cause, f] for f in forms] + [[counter, f] for f in forms]
             shown = [" · ".join(part for part in parts if part) for parts in lines]
-            return [Segment(next((line for line in shown if len(line) <= room), shown[-1]))]
+            return [Segment(next((said for said in shown if len(said) <= room), shown[-1]))]
         if card.rank == RANK_CLOSED:  # a closed card's last line: its trips
             return self._trips(card, dim, room)
         if line == 2:
