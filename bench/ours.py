@@ -29,8 +29,8 @@ from bench.common import (
     work,
 )
 from breakerdeck.engine import results
-from breakerdeck.engine.breaker import Breaker
 from breakerdeck.engine.clock import SystemClock
+from breakerdeck.engine.core.breaker import Breaker
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.gateway import Gateway
 from breakerdeck.engine.harness import Harness, Tool

@@ -57,11 +57,11 @@ def open_first_screen(trace: Path) -> float:
 
     began = time.perf_counter()
     try:
-        from breakerdeck.engine.playback import play_trace
+        from breakerdeck.engine.recorded.playback import play_trace
 
         source = ReplaySource(play_trace(trace), label="bench")
     except ImportError:  # before the index: the whole trace read and folded first
-        from breakerdeck.engine.replay import replay_trace
+        from breakerdeck.engine.recorded.replay import replay_trace
 
         source = ReplaySource(replay_trace(trace), label="bench")  # type: ignore[arg-type]
     source.recent(2000)

@@ -24,14 +24,14 @@ from typing import Any
 from bench import measure, ours, peers
 from bench.common import AGENT, ALTERNATIVES, BACKEND, KEY, TOOL, awork, make_sink, work
 from breakerdeck.engine import results
-from breakerdeck.engine.breaker import ADMIT_NORMAL, Admission, Breaker
-from breakerdeck.engine.bus import EventBus, Subscription
 from breakerdeck.engine.clock import SystemClock
+from breakerdeck.engine.core.breaker import ADMIT_NORMAL, Admission, Breaker
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.events import QUIET_ENDING, CallCompleted
-from breakerdeck.engine.guard import BreakerOpen
+from breakerdeck.engine.feed.bus import EventBus, Subscription
 from breakerdeck.engine.harness import Harness, Tool
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
+from breakerdeck.engine.parts.guard import BreakerOpen
 from breakerdeck.engine.state import State
 
 US = 1e6

@@ -58,8 +58,8 @@ from breakerdeck.console.source import (
 )
 from breakerdeck.console.web_role import web_session
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.bus import Missed
 from breakerdeck.engine.events import Event
+from breakerdeck.engine.feed.bus import Missed
 from breakerdeck.engine.text import printable
 
 #: Real seconds within which a second page of one key rings no bell: the same page relayed by

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from breakerdeck.console.output import say
 from breakerdeck.console.source import REVOKED, InProcessSource
-from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
+from breakerdeck.engine.storage import statedir
 
 if TYPE_CHECKING:
     from breakerdeck.fixtures.simulation import Simulation

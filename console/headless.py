@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import IO
 
 from breakerdeck.console.output import EXIT_IO, Output, say
-from breakerdeck.engine import statedir
 from breakerdeck.engine.engine import read_mark
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.page import command_hook
-from breakerdeck.engine.tracefile import trace_lines
+from breakerdeck.engine.storage import statedir
+from breakerdeck.engine.storage.tracefile import trace_lines
 from breakerdeck.fixtures import scenario as scenarios
 from breakerdeck.fixtures.simulation import DEFAULT_SCENARIO, FIXED_EPOCH, Simulation
 
@@ -120,8 +120,8 @@ def _open_events(path: str, stack: contextlib.ExitStack) -> IO[str]:
 
 def _start_wall(state_dir: Path) -> float:
     """A run on an existing state directory continues from the newest time it recorded."""
-    from breakerdeck.engine.audit import AuditLog
-    from breakerdeck.engine.store import VerdictStore
+    from breakerdeck.engine.storage.audit import AuditLog
+    from breakerdeck.engine.storage.store import VerdictStore
 
     newest = [FIXED_EPOCH, read_mark(state_dir).wall or FIXED_EPOCH]
     audit_path, store_path = state_dir / "audit.sqlite3", state_dir / "verdicts.sqlite3"

@@ -30,7 +30,6 @@ from pathlib import Path
 
 from breakerdeck.console.output import Output, say
 from breakerdeck.console.states import LISTED_WORDS
-from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.feed import protocol as p
 from breakerdeck.engine.feed.client import (
@@ -46,6 +45,7 @@ from breakerdeck.engine.feed.client import (
     send_request,
 )
 from breakerdeck.engine.state import State
+from breakerdeck.engine.storage import statedir
 from breakerdeck.engine.text import counted, printable
 
 __all__ = [

@@ -44,9 +44,9 @@ from breakerdeck.console.card import Thresholds
 from breakerdeck.console.source import Fleet, Notice, SharedStores, Source, Writes
 from breakerdeck.console.words import clock_text
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.bus import Missed
 from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.feed import protocol as p
+from breakerdeck.engine.feed.bus import Missed
 from breakerdeck.engine.feed.client import (
     ConnectionLost,
     FeedClient,

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from breakerdeck.console.card import Thresholds
 from breakerdeck.console.source import TRIP_TYPES, FreshViews, Notice, Restart, Source
-from breakerdeck.engine.bus import Missed
 from breakerdeck.engine.events import BreakerView, Event
-from breakerdeck.engine.playback import WINDOW, Playback, play_audit, play_trace
+from breakerdeck.engine.feed.bus import Missed
+from breakerdeck.engine.recorded.playback import WINDOW, Playback, play_audit, play_trace
 
 #: Playing speeds, recorded seconds per real second (`+` and `-` move along them).
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)

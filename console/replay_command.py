@@ -9,7 +9,7 @@ import getpass
 from breakerdeck.console.app import BreakerdeckApp
 from breakerdeck.console.output import say
 from breakerdeck.console.replay import DEFAULT_SPEED, EXIT_START, ReplaySource, load
-from breakerdeck.engine.replay import ReplayError
+from breakerdeck.engine.recorded.replay import ReplayError
 
 
 class ReplayApp(BreakerdeckApp):

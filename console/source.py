@@ -18,9 +18,9 @@ from typing import Protocol
 
 from breakerdeck.console.card import Thresholds
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.bus import EventBus, Missed, Subscription
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.events import BreakerView, Event
+from breakerdeck.engine.feed.bus import EventBus, Missed, Subscription
 from breakerdeck.engine.feed.encoding import shared_store_health
 from breakerdeck.engine.feed.protocol import SharedStoreHealth
 from breakerdeck.engine.policy import AgentPolicy

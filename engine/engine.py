@@ -21,27 +21,28 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Self
 
-from breakerdeck.engine import results, statedir
-from breakerdeck.engine.audit import AuditLog
-from breakerdeck.engine.breaker import ADMIT_NORMAL, Admission, Breaker, DenyReason
-from breakerdeck.engine.call import Call, call_id
+from breakerdeck.engine import results
 from breakerdeck.engine.clock import Clock, SystemClock
-from breakerdeck.engine.decide import Decider, Local
-from breakerdeck.engine.durability import COMMIT_WAIT, Durability
+from breakerdeck.engine.core.breaker import ADMIT_NORMAL, Admission, Breaker, DenyReason
 from breakerdeck.engine.events import BreakerView, Event
-from breakerdeck.engine.guard import Guard
-from breakerdeck.engine.keys import KeyTable, Slot
-from breakerdeck.engine.ledger import Ledger, Mark, read_mark
-from breakerdeck.engine.lines import EXPIRED, Lines
-from breakerdeck.engine.operations import LEASE_GRACE_SECONDS, Operations, Parts
-from breakerdeck.engine.outbox import Listener, Outbox, PageHook
 from breakerdeck.engine.outcomes import ABANDONED, Outcome, OutcomeClass, recorded_as
+from breakerdeck.engine.parts.call import Call, call_id
+from breakerdeck.engine.parts.decide import Decider, Local
+from breakerdeck.engine.parts.durability import COMMIT_WAIT, Durability
+from breakerdeck.engine.parts.guard import Guard
+from breakerdeck.engine.parts.keys import KeyTable, Slot
+from breakerdeck.engine.parts.ledger import Ledger, Mark, read_mark
+from breakerdeck.engine.parts.lines import EXPIRED, Lines
+from breakerdeck.engine.parts.operations import LEASE_GRACE_SECONDS, Operations, Parts
+from breakerdeck.engine.parts.outbox import Listener, Outbox, PageHook
+from breakerdeck.engine.parts.timers import Scheduler, Timers
+from breakerdeck.engine.parts.views import Views, tally_name
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
-from breakerdeck.engine.replica import Member, Store
+from breakerdeck.engine.replicas.replica import Member, Store
 from breakerdeck.engine.state import State
-from breakerdeck.engine.store import Problems, VerdictStore
-from breakerdeck.engine.timers import Scheduler, Timers
-from breakerdeck.engine.views import Views, tally_name
+from breakerdeck.engine.storage import statedir
+from breakerdeck.engine.storage.audit import AuditLog
+from breakerdeck.engine.storage.store import Problems, VerdictStore
 
 __all__ = [
     "COMMIT_WAIT",

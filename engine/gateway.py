@@ -18,13 +18,13 @@ from typing import Any, Protocol
 import httpx
 
 from breakerdeck.engine import results
-from breakerdeck.engine.breaker import Admission
-from breakerdeck.engine.callpath import CallPath
-from breakerdeck.engine.classify import describe_error, fault_of, network_fault, response_json
-from breakerdeck.engine.deadline import Deadlines
+from breakerdeck.engine.calls.callpath import CallPath
+from breakerdeck.engine.calls.deadline import Deadlines
+from breakerdeck.engine.calls.exchange import Exchange, Failed, Unsent
+from breakerdeck.engine.core.breaker import Admission
+from breakerdeck.engine.core.classify import describe_error, fault_of, network_fault, response_json
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.errors import VaultUnavailable
-from breakerdeck.engine.exchange import Exchange, Failed, Unsent
 from breakerdeck.engine.harness import Refusal, json_body, json_headers
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy

@@ -22,9 +22,10 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from breakerdeck.engine import results, telemetry
-from breakerdeck.engine.breaker import Admission
-from breakerdeck.engine.callpath import CallPath, Completion, Retries
-from breakerdeck.engine.classify import (
+from breakerdeck.engine.calls.callpath import CallPath, Completion, Retries
+from breakerdeck.engine.calls.deadline import Deadlines
+from breakerdeck.engine.core.breaker import Admission
+from breakerdeck.engine.core.classify import (
     Attempt,
     Classifier,
     deadline_attempt,
@@ -35,7 +36,6 @@ from breakerdeck.engine.classify import (
     tool_error_attempt,
     tool_response_attempt,
 )
-from breakerdeck.engine.deadline import Deadlines
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.results import ToolResult

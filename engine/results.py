@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from breakerdeck.engine.breaker import Admission, DenyReason
+from breakerdeck.engine.core.breaker import Admission, DenyReason
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 
 ToolResult = dict[str, Any]

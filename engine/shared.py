@@ -33,7 +33,8 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import BreakerState
+from breakerdeck.engine.core.breaker import BreakerState
+from breakerdeck.engine.core.verdict import Verdict, bounded
 from breakerdeck.engine.events import (
     HalfOpened,
     Paged,
@@ -43,11 +44,11 @@ from breakerdeck.engine.events import (
     Transition,
     Tripped,
 )
-from breakerdeck.engine.fleet import Fleet
-from breakerdeck.engine.operations import Parts
 from breakerdeck.engine.outcomes import OutcomeClass
+from breakerdeck.engine.parts.operations import Parts
 from breakerdeck.engine.policy import MAX_DEADLINE_SECONDS, AgentPolicy
-from breakerdeck.engine.replica import (
+from breakerdeck.engine.replicas.fleet import Fleet
+from breakerdeck.engine.replicas.replica import (
     MAX_SHARED_KEYS,
     Arg,
     Behind,
@@ -58,11 +59,10 @@ from breakerdeck.engine.replica import (
     Reply,
     Shared,
 )
+from breakerdeck.engine.replicas.store_url import StoreUrl, parse_store_url
 from breakerdeck.engine.state import State
-from breakerdeck.engine.store import Problems
-from breakerdeck.engine.store_url import StoreUrl, parse_store_url
+from breakerdeck.engine.storage.store import Problems
 from breakerdeck.engine.text import printable
-from breakerdeck.engine.verdict import Verdict, bounded
 
 log = logging.getLogger(__name__)
 

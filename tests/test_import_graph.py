@@ -100,3 +100,53 @@ def test_the_doors_import_only_downward_counting_type_only_imports() -> None:
     doors = "breakerdeck.engine.front."
     circles = _circles(_graph(type_only=True))
     assert [circle for circle in circles if any(name.startswith(doors) for name in circle)] == []
+
+
+#: The engine's floors (engine/__init__.py): a module may import its own floor and those below.
+_FLOORS: list[tuple[str, ...]] = [
+    ("clock", "simtime", "errors", "events", "outcomes", "policy", "state", "text", "page"),
+    ("core", "results"),
+    ("storage", "recorded"),
+    ("parts",),
+    ("replicas",),
+    ("engine",),
+    ("calls", "telemetry"),
+    ("harness", "gateway", "shared", "feed", "front", "adapters"),
+]
+
+
+def _floor(module: str) -> int | None:
+    """Where an engine module sits: by its first name below `breakerdeck.engine`."""
+    if not module.startswith("breakerdeck.engine."):
+        return None
+    first = module.removeprefix("breakerdeck.engine.").split(".")[0]
+    return next((n for n, floor in enumerate(_FLOORS) if first in floor), None)
+
+
+def test_every_engine_module_has_a_floor() -> None:
+    unplaced = [name for name in _graph() if name.count(".") >= 2 and _floor(name) is None]
+    assert [n for n in unplaced if n.startswith("breakerdeck.engine.")] == []
+
+
+def test_the_engine_imports_only_downward() -> None:
+    """Each folder of engine/ imports only the floors below its own (the layout issue 31 asks
+    for): counting type-only imports, which a reader must follow too."""
+    upward = [
+        (name, other)
+        for name, others in _graph(type_only=True).items()
+        for other in others
+        if (mine := _floor(name)) is not None
+        and (theirs := _floor(other)) is not None
+        and theirs > mine
+    ]
+    assert upward == []
+
+
+def test_no_folder_of_the_engine_holds_more_than_sixteen_modules() -> None:
+    folders = [ROOT / "engine", *(p for p in (ROOT / "engine").rglob("*") if p.is_dir())]
+    crowded = {
+        str(folder.relative_to(ROOT)): count
+        for folder in folders
+        if (count := len([p for p in folder.glob("*.py") if p.name != "__init__.py"])) > 16
+    }
+    assert crowded == {}

@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from breakerdeck.engine.classify import (
+from breakerdeck.engine.core.classify import (
     Attempt,
     Classifier,
     default_classifier,

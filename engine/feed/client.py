@@ -27,9 +27,9 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
-from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.feed import protocol as p
+from breakerdeck.engine.storage import statedir
 from breakerdeck.engine.text import printable
 
 log = logging.getLogger(__name__)

@@ -60,11 +60,11 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.protocol import State as ConnectionState
 
-from breakerdeck.engine.bus import Missed, Subscription
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.errors import UnknownKey
 from breakerdeck.engine.feed import protocol as p
 from breakerdeck.engine.feed.auth import OPERATOR, VIEWER, Tokens
+from breakerdeck.engine.feed.bus import Missed, Subscription
 from breakerdeck.engine.feed.encoding import feed_record, shared_store_health, snapshot
 from breakerdeck.engine.feed.limits import FeedLimits
 from breakerdeck.engine.feed.outbox import MAX_PENDING_ANSWERS, Client

@@ -12,9 +12,9 @@ import secrets
 from pathlib import Path
 from typing import Protocol
 
-from breakerdeck.engine import statedir
 from breakerdeck.engine.feed.client import FeedError, read_token
-from breakerdeck.engine.tracefile import TraceFile
+from breakerdeck.engine.storage import statedir
+from breakerdeck.engine.storage.tracefile import TraceFile
 
 VIEWER_TOKEN_FILE = "viewer.token"
 OPERATOR_TOKEN_FILE = "operator.token"

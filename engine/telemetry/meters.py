@@ -11,8 +11,8 @@ from typing import Any
 from opentelemetry.metrics import CallbackOptions, Observation
 
 import breakerdeck.engine.telemetry.names as names
-from breakerdeck.engine.call import Call
 from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.parts.call import Call
 from breakerdeck.engine.telemetry.readings import BUCKETS, Counts, Readings, read
 
 

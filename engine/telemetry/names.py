@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from breakerdeck.engine.call import Call
 from breakerdeck.engine.events import Event
+from breakerdeck.engine.parts.call import Call
 
 SCOPE = "breakerdeck"
 EXECUTE_TOOL = "execute_tool"

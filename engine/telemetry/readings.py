@@ -14,7 +14,7 @@ import bisect
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from breakerdeck.engine.breaker import DenyReason
+from breakerdeck.engine.core.breaker import DenyReason
 from breakerdeck.engine.engine import EXPIRED, Engine
 
 STATES = ("closed", "open", "half_open", "paused")

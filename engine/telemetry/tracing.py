@@ -29,10 +29,10 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 import breakerdeck.engine.telemetry.names as names
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import DenyReason
-from breakerdeck.engine.call import Call
+from breakerdeck.engine.core.breaker import DenyReason
 from breakerdeck.engine.events import CallCompleted, CallDenied, Event
 from breakerdeck.engine.outcomes import Outcome
+from breakerdeck.engine.parts.call import Call
 from breakerdeck.engine.telemetry.meters import Durations
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from breakerdeck.engine.classify import (
+from breakerdeck.engine.core.classify import (
     Attempt,
     function_attempt,
     rate_limit_wait,

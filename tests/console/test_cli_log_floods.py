@@ -63,5 +63,7 @@ def test_serve_on_a_full_disk_says_each_failed_write_once_with_a_count(tmp_path:
     finally:
         serve.send_signal(signal.SIGINT)
         serve.communicate(timeout=60)
-    assert failed[0].startswith("breakerdeck serve: breakerdeck.engine.audit: The audit log")
+    assert failed[0].startswith(
+        "breakerdeck serve: breakerdeck.engine.storage.audit: The audit log"
+    )
     assert len(failed) == 2

@@ -24,8 +24,8 @@ from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.widgets.cards import CardList
 from breakerdeck.console.words import clock_text
 from breakerdeck.engine.events import record
-from breakerdeck.engine.playback import play_audit, play_trace
-from breakerdeck.engine.replay import replay_audit, replay_trace
+from breakerdeck.engine.recorded.playback import play_audit, play_trace
+from breakerdeck.engine.recorded.replay import replay_audit, replay_trace
 from breakerdeck.fixtures import scenario as scenarios
 from breakerdeck.fixtures.simulation import Simulation
 from tests.console.conftest import settle

@@ -14,10 +14,10 @@ import pytest
 from breakerdeck.console.replay import ReplaySource
 from breakerdeck.console.replay_command import ReplayApp
 from breakerdeck.console.screens.detail import DetailScreen
-from breakerdeck.engine import playback as pb
 from breakerdeck.engine.events import record
-from breakerdeck.engine.playback import play_trace
-from breakerdeck.engine.replay import replay_trace
+from breakerdeck.engine.recorded import playback as pb
+from breakerdeck.engine.recorded.playback import play_trace
+from breakerdeck.engine.recorded.replay import replay_trace
 from breakerdeck.fixtures import scenario as scenarios
 from breakerdeck.fixtures.simulation import Simulation
 from tests.console.conftest import settle

@@ -15,13 +15,13 @@ import pytest
 
 from breakerdeck.engine import BreakerOpen, ManualClock, ToolPolicy
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import Breaker
+from breakerdeck.engine.core.breaker import Breaker
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.gateway import Gateway
-from breakerdeck.engine.guard import Guard
 from breakerdeck.engine.harness import Harness
 from breakerdeck.engine.outcomes import ABANDONED, ABANDONED_TIMEOUT, Outcome, OutcomeClass
+from breakerdeck.engine.parts.guard import Guard
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.fixtures.faults import Fault, FaultKind
 from breakerdeck.fixtures.platform import FakePlatform, FakeVault

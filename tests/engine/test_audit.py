@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from breakerdeck.engine import events
-from breakerdeck.engine.audit import PRUNE_EVERY, AuditLog
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.events import Event
+from breakerdeck.engine.storage.audit import PRUNE_EVERY, AuditLog
 
 DAY = 86400.0
 START = ManualClock().wall()

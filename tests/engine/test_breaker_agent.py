@@ -3,7 +3,7 @@
 import pytest
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import Breaker, DenyReason
+from breakerdeck.engine.core.breaker import Breaker, DenyReason
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.state import State

@@ -1,7 +1,7 @@
 """The `tool` policy's rules: consecutive failures, the cooldown ladder, 429s, probes, pages."""
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import Breaker, DenyReason
+from breakerdeck.engine.core.breaker import Breaker, DenyReason
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.policy import ToolPolicy
 from breakerdeck.engine.state import State

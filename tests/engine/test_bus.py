@@ -6,9 +6,9 @@ import threading
 import pytest
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.bus import EventBus, Missed
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.feed.bus import EventBus, Missed
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import ToolPolicy
 

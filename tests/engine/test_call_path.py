@@ -7,9 +7,9 @@ import asyncio
 import pytest
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import Admission
-from breakerdeck.engine.callpath import CallPath, Completion, Retries
-from breakerdeck.engine.classify import Attempt
+from breakerdeck.engine.calls.callpath import CallPath, Completion, Retries
+from breakerdeck.engine.core.breaker import Admission
+from breakerdeck.engine.core.classify import Attempt
 from breakerdeck.engine.engine import LEASE_GRACE_SECONDS, Engine
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.harness import Harness, Tool

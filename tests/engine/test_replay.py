@@ -10,7 +10,7 @@ from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.events import record
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy
-from breakerdeck.engine.replay import fold, read_trace, replay_audit
+from breakerdeck.engine.recorded.replay import fold, read_trace, replay_audit
 
 REFUSED = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="refused")
 

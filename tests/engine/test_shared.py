@@ -20,8 +20,8 @@ import pytest
 
 from breakerdeck.engine import AgentPolicy, Engine, ToolPolicy, shared
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import DenyReason
 from breakerdeck.engine.clock import ManualClock
+from breakerdeck.engine.core.breaker import DenyReason
 from breakerdeck.engine.errors import UnknownKey
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass

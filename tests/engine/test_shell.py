@@ -1,8 +1,8 @@
 """The engine's shell: what it writes, in which order, and what it skips when nobody reads."""
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import DenyReason
 from breakerdeck.engine.clock import ManualClock
+from breakerdeck.engine.core.breaker import DenyReason
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import ToolPolicy

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from breakerdeck.engine.errors import StateDirError
-from breakerdeck.engine.statedir import prepare, read_private, write_private
+from breakerdeck.engine.storage.statedir import prepare, read_private, write_private
 
 NOBODY = 65534
 

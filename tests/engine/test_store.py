@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from breakerdeck.engine import store as store_module
-from breakerdeck.engine.store import VerdictStore
-from breakerdeck.engine.verdict import Verdict
+from breakerdeck.engine.core.verdict import Verdict
+from breakerdeck.engine.storage import store as store_module
+from breakerdeck.engine.storage.store import VerdictStore
 
 WALL = 1_767_225_600.0
 

@@ -4,9 +4,8 @@ and read back as the same classes from the audit log, a trace and the feed."""
 from pathlib import Path
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.audit import AuditLog
-from breakerdeck.engine.breaker import Breaker
 from breakerdeck.engine.clock import ManualClock
+from breakerdeck.engine.core.breaker import Breaker
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.events import (
     Event,
@@ -22,6 +21,7 @@ from breakerdeck.engine.events import (
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.policy import ToolPolicy
 from breakerdeck.engine.state import State
+from breakerdeck.engine.storage.audit import AuditLog
 
 KEY = "search@default"
 DOWN = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="refused")

@@ -28,7 +28,7 @@ from breakerdeck.engine.front.gateway.config import load
 from breakerdeck.engine.front.gateway.options import Options
 from breakerdeck.engine.front.gateway.server import uvicorn_config
 from breakerdeck.engine.policy import AgentPolicy
-from breakerdeck.engine.replica import Store
+from breakerdeck.engine.replicas.replica import Store
 
 DEADLINE = 10.0
 SHORT_DEADLINE = 0.5

@@ -23,9 +23,9 @@ from mcp.shared.message import SessionMessage
 from breakerdeck.engine import Engine, ToolPolicy
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.front.mcp.breakers import Breakers, ManualFrontClock
-from breakerdeck.engine.front.mcp.config import ProxyConfig
 from breakerdeck.engine.front.mcp.lists import StoredLists
 from breakerdeck.engine.front.mcp.proxy import Proxy
+from breakerdeck.engine.front.mcp.settings.config import ProxyConfig
 from breakerdeck.engine.front.mcp.stdio import parsed
 from breakerdeck.fixtures.mcp_server import FixtureControl
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from breakerdeck.engine.audit import AuditLog
+from breakerdeck.engine.storage.audit import AuditLog
 from breakerdeck.fixtures.faults import TIMEOUT
 from breakerdeck.fixtures.platform import FakePlatform
 from breakerdeck.fixtures.server import PlatformServer

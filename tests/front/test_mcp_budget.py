@@ -14,7 +14,7 @@ from breakerdeck.engine import Engine, ToolPolicy
 from breakerdeck.engine.front.mcp import classify
 from breakerdeck.engine.front.mcp.breakers import Breakers, ManualFrontClock
 from breakerdeck.engine.front.mcp.call import McpBudget, Sent
-from breakerdeck.engine.front.mcp.config import ServerConfig
+from breakerdeck.engine.front.mcp.settings.config import ServerConfig
 from breakerdeck.engine.front.mcp.upstream import Upstream
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 
-from breakerdeck.engine.front.mcp.config import ConfigError, load
+from breakerdeck.engine.front.mcp.settings.config import ConfigError, load
 from tests.front.mcp_support import FIXTURE
 
 COMMAND = [sys.executable, "-m", "breakerdeck.console.cli", "mcp"]

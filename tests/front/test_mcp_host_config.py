@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from breakerdeck.engine.front.mcp.config import ConfigError, load
-from breakerdeck.engine.front.mcp.hostconfig import from_host_config
+from breakerdeck.engine.front.mcp.settings.config import ConfigError, load
+from breakerdeck.engine.front.mcp.settings.hostconfig import from_host_config
 from tests.front.mcp_support import proxied
 from tests.front.test_check_config_start import mcp
 from tests.front.test_mcp_state import INITIALIZE

@@ -25,9 +25,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from breakerdeck.engine.audit import AuditLog
 from breakerdeck.engine.front.drain import DrainingServer
 from breakerdeck.engine.front.mcp.host_http import host_server
+from breakerdeck.engine.storage.audit import AuditLog
 from tests.front.conftest import free_socket
 from tests.front.mcp_support import FIXTURE, control, fixture_server, free_port, proxied
 

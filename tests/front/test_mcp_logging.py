@@ -28,9 +28,9 @@ def test_a_door_logs_a_failure_repeated_2500_times_as_one_line(
     try:
         logs.setup("gateway")
         for _ in range(2500):
-            logging.getLogger("breakerdeck.engine.audit").error("the disk is full")
+            logging.getLogger("breakerdeck.engine.storage.audit").error("the disk is full")
     finally:
         root.handlers[:] = saved[0]
         root.setLevel(saved[1])
     lines = capfd.readouterr().err.splitlines()
-    assert lines == ["breakerdeck gateway: breakerdeck.engine.audit: the disk is full"]
+    assert lines == ["breakerdeck gateway: breakerdeck.engine.storage.audit: the disk is full"]

@@ -16,8 +16,8 @@ import pytest
 
 from breakerdeck.console.card import Failure
 from breakerdeck.console.hint import fault_words
-from breakerdeck.engine.front.mcp.config import ServerConfig
 from breakerdeck.engine.front.mcp.lists import StoredLists
+from breakerdeck.engine.front.mcp.settings.config import ServerConfig
 from breakerdeck.engine.front.mcp.upstream import Upstream
 from breakerdeck.fixtures.mcp_server import TOOLS
 from tests.front.mcp_support import Bench, control, fixture_server, listening, proxied

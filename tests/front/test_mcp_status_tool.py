@@ -8,8 +8,8 @@ from pathlib import Path
 import jsonschema  # type: ignore[import-untyped]
 import pytest
 
-from breakerdeck.engine.front.mcp.config import ConfigError, load
 from breakerdeck.engine.front.mcp.lists import StoredLists
+from breakerdeck.engine.front.mcp.settings.config import ConfigError, load
 from breakerdeck.fixtures.mcp_server import TOOLS
 from tests.front.mcp_support import proxied
 

@@ -29,11 +29,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine import results
-from breakerdeck.engine.breaker import Admission
-from breakerdeck.engine.callpath import CallPath
+from breakerdeck.engine.calls.callpath import CallPath
+from breakerdeck.engine.calls.exchange import Exchange, Failed
+from breakerdeck.engine.core.breaker import Admission
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.events import Event
-from breakerdeck.engine.exchange import Exchange, Failed
 from breakerdeck.engine.front.gateway.config import GatewayConfig
 from breakerdeck.engine.front.gateway.credentials import Vault
 from breakerdeck.engine.front.gateway.cut import Cut

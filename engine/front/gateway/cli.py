@@ -124,12 +124,12 @@ def _check(options: Options) -> int:
 
 
 def _serve(options: Options) -> int:
-    from breakerdeck.engine import statedir
     from breakerdeck.engine.errors import StateDirError
     from breakerdeck.engine.front import logs, ports
     from breakerdeck.engine.front.gateway.options import check_start, say
     from breakerdeck.engine.front.gateway.server import run, serve
     from breakerdeck.engine.front.serving import StartError
+    from breakerdeck.engine.storage import statedir
 
     logs.setup("gateway")
     try:

@@ -20,12 +20,12 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.front.options import Address, DoorTable, check_address
 from breakerdeck.engine.front.paths import resolve
 from breakerdeck.engine.policy import MAX_DEADLINE_SECONDS, AgentPolicy
-from breakerdeck.engine.store_url import parse_store_url
+from breakerdeck.engine.replicas.store_url import parse_store_url
+from breakerdeck.engine.storage import statedir
 
 MIB = 1024 * 1024
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError, VaultUnavailable
 from breakerdeck.engine.front.gateway.config import Credential, GatewayConfig, Source
 from breakerdeck.engine.front.paths import resolve
+from breakerdeck.engine.storage import statedir
 
 log = logging.getLogger(__name__)
 

@@ -36,8 +36,8 @@ from breakerdeck.engine.front.serving import (
 )
 from breakerdeck.engine.front.speed import SpeedClock
 from breakerdeck.engine.shared import SharedStore
+from breakerdeck.engine.storage.tracefile import TraceFile
 from breakerdeck.engine.telemetry import setup as telemetry_setup
-from breakerdeck.engine.tracefile import TraceFile
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ import aiohttp
 from yarl import URL
 
 from breakerdeck.engine import telemetry
+from breakerdeck.engine.calls.exchange import Unsent, busy
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.errors import VaultUnavailable
-from breakerdeck.engine.exchange import Unsent, busy
 from breakerdeck.engine.front.gateway.credentials import Vault
 from breakerdeck.engine.front.gateway.relay import RequestBody, fault_and_detail, forwarded_headers
 from breakerdeck.engine.front.gateway.slots import Busy, Slots

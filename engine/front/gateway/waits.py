@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from breakerdeck.engine.calls.probewait import ProbeWaits
 from breakerdeck.engine.engine import Engine, Listener
-from breakerdeck.engine.probewait import ProbeWaits
 
 
 class ListeningWaits(ProbeWaits):

@@ -22,8 +22,8 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 
 from breakerdeck.engine import results
-from breakerdeck.engine.breaker import Admission
-from breakerdeck.engine.callpath import CallPath, Completion, Retries
+from breakerdeck.engine.calls.callpath import CallPath, Completion, Retries
+from breakerdeck.engine.core.breaker import Admission
 from breakerdeck.engine.engine import Call
 from breakerdeck.engine.front.mcp import classify
 from breakerdeck.engine.front.mcp.breakers import Breakers, FrontClock

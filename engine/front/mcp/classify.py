@@ -18,7 +18,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from breakerdeck.engine.classify import StatusWords, tool_status
+from breakerdeck.engine.core.classify import StatusWords, tool_status
 from breakerdeck.engine.front.mcp.stdio import RESULT_TOO_LARGE
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.text import printable

@@ -68,11 +68,11 @@ def add_mcp_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
 def run_mcp(args: argparse.Namespace) -> int:
     import anyio
 
-    from breakerdeck.engine import statedir
     from breakerdeck.engine.errors import StateDirError
-    from breakerdeck.engine.front.mcp.config import ConfigError, check_commands, load
     from breakerdeck.engine.front.mcp.options import McpOptions, check_start, say
+    from breakerdeck.engine.front.mcp.settings.config import ConfigError, check_commands, load
     from breakerdeck.engine.front.serving import StartError
+    from breakerdeck.engine.storage import statedir
 
     logs.setup("mcp")
     if args.from_host_config:
@@ -128,8 +128,8 @@ def run_mcp(args: argparse.Namespace) -> int:
 def _from_host_config(args: argparse.Namespace) -> int:
     import sys
 
-    from breakerdeck.engine.front.mcp.hostconfig import from_host_config
     from breakerdeck.engine.front.mcp.options import say
+    from breakerdeck.engine.front.mcp.settings.hostconfig import from_host_config
 
     if not args.out:
         say("--from-host-config FILE needs --out DIR: where the config and its secrets go")

@@ -7,11 +7,11 @@ import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.front.drain import DrainingServer
 from breakerdeck.engine.front.protocol import SPARE_FDS, door_config
 from breakerdeck.engine.front.serving import StartError, split_address
+from breakerdeck.engine.storage import statedir
 
 if TYPE_CHECKING:
     from breakerdeck.engine.front.mcp.proxy import Proxy

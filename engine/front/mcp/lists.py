@@ -20,9 +20,9 @@ from typing import Any
 import mcp_types as types
 from pydantic import ValidationError
 
-from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
-from breakerdeck.engine.store import set_aside
+from breakerdeck.engine.storage import statedir
+from breakerdeck.engine.storage.store import set_aside
 from breakerdeck.engine.text import printable
 
 LISTS_DIR = "tools"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from breakerdeck.engine.front.mcp.config import ProxyConfig
+from breakerdeck.engine.front.mcp.settings.config import ProxyConfig
 from breakerdeck.engine.front.options import DoorOptions, check_bind
 from breakerdeck.engine.front.serving import StartError, check_feed
 

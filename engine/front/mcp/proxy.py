@@ -36,8 +36,12 @@ from breakerdeck.engine.events import Event
 from breakerdeck.engine.front.mcp import classify, status
 from breakerdeck.engine.front.mcp.breakers import ANNOUNCED, Breakers, FrontClock, ServerState
 from breakerdeck.engine.front.mcp.call import Answer, ToolCalls, own_result
-from breakerdeck.engine.front.mcp.config import SEPARATOR, START_DEADLINE_SECONDS, ProxyConfig
 from breakerdeck.engine.front.mcp.lists import StoredLists
+from breakerdeck.engine.front.mcp.settings.config import (
+    SEPARATOR,
+    START_DEADLINE_SECONDS,
+    ProxyConfig,
+)
 from breakerdeck.engine.front.mcp.unavailable import annotated
 from breakerdeck.engine.front.mcp.upstream import Upstream
 from breakerdeck.engine.results import ToolResult

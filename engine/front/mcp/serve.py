@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from breakerdeck.engine import ToolPolicy, statedir
+from breakerdeck.engine import ToolPolicy
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.feed.server import serve_feed
@@ -38,6 +38,7 @@ from breakerdeck.engine.front.serving import (
     split_address,
 )
 from breakerdeck.engine.front.speed import SpeedClock
+from breakerdeck.engine.storage import statedir
 from breakerdeck.engine.telemetry import setup as telemetry_setup
 
 #: A held state dir gets at most this many instances under it (hosts start one proxy a window).

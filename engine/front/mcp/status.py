@@ -17,7 +17,7 @@ from typing import Any
 import mcp_types as types
 
 from breakerdeck.engine.events import BreakerView
-from breakerdeck.engine.front.mcp.config import RESERVED, SEPARATOR
+from breakerdeck.engine.front.mcp.settings.config import RESERVED, SEPARATOR
 from breakerdeck.engine.state import State
 from breakerdeck.engine.text import counted
 

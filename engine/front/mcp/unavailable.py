@@ -11,7 +11,7 @@ import datetime
 import mcp_types as types
 
 from breakerdeck.engine.front.mcp.breakers import ServerState
-from breakerdeck.engine.front.mcp.config import SEPARATOR
+from breakerdeck.engine.front.mcp.settings.config import SEPARATOR
 from breakerdeck.engine.state import State
 
 

@@ -32,7 +32,8 @@ from breakerdeck.engine.front.mcp.classify import (
     StartFailed,
     WireStatus,
 )
-from breakerdeck.engine.front.mcp.config import (
+from breakerdeck.engine.front.mcp.lists import StoredLists, same
+from breakerdeck.engine.front.mcp.settings.config import (
     MAX_TOOL_NAME,
     SEPARATOR,
     START_DEADLINE_SECONDS,
@@ -40,8 +41,7 @@ from breakerdeck.engine.front.mcp.config import (
     ServerConfig,
     command_problem,
 )
-from breakerdeck.engine.front.mcp.lists import StoredLists, same
-from breakerdeck.engine.front.mcp.sources import describe, read_env, read_source
+from breakerdeck.engine.front.mcp.settings.sources import describe, read_env, read_source
 from breakerdeck.engine.front.mcp.stdio import bounded_stdio
 from breakerdeck.engine.front.mcp.upstream_http import ATTEMPT_META, upstream_transport
 from breakerdeck.engine.text import printable

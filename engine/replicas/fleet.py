@@ -13,20 +13,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from breakerdeck.engine.breaker import (
+from breakerdeck.engine.core.breaker import (
     ADMIT_NORMAL,
     ADMIT_PROBE,
     Admission,
     Breaker,
     DenyReason,
 )
-from breakerdeck.engine.decide import Local
 from breakerdeck.engine.events import Event, Transition
-from breakerdeck.engine.keys import Slot
-from breakerdeck.engine.lines import EXPIRED
-from breakerdeck.engine.operations import Parts
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
-from breakerdeck.engine.replica import (
+from breakerdeck.engine.parts.decide import Local
+from breakerdeck.engine.parts.keys import Slot
+from breakerdeck.engine.parts.lines import EXPIRED
+from breakerdeck.engine.parts.operations import Parts
+from breakerdeck.engine.replicas.replica import (
     MAX_SHARED_KEYS,
     Arg,
     Foreign,

@@ -15,8 +15,8 @@ from collections.abc import Awaitable
 from typing import Protocol, TypeVar
 
 from breakerdeck.engine import results
-from breakerdeck.engine.callpath import Completion, OneAttempt
-from breakerdeck.engine.classify import agent_outcome_for_response
+from breakerdeck.engine.calls.callpath import Completion, OneAttempt
+from breakerdeck.engine.core.classify import agent_outcome_for_response
 from breakerdeck.engine.engine import Call
 from breakerdeck.engine.errors import VaultUnavailable
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass

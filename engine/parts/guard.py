@@ -31,23 +31,37 @@ from __future__ import annotations
 
 import contextvars
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from breakerdeck.engine import results
-from breakerdeck.engine.breaker import Admission
-from breakerdeck.engine.call import Call
-from breakerdeck.engine.classify import Classifier, default_classifier, network_fault
+from breakerdeck.engine.core.breaker import Admission
+from breakerdeck.engine.core.classify import Classifier, default_classifier, network_fault
 from breakerdeck.engine.events import QUIET_ENDING, CallDetails
 from breakerdeck.engine.outcomes import ABANDONING, SUCCESS, Outcome
+from breakerdeck.engine.parts.call import Call
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.results import ToolResult
 from breakerdeck.engine.state import State
 
 if TYPE_CHECKING:
-    from breakerdeck.engine.engine import Engine
-    from breakerdeck.engine.operations import Parts
+    from breakerdeck.engine.parts.operations import Parts
 
 _CLOSED = State.CLOSED
+
+
+class Entries(Protocol):
+    """What a guard asks of its engine (`Engine`): admit a call, complete it, word a refusal."""
+
+    def admit(self, call: Call, lease: float) -> Admission: ...
+    async def admit_async(self, call: Call, lease: float) -> Admission: ...
+    def complete(
+        self, call: Call, outcome: Outcome, fault: str, agent_status: int | str
+    ) -> object: ...
+    async def complete_async(
+        self, call: Call, outcome: Outcome, fault: str, agent_status: int | str
+    ) -> object: ...
+    def abandon(self, call: Call) -> Outcome: ...
+    def open_reason(self, key: str) -> str: ...
 
 
 class BreakerOpen(Exception):
@@ -61,7 +75,7 @@ class BreakerOpen(Exception):
 class Guard:
     def __init__(
         self,
-        engine: Engine,
+        engine: Entries,
         parts: Parts,
         key: str,
         *,

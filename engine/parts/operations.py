@@ -9,22 +9,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import Admission, Breaker
-from breakerdeck.engine.call import Call
 from breakerdeck.engine.clock import Clock
-from breakerdeck.engine.decide import Decider
-from breakerdeck.engine.durability import Durability, Owed, saved_state
+from breakerdeck.engine.core.breaker import Admission, Breaker
+from breakerdeck.engine.core.verdict import Verdict
 from breakerdeck.engine.events import CallDenied, Event
-from breakerdeck.engine.keys import KeyTable, Slot
-from breakerdeck.engine.ledger import Ledger
-from breakerdeck.engine.lines import Lines
-from breakerdeck.engine.outbox import Outbox
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.parts.call import Call
+from breakerdeck.engine.parts.decide import Decider
+from breakerdeck.engine.parts.durability import Durability, Owed, saved_state
+from breakerdeck.engine.parts.keys import KeyTable, Slot
+from breakerdeck.engine.parts.ledger import Ledger
+from breakerdeck.engine.parts.lines import Lines
+from breakerdeck.engine.parts.outbox import Outbox
+from breakerdeck.engine.parts.timers import Timers
+from breakerdeck.engine.parts.views import tally_name
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.state import State
-from breakerdeck.engine.timers import Timers
-from breakerdeck.engine.verdict import Verdict
-from breakerdeck.engine.views import tally_name
 
 #: A probe that reports back this long after its lease still counts as on time: the harness's
 #: own bookkeeping must not turn a probe that used its whole budget into an expired one.

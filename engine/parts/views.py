@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import picture
 from breakerdeck.engine.clock import Clock
+from breakerdeck.engine.core.breaker import picture
 from breakerdeck.engine.events import BreakerView, CallCompleted, Event
-from breakerdeck.engine.keys import Slot
+from breakerdeck.engine.parts.keys import Slot
 from breakerdeck.engine.state import State
 
 #: The state each transition leads to, as metrics name it.

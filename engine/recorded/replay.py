@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.breaker import Breaker, BreakerState, picture
+from breakerdeck.engine.core.breaker import Breaker, BreakerState, picture
 from breakerdeck.engine.events import BreakerView, Event, Transition, decoded
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
+from breakerdeck.engine.recorded.traceindex import TraceLineError, line_event, parse_iso, parse_line
 from breakerdeck.engine.state import State
-from breakerdeck.engine.traceindex import TraceLineError, line_event, parse_iso, parse_line
 
 _CALLS = frozenset({ev.CALL_COMPLETED, ev.CALL_FAILED})
 #: Transitions a call's line causes, written right after it (`cause_seq`).

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from breakerdeck.engine.breaker import Admission
+from breakerdeck.engine.core.breaker import Admission
 from breakerdeck.engine.engine import Call, Engine
 
 

@@ -8,13 +8,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from breakerdeck.engine.breaker import BreakerState
-from breakerdeck.engine.decide import Decider
+from breakerdeck.engine.core.breaker import BreakerState
 from breakerdeck.engine.events import Transition
+from breakerdeck.engine.parts.decide import Decider
 from breakerdeck.engine.policy import AgentPolicy
 
 if TYPE_CHECKING:
-    from breakerdeck.engine.operations import Parts
+    from breakerdeck.engine.parts.operations import Parts
 
 #: The most breakers a replica takes from the shared store (on joining, or from messages):
 #: more is a foreign or damaged database.

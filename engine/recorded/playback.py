@@ -24,14 +24,14 @@ from typing import Any, Protocol
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import BreakerView, Event, audit_form
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
-from breakerdeck.engine.replay import (
+from breakerdeck.engine.recorded.replay import (
     Folder,
     ReplayError,
     policy_for,
     probe_admissions,
     read_audit,
 )
-from breakerdeck.engine.traceindex import CHANGES, TraceIndex, TraceLineError
+from breakerdeck.engine.recorded.traceindex import CHANGES, TraceIndex, TraceLineError
 
 #: Events between two checkpoints of the folded state.
 CHECKPOINT = 2048

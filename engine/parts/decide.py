@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from breakerdeck.engine.breaker import Admission, Breaker
+from breakerdeck.engine.core.breaker import Admission, Breaker
 from breakerdeck.engine.events import Event, Transition
-from breakerdeck.engine.keys import Slot
-from breakerdeck.engine.lines import EXPIRED, Lines
 from breakerdeck.engine.outcomes import Outcome
+from breakerdeck.engine.parts.keys import Slot
+from breakerdeck.engine.parts.lines import EXPIRED, Lines
 
 
 class Decider(Protocol):

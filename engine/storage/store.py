@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
+from breakerdeck.engine.core.verdict import Verdict
 from breakerdeck.engine.state import State
-from breakerdeck.engine.verdict import Verdict
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from breakerdeck.engine.call import Call
-from breakerdeck.engine.durability import Durability
 from breakerdeck.engine.events import (
     BreakerView,
     CallCompleted,
@@ -25,13 +23,15 @@ from breakerdeck.engine.events import (
     Restored,
     Transition,
 )
-from breakerdeck.engine.keys import Slot
-from breakerdeck.engine.ledger import Ledger
-from breakerdeck.engine.outbox import Outbox
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
+from breakerdeck.engine.parts.call import Call
+from breakerdeck.engine.parts.durability import Durability
+from breakerdeck.engine.parts.keys import Slot
+from breakerdeck.engine.parts.ledger import Ledger
+from breakerdeck.engine.parts.outbox import Outbox
+from breakerdeck.engine.parts.timers import Timers
+from breakerdeck.engine.parts.views import Views, tally_name
 from breakerdeck.engine.state import State
-from breakerdeck.engine.timers import Timers
-from breakerdeck.engine.views import Views, tally_name
 
 
 class Kept(Protocol):

@@ -12,9 +12,9 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from breakerdeck.engine.breaker import Admission, Breaker, DenyReason
-from breakerdeck.engine.call import Call
+from breakerdeck.engine.core.breaker import Admission, Breaker, DenyReason
 from breakerdeck.engine.errors import UnknownKey
+from breakerdeck.engine.parts.call import Call
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.state import State
 

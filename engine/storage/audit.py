@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from breakerdeck.engine.events import Event, decoded
-from breakerdeck.engine.store import Problems, check_integrity, is_damage, open_sqlite
+from breakerdeck.engine.storage.store import Problems, check_integrity, is_damage, open_sqlite
 
 logger = logging.getLogger(__name__)
 

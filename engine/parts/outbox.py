@@ -10,7 +10,7 @@ from typing import Any
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import CallCompleted, CallDenied, Event, Paged
-from breakerdeck.engine.store import Problems
+from breakerdeck.engine.storage.store import Problems
 
 log = logging.getLogger(__name__)
 

@@ -29,11 +29,11 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 from breakerdeck.engine import results, telemetry
-from breakerdeck.engine.breaker import Admission
-from breakerdeck.engine.deadline import Deadlines
+from breakerdeck.engine.calls.deadline import Deadlines
+from breakerdeck.engine.calls.probewait import ProbeWaits
+from breakerdeck.engine.core.breaker import Admission
 from breakerdeck.engine.engine import Call, Engine
 from breakerdeck.engine.outcomes import ABANDONING, Outcome, recorded_as
-from breakerdeck.engine.probewait import ProbeWaits
 from breakerdeck.engine.results import ToolResult
 
 A = TypeVar("A")

@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine import statedir
-from breakerdeck.engine.audit import AuditLog
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.events import CallCompleted, Event
-from breakerdeck.engine.outbox import Outbox
 from breakerdeck.engine.outcomes import OutcomeClass
-from breakerdeck.engine.store import Problems, VerdictStore
+from breakerdeck.engine.parts.outbox import Outbox
+from breakerdeck.engine.storage import statedir
+from breakerdeck.engine.storage.audit import AuditLog
+from breakerdeck.engine.storage.store import Problems, VerdictStore
 
 MARK_FILE = "mark.json"
 LOCK_FILE = "lock"

@@ -26,9 +26,14 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
-from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
-from breakerdeck.engine.front.mcp.config import ENV_NAME, RESERVED, SERVER_NAME, command_problem
+from breakerdeck.engine.front.mcp.settings.config import (
+    ENV_NAME,
+    RESERVED,
+    SERVER_NAME,
+    command_problem,
+)
+from breakerdeck.engine.storage import statedir
 from breakerdeck.engine.text import counted, printable
 
 CONFIG_NAME = "mcp.toml"

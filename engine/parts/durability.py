@@ -11,17 +11,17 @@ import asyncio
 import time
 from pathlib import Path
 
-from breakerdeck.engine.audit import AuditLog
-from breakerdeck.engine.breaker import BreakerState
 from breakerdeck.engine.clock import Clock
+from breakerdeck.engine.core.breaker import BreakerState
+from breakerdeck.engine.core.verdict import Verdict, bounded, is_stale
 from breakerdeck.engine.events import Event
-from breakerdeck.engine.keys import KeyTable, Slot
-from breakerdeck.engine.ledger import Ledger
 from breakerdeck.engine.outcomes import OutcomeClass
+from breakerdeck.engine.parts.keys import KeyTable, Slot
+from breakerdeck.engine.parts.ledger import Ledger
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.state import State
-from breakerdeck.engine.store import Problems, VerdictStore
-from breakerdeck.engine.verdict import Verdict, bounded, is_stale
+from breakerdeck.engine.storage.audit import AuditLog
+from breakerdeck.engine.storage.store import Problems, VerdictStore
 
 #: The longest a call waits for the transition it caused to reach the disk (real seconds).
 COMMIT_WAIT = 1.0

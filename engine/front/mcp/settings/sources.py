@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 import subprocess
 
-from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.front.mcp.classify import StartFailed
-from breakerdeck.engine.front.mcp.config import ServerConfig, Source
+from breakerdeck.engine.front.mcp.settings.config import ServerConfig, Source
+from breakerdeck.engine.storage import statedir
 from breakerdeck.engine.text import printable
 
 #: A credential command gets this long (real seconds) to print the credential.

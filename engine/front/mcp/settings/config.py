@@ -18,10 +18,10 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from breakerdeck.engine import statedir
 from breakerdeck.engine.errors import BreakerdeckError, StateDirError
 from breakerdeck.engine.front.options import DoorTable
 from breakerdeck.engine.front.paths import resolve
+from breakerdeck.engine.storage import statedir
 from breakerdeck.engine.text import printable
 
 #: `<server>__<tool>` may be at most this long: hosts refuse longer tool names.
