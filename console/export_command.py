@@ -53,7 +53,7 @@ def run_export(args: argparse.Namespace) -> int:
 def _source(args: argparse.Namespace) -> Source:
     if args.state_dir:
         from breakerdeck.console.replay import ReplaySource, load
-        from breakerdeck.engine.replay import ReplayError
+        from breakerdeck.engine.recorded.replay import ReplayError
 
         recording = argparse.Namespace(state_dir=args.state_dir, trace=None, policy=None)
         try:
