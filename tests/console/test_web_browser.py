@@ -9,6 +9,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 import pytest
@@ -212,6 +213,19 @@ async def test_a_viewer_cannot_reset(browser_context, web_server):
     text = await terminal_text(page)
     assert "Reset billing-assistant?" not in text
     assert "circuit_breaker_reset" not in text
+
+
+async def test_e_in_a_browser_is_a_download_and_no_file_on_the_server(browser_context, web_server):
+    page = await open_console(browser_context, web_server, VIEWER_TOKEN)
+    await wait_for_text(page, "▶ OPEN ")
+    exports = "*-*-*T*Z.md"  # in the server's working directory, the consoles' too
+    before = set(Path.cwd().glob(exports))
+    async with page.expect_download(timeout=START_MS) as first:
+        await page.keyboard.press("e")
+    download = await first.value
+    assert download.suggested_filename.endswith(".md")
+    assert (await download.path()).read_text().startswith("# Incident: ")
+    assert set(Path.cwd().glob(exports)) == before
 
 
 async def test_an_operators_reset_is_written_by_the_web_actor(browser_context, web_server):
