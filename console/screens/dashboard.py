@@ -258,7 +258,7 @@ class DashboardScreen(Screen[None]):
         self.cards.select_index(0, follow=True)
         self._say_problem()
 
-    def apply_filter(self, text: str) -> None:
+    def set_filter(self, text: str) -> None:
         """Set the filter as if typed after `/` and kept with `enter` (a saved view, the
         palette): a term it cannot read is said in a notice."""
         box = self.query_one(Input)

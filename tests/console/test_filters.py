@@ -153,7 +153,7 @@ async def test_the_table_keeps_the_breakers_the_dashboards_filter_keeps(agent_wo
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        app.screen.apply_filter("agent:billing*")
+        app.screen.set_filter("agent:billing*")
         await settle(pilot)
         await pilot.press("t")
         await settle(pilot)
