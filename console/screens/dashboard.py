@@ -243,9 +243,9 @@ class DashboardScreen(Screen[None]):
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        self._set_filter(event.value)
+        self._filter_by(event.value)
 
-    def _set_filter(self, text: str) -> None:
+    def _filter_by(self, text: str) -> None:
         self.filter_text = text.strip()
         self.filter = parse(self.filter_text)
         self.board_changed()
@@ -265,7 +265,7 @@ class DashboardScreen(Screen[None]):
         with box.prevent(Input.Changed):
             box.value = text
         box.display = False
-        self._set_filter(text)
+        self._filter_by(text)
         self.cards.focus()
         self.cards.select_index(0, follow=True)
         self._say_problem()
@@ -285,7 +285,7 @@ class DashboardScreen(Screen[None]):
             box.value = ""
         box.display = False
         self.cards.focus()
-        self._set_filter("")
+        self._filter_by("")
 
     def action_table(self) -> None:
         self.post_message(TableRequested())
