@@ -39,10 +39,11 @@ demo: $(DEMO_STAMP)
 	$(BIN)/breakerdeck demo
 
 # The replica tests run against Debian's redis-server, the `web` tests drive Debian's chromium
-# (through Playwright, never its own download), and the dashboard's tests query Debian's
-# prometheus: installed here when missing (as root), else the run stops naming the packages;
-# the tests are never skipped for want of them. Each package installs the command of its name.
-TEST_PACKAGES := redis-server chromium prometheus
+# (through Playwright, never its own download), the dashboard's tests query Debian's
+# prometheus, and the completion tests run the scripts in zsh and fish: installed here when
+# missing (as root), else the run stops naming the packages; the tests are never skipped for
+# want of them. Each package installs the command of its name.
+TEST_PACKAGES := redis-server chromium prometheus zsh fish
 test: $(STAMP)
 	@missing=$$(for p in $(TEST_PACKAGES); do command -v $$p >/dev/null || echo $$p; done); \
 	[ -z "$$missing" ] || [ "$$(id -u)" != 0 ] || \

@@ -15,27 +15,34 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
-from typing import ClassVar
+from pathlib import Path
+from typing import Any, ClassVar
 
 from textual import on
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.notifications import SeverityLevel
+from textual.screen import Screen
 from textual.timer import Timer
 
+from breakerdeck.console.board import SEED_EVENTS
 from breakerdeck.console.contexts import Context, View, builtin_views
+from breakerdeck.console.export import Exports
+from breakerdeck.console.filters import EVERYTHING, Filter
 from breakerdeck.console.messages import (
     ContextRequested,
     DemoFaultRequested,
     DetailsRequested,
+    ExportRequested,
     FixRequested,
     ResetRequested,
     TableRequested,
 )
 from breakerdeck.console.operator_actions import OperatorActions
+from breakerdeck.console.palette import palette_commands
 from breakerdeck.console.pulse import PulseRow, TabTitle, pulse_row, tab_title
 from breakerdeck.console.replay import JUMP_SECONDS, ReplaySource
 from breakerdeck.console.screens.confirm import ConfirmScreen
@@ -52,9 +59,6 @@ from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.feed.bus import Missed
 from breakerdeck.engine.text import printable
-
-#: Audit rows read at start so cards show recent denials and trips at once.
-SEED_EVENTS = 2000
 
 #: Real seconds within which a second page of one key rings no bell: the same page relayed by
 #: the other replicas that share its breaker.
@@ -87,7 +91,7 @@ WRITE_KEYS = (
 )
 
 
-class BreakerdeckApp(OperatorActions):
+class BreakerdeckApp(OperatorActions, Exports):
     CSS_PATH = "breakerdeck.tcss"
     TITLE = "breakerdeck"
     COMMANDS = App.COMMANDS | {ViewCommands}
@@ -128,6 +132,7 @@ class BreakerdeckApp(OperatorActions):
         theme: str | None = None,
         views: Mapping[str, View] | None = None,
         filter_text: str = "",
+        export_dir: Path | None = None,
     ) -> None:
         """`source`: one source, or one per context (`watch --context`), the first shown
         first. `views`: the saved views the palette offers (default: the built-in ones).
@@ -137,6 +142,7 @@ class BreakerdeckApp(OperatorActions):
         if not self.tabs:
             raise ValueError("BreakerdeckApp needs a source")
         self.active = 0
+        self.export_dir = export_dir
         # A console `breakerdeck web` started: a viewer's writes nothing, whatever key or
         # message asks, and an operator's resets carry the web actor (console.web_role).
         session = web_session(os.environ)
@@ -410,6 +416,17 @@ class BreakerdeckApp(OperatorActions):
             markup=False,
         )
 
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """The palette (`ctrl+p`): the screen's actions as `check_action` offers them now
+        (`console.palette`), then Textual's own. The saved views and the contexts are the
+        other provider's (`COMMANDS`, `console.view_commands`): their names come from the
+        user's files, and it shows them without reading them as markup."""
+        return palette_commands(self, screen, super().get_system_commands(screen))
+
+    def active_filter(self) -> Filter:
+        dashboard = self._dashboard()
+        return EVERYTHING if dashboard is None else dashboard.filter
+
     # -- replay ------------------------------------------------------------------------------
 
     @property
@@ -478,6 +495,10 @@ class BreakerdeckApp(OperatorActions):
     def _fix_requested(self, message: FixRequested) -> None:
         if not self.read_only:
             self.request_fix(message.card)
+
+    @on(ExportRequested)
+    def _export_requested(self, message: ExportRequested) -> None:
+        self.run_worker(self.export(message.card), group="export")
 
     @on(DemoFaultRequested)
     def _demo_fault_requested(self, message: DemoFaultRequested) -> None:

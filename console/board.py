@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from breakerdeck.console.card import RANK_CLOSED, Card, Thresholds
+from breakerdeck.console.filters import EVERYTHING, Filter
 from breakerdeck.console.history import History
 from breakerdeck.console.log_rows import CALL_KINDS, LOG_KINDS, LOG_ROWS, LogRow, log_row, probe_row
 from breakerdeck.console.ordering import BY_KEY, SortKey, group_by_key, order_key
@@ -19,6 +20,9 @@ from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.state import State
 
 _SUMMARY_WORDS = tuple(look.word for look in BY_TROUBLE)
+
+#: Audit rows read at start so cards show recent denials and trips at once.
+SEED_EVENTS = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +120,8 @@ class Board:
             if old is not None:
                 self._count(old, -1)
                 if view.probe_since is not None and view.probe_since != old.probe_since:
-                    self._log(probe_row(view, *self._log_name(view.key, view.agents)))
+                    name, source = self._log_name(view.key, view.agents)
+                    self._log(probe_row(view, name, source, self.describe(view.key)[0]))
             self._count(view, 1)
             self._views[view.key] = view
             self._dirty.add(view.key)
@@ -128,7 +133,8 @@ class Board:
         failures = self._history[event.key].failures
         cause_seq = event.fields.get("cause_seq")
         cause = failures[0] if failures and failures[0].seq == cause_seq else None
-        self._log(log_row(event, *self._log_name(event.key, agents, event.agent), cause))
+        name, source = self._log_name(event.key, agents, event.agent)
+        self._log(log_row(event, name, source, cause, self.describe(event.key)[0]))
 
     def _log(self, row: LogRow | None) -> None:
         if row is not None:
@@ -145,10 +151,9 @@ class Board:
         who = agent or next(iter(agents), None)
         return (f"{who} · {key}" if who else key), source
 
-    def log_rows(self, text: str = "") -> list[LogRow]:
-        """The event log, newest first; with `text`, the rows the cards' filter keeps."""
-        rows = list(self.log)
-        return [row for row in rows if row.matches(text)] if text else rows
+    def log_rows(self, kept: Filter = EVERYTHING) -> list[LogRow]:
+        """The event log, newest first: the rows the cards' filter keeps."""
+        return kept.keep(self.log)
 
     def _count(self, view: BreakerView, delta: int) -> None:
         self._counts[look_of(view.state, view.paused).word] += delta
@@ -326,6 +331,7 @@ class Board:
                 name,
                 source,
                 trip_total=h.trip_total,
+                denied_total=h.denied_total,
                 changed_wall=h.changed,
                 half_open_since=_half_open_since(view, h) if half_open else None,
                 last_probe=h.last_probe,

@@ -28,10 +28,14 @@ class Thresholds:
     upstream: int = 5
     failure: int = 3
 
-    def counter(self, count: int) -> str:
+    def counter(self, count: int, *, approximate: bool = False) -> str:
+        """`7 failures · trips at auth 3 / upstream 5`: the counter and what it trips at, each
+        said (`auth 3 / upstream 5` alone read as two counts); `≈7` replayed from an audit
+        log, which keeps no successes."""
+        failures = f"{'≈' if approximate else ''}{count} failure{'' if count == 1 else 's'}"
         if self.kind == "agent":
-            return f"{count} · auth {self.auth} / upstream {self.upstream}"
-        return f"{count} · opens at {self.failure}"
+            return f"{failures} · trips at auth {self.auth} / upstream {self.upstream}"
+        return f"{failures} · trips at {self.failure}"
 
     @classmethod
     def of(cls, policy: AgentPolicy | ToolPolicy) -> Thresholds:
@@ -118,6 +122,9 @@ class Card:
     aggregate: str | None = None
     #: Trips this console knows of for the key (`trips` keeps only the newest few).
     trip_total: int = 0
+    #: Calls refused since the last trip, as this console saw them (`denied` keeps the last
+    #: few: the table's column read `6+` for 70).
+    denied_total: int = 0
     #: When the breaker last changed state; since when it is half-open (None unless it is);
     #: the last probe's result and when: ("ok" | "failed", wall).
     changed_wall: float | None = None
@@ -184,27 +191,26 @@ class Card:
     def auth_trip(self) -> bool:
         return self.view.state != State.CLOSED and self.view.trip_cause == "auth_failure"
 
-    def matches(self, text: str) -> bool:
-        """`/` filter: every word must be in the agent, key, state, cause or platform (case
-        ignored; a state word matches that state exactly, so `open` is not `half-open`)."""
-        words = text.lower().split()
-        haystack = (
+    # What a filter reads (`console.filters`): `/`, saved views, the table.
+
+    @property
+    def filter_state(self) -> str:
+        return self.look.css
+
+    def filter_field(self, name: str) -> str | None:
+        return {"agent": self.agent, "key": self.key, "platform": self.platform}.get(name)
+
+    @property
+    def filter_text(self) -> str:
+        return (
             f"{self.agent} {self.key} {self.view.trip_cause or ''} {self.platform or ''} "
             f"{self.source or ''}"
-        )
-        haystack = haystack.lower()
-        state = self.look.css
-        for word in words:
-            if word in (state, state.replace("-", ""), state.replace("-", "_")):
-                continue
-            if word == "paged" and self.view.paged and self.view.state != State.CLOSED:
-                continue
-            if word == "shared" and self.shared:
-                continue
-            if word in haystack:
-                continue
-            return False
-        return True
+        ).lower()
+
+    @property
+    def filter_flags(self) -> frozenset[str]:
+        paged = self.view.paged and self.view.state != State.CLOSED
+        return frozenset(("paged",) * paged + ("shared",) * self.shared)
 
 
 def _rank(view: BreakerView) -> int:

@@ -14,8 +14,10 @@ import importlib.metadata
 import math
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
+from breakerdeck.console.completion_args import COMPLETE, SHELLS, add_complete_parser
 from breakerdeck.console.contexts import MAX_NAME, ConfigError, UnknownName, feed_url
 from breakerdeck.console.output import EXIT_CONFIG, EXIT_IO, EXIT_USAGE, discard
 from breakerdeck.console.web_command import add_web_parser, served_argv
@@ -102,6 +104,21 @@ def _feed_url(text: str) -> str:
         return feed_url(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _directory(text: str) -> Path:
+    """A directory that exists (`--export-dir`): a typo is told at start, not at the first
+    export in the middle of an incident."""
+    path = Path(text).expanduser()
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"not a directory: {text!r}")
+    return path
+
+
+_EXPORT_DIR_HELP = (
+    "where e writes an incident's .md and .json (default: the working directory; under web, "
+    "a browser download and nothing on the server unless given)"
+)
 
 
 def _text(limit: int, what: str) -> Callable[[str], str]:
@@ -204,6 +221,15 @@ _EXITS = {
         _INTERRUPTED,
     ),
     **{name: _write_exits(name) for name in _WRITES},
+    "export": exit_codes(
+        (0, "the incident printed"),
+        (2, "the state dir's audit log cannot be read (said why)"),
+        *_FEED_TROUBLES[:2],
+        (5, "no breaker with that key, or the server refused or spoke another protocol version"),
+        *USAGE_EXITS,
+        _INTERRUPTED,
+    ),
+    "completion": exit_codes((0, "the script printed"), *USAGE_EXITS),
     "replay": exit_codes(
         (0, "the console quit"),
         (2, "the recording cannot be read (said why)"),
@@ -309,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--events", default="-", help="trace output path, or - for stdout (headless)")
     demo.add_argument("--on-page", default=None, help="command run with each page event as JSON")
+    demo.add_argument("--export-dir", type=_directory, default=None, help=_EXPORT_DIR_HELP)
 
     _command(commands, "scenarios", help="list the scenarios and what each demonstrates")
 
@@ -409,6 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--operator", type=_actor, default=None, help="name written on resets (default: login)"
     )
     watch.add_argument("--timeout", type=_timeout, default=10.0, help=_TIMEOUT_HELP)
+    watch.add_argument("--export-dir", type=_directory, default=None, help=_EXPORT_DIR_HELP)
 
     reset = _operator_write(commands, "reset", "reset one breaker on a remote engine")
     reset.add_argument(
@@ -506,6 +534,38 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="start this many recorded seconds after the first event",
     )
+    replay.add_argument("--export-dir", type=_directory, default=None, help=_EXPORT_DIR_HELP)
+
+    export = _command(
+        commands,
+        "export",
+        help="a breaker's incident as Markdown (or JSON) on standard output",
+        description="The document e writes from a console: the card, its timeline, trips, "
+        "last denied calls, the episode's audit rows and the reset command line; never a token.",
+    )
+    export.add_argument(
+        "target",
+        nargs="+",
+        metavar="[URL] KEY",
+        help="the engine's feed (ws://host:port) and the breaker's key; with --state-dir, "
+        "the key alone",
+    )
+    export.add_argument(
+        "--state-dir",
+        default=None,
+        help="read this state dir's audit log instead of a feed (it is not written to)",
+    )
+    export.add_argument("--json", action="store_true", help="JSON instead of Markdown")
+    export.add_argument("--token-file", default=None, help=_TOKEN_HELP)
+    export.add_argument("--timeout", type=_timeout, default=10.0, help=_TIMEOUT_HELP)
+
+    completion = _command(
+        commands,
+        "completion",
+        help="a shell completion script: source <(breakerdeck completion bash)",
+    )
+    completion.add_argument("shell", choices=SHELLS, help="the shell the script is for")
+    add_complete_parser(commands)
 
     for console in (demo, watch, replay):
         console.add_argument(
@@ -574,7 +634,22 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     recorded = args.command in ("replay", "whatif")
     if recorded and (args.trace is None) == (args.state_dir is None):
         command_parser(args.command).error("give one recording: a trace file, or --state-dir DIR")
+    if args.command == "export":
+        _export_target(args)
     return args
+
+
+def _export_target(args: argparse.Namespace) -> None:
+    """`export URL KEY`, or `export --state-dir DIR KEY`: checked as `reset` checks them."""
+    refuse = command_parser("export").error
+    wanted = 1 if args.state_dir else 2
+    if len(args.target) != wanted:
+        refuse("give a feed URL and a key, or --state-dir DIR and a key")
+    try:
+        args.url = None if args.state_dir else _feed_url(args.target[0])
+        args.key = _key(args.target[-1])
+    except argparse.ArgumentTypeError as error:
+        refuse(str(error))
 
 
 #: The extra each command needs beyond the package itself, which is all `make demo` installs.
@@ -666,6 +741,18 @@ def _run(args: argparse.Namespace) -> int:
         from breakerdeck.console.whatif_command import run_whatif
 
         return run_whatif(args)
+    if args.command == "export":
+        from breakerdeck.console.export_command import run_export
+
+        return run_export(args)
+    if args.command == "completion":
+        from breakerdeck.console.completion import run_completion
+
+        return run_completion(args, build_parser())
+    if args.command == COMPLETE:
+        from breakerdeck.console.completion import run_complete
+
+        return run_complete(args)
     if args.command == "demo" and args.headless:
         from breakerdeck.console.headless import run_headless
 

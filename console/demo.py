@@ -124,6 +124,7 @@ def run_demo(args: argparse.Namespace) -> int:
             platform_of=controls.platform_of,
             views=views,
             filter_text=start,
+            export_dir=args.export_dir,
         )
         sim.start_thread()
         try:

@@ -38,12 +38,23 @@ def fault_words(failures: Iterable[Failure]) -> str:
     return " and ".join(words[:2]) if words else "502s/timeouts"
 
 
-def hint(card: Card, *, keys: bool = False, fixable: bool = False, fixed: bool = False) -> str:
-    """The plain hint at the cause, as the design words it; `keys` adds the keys that act;
-    `fixed`: the credential behind an auth trip was fixed since, so reset is what is left."""
+def hint(
+    card: Card,
+    *,
+    keys: bool = False,
+    fixable: bool = False,
+    resettable: bool = False,
+    fixed: bool = False,
+    short: bool = False,
+) -> str:
+    """The plain hint at the cause, as the design words it; `keys` adds the keys that act,
+    those this console offers on the card (`fixable`, `resettable`: a viewer's web console and
+    a replay offer neither); `fixed`: the credential behind an auth trip was fixed since, so
+    reset is what is left; `short`: a closed card's last failure in fewer words, for a card
+    line that has no room for the long form."""
     view = card.view
     f_key = " (f)" if keys and fixable else ""
-    r_key = " (r)" if keys else ""
+    r_key = " (r)" if keys and resettable else ""
     if view.paused:
         where = _on(card.platform)
         return f"credential revoked{where}: reconnect it, then mark it fixed{f_key}"
@@ -52,7 +63,8 @@ def hint(card: Card, *, keys: bool = False, fixable: bool = False, fixed: bool =
             last = next((f for f in card.failures if f.counted), None)
             if last is None:
                 return "not tripped, failures counted"
-            return f"last failure {cause_word(last.outcome)} on {last.platform}"
+            last_failure = "last:" if short else "last failure"
+            return f"{last_failure} {cause_word(last.outcome)} on {last.platform}"
         return "healthy"
     cause = view.trip_cause or ""
     counted = [f for f in card.failures if f.counted]

@@ -27,6 +27,8 @@ class History:
     trips: deque[Trip] = field(default_factory=lambda: deque(maxlen=HISTORY))
     platform: str | None = None
     trip_total: int = 0
+    #: `call.denied` lines since the last trip (the episode's refusals as this console saw them).
+    denied_total: int = 0
     changed: float | None = None
     half_open: float | None = None
     last_probe: tuple[str, float] | None = None
@@ -70,6 +72,7 @@ class History:
             self.platform = f.get("platform") or self.platform
             if f.get("reason") == "probe_in_flight" and self.half_open is not None:
                 self.probe_seen = self.probe_seen or event.wall
+            self.denied_total += 1
             self.denied.appendleft(
                 Denied(event.wall, f.get("platform") or "?", f.get("reason") or "?", event.agent)
             )
@@ -105,6 +108,7 @@ class History:
             self.probe_seen = None  # a new episode, or the probe's outcome
         if kind == ev.TRIPPED:
             self.trip_total += 1
+            self.denied_total = 0
             self.trips.appendleft(
                 Trip(event.seq, event.wall, f.get("failure_class") or "?", f.get("count") or 0)
             )

@@ -40,30 +40,41 @@ class LogRow:
     kind: str  # TRIP, HALF, PROBE, REOPEN, RECOVER, RESET, PAGE, RESTORE, REVOKED, FIXED
     text: str
     state: str | None  # the state it led to (what a state word in the filter matches)
-    haystack: str = ""  # what the filter's other words are looked for in
+    haystack: str = ""  # what the filter's bare words are looked for in
+    #: What the filter's `agent:`, `key:` and `platform:` terms read.
+    agent: str | None = None
+    key: str | None = None
+    platform: str | None = None
 
-    def matches(self, text: str) -> bool:
-        """The cards' filter: every word in the name, key, platform, cause, actor or kind, or
-        the state it led to (`open` is not `half-open`)."""
+    # What a filter reads (`console.filters`): the cards' filter keeps its rows too.
+
+    @property
+    def filter_state(self) -> str | None:
         look = BY_NAME.get(self.state or "")
-        state = "" if look is None else look.css
-        for word in text.lower().split():
-            if word in (state, state.replace("-", ""), state.replace("-", "_")):
-                continue
-            if word in self.haystack:
-                continue
-            return False
-        return True
+        return None if look is None else look.css
+
+    def filter_field(self, name: str) -> str | None:
+        return {"agent": self.agent, "key": self.key, "platform": self.platform}.get(name)
+
+    @property
+    def filter_text(self) -> str:
+        return self.haystack
+
+    @property
+    def filter_flags(self) -> frozenset[str]:
+        return frozenset()
 
 
 CALL_KINDS = frozenset({ev.CALL_COMPLETED, ev.CALL_FAILED})
 
 
 def log_row(
-    event: Event, name: str, source: str | None, cause: Failure | None = None
+    event: Event, name: str, source: str | None, cause: Failure | None = None, key: str = ""
 ) -> LogRow | None:
     """The event log's line for an event, or None for one it does not show. `cause`: the
-    counted failure a trip or a reopen came right after (its platform and fault)."""
+    counted failure a trip or a reopen came right after (its platform and fault); `key`: the
+    breaker's key as its engine writes it (its id carries the source when several are
+    watched)."""
     f = event.fields
     kind = event.type
     if kind in (ev.CALL_COMPLETED, ev.CALL_FAILED):
@@ -91,16 +102,30 @@ def log_row(
         )
         if part
     ).lower()
-    return LogRow(event.seq, event.wall, event.key, name, word, text + where, state, haystack)
+    return LogRow(
+        event.seq,
+        event.wall,
+        event.key,
+        name,
+        word,
+        text + where,
+        state,
+        haystack,
+        agent=event.agent,
+        key=key,
+        platform=f.get("platform") or (cause.platform if cause is not None else None),
+    )
 
 
-def probe_row(view: BreakerView, name: str, source: str | None) -> LogRow:
+def probe_row(view: BreakerView, name: str, source: str | None, key: str = "") -> LogRow:
     """The log's line for a probe the engine's view says went out (no event says it)."""
     since = view.probe_since or 0.0
     where = f" on {source}" if source else ""
     haystack = f"{name} {view.key} probe {source or ''}".lower()
+    agent = view.agents[0] if len(view.agents) == 1 else None
+    text = f"a probe went out{where}"
     return LogRow(
-        view.seq, since, view.key, name, "PROBE", f"a probe went out{where}", None, haystack
+        view.seq, since, view.key, name, "PROBE", text, None, haystack, agent=agent, key=key
     )
 
 
@@ -117,6 +142,11 @@ def _log_text(event: Event, cause: Failure | None) -> str:
     if event.type == ev.CREDENTIAL_REVOKED:
         return "credential revoked: calls on it are refused"
     return describe(event)
+
+
+def short_type(kind: str) -> str:
+    """`tripped`, `reset`, `call.denied`: an event's type as the audit tables write it."""
+    return "reset" if kind == ev.RESET else kind.removeprefix("circuit_breaker.")
 
 
 _SHOWN_FIELDS = (

@@ -14,6 +14,7 @@ from textual.message import Message
 
 from breakerdeck.console.board import Board
 from breakerdeck.console.card import Card
+from breakerdeck.console.filters import Filter
 
 if TYPE_CHECKING:
     from breakerdeck.console.pulse import PulseRow, TabTitle
@@ -59,6 +60,10 @@ class Deck(Protocol):
 
     def store_lost(self) -> list[tuple[str | None, str]]:
         """The engines whose shared store is lost (none where the source has no stores)."""
+        ...
+
+    def active_filter(self) -> Filter:
+        """The dashboard's filter (`/`, a saved view): the table keeps the same breakers."""
         ...
 
     def player_status(self) -> str | None:
@@ -108,6 +113,10 @@ class ResetRequested(CardMessage):
     def __init__(self, card: Card, *, every: bool = False) -> None:
         super().__init__(card)
         self.every = every
+
+
+class ExportRequested(CardMessage):
+    """Export the card's incident (`e`): Markdown and JSON, to files or a browser download."""
 
 
 class FixRequested(CardMessage):

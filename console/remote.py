@@ -523,7 +523,9 @@ def watch_app(args: argparse.Namespace) -> BreakerdeckApp | int:
         sources[0] if not args.context else [(c, s) for c, s in tabs if c is not None]
     )
     operator = args.operator or _login()
-    return BreakerdeckApp(shown, operator=operator, views=views, filter_text=start)
+    return BreakerdeckApp(
+        shown, operator=operator, views=views, filter_text=start, export_dir=args.export_dir
+    )
 
 
 def _url_source(args: argparse.Namespace, files: list[str]) -> RemoteSource:

@@ -312,6 +312,10 @@ class RemoteSource(Source, Writes, SharedStores, Fleet):
             f"lives on the engine ({feed.url})."
         )
 
+    def feed_url(self, ident: str) -> str | None:
+        feed, _ = self._locate(ident)
+        return None if feed is None else feed.url
+
     # -- operator writes, over the feed ------------------------------------------------------
 
     async def reset(self, key: str, actor: str, reason: str) -> None:

@@ -35,6 +35,12 @@ def run_replay(args: argparse.Namespace) -> int:
         playback.start()  # the first screen is `--at` in: read up to it first
         playback.store.reach(source.start + args.at)
         source.seek(source.start + args.at)
-    app = ReplayApp(source, operator=getpass.getuser(), views=views, filter_text=start)
+    app = ReplayApp(
+        source,
+        operator=getpass.getuser(),
+        views=views,
+        filter_text=start,
+        export_dir=args.export_dir,
+    )
     app.run()
     return app.return_code or 0

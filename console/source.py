@@ -100,6 +100,11 @@ class Source(abc.ABC):
         """A line above the detail screen's log when it is not the engine's whole log."""
         return None
 
+    def feed_url(self, ident: str) -> str | None:
+        """The feed a shell's `breakerdeck reset` reaches this breaker's engine at (None: an
+        engine in this process, or a recording)."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the source holds."""
 

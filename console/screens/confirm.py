@@ -52,7 +52,9 @@ class ConfirmScreen(ModalScreen[bool]):
                 yield Button("No (n)", id="no", variant="primary")
                 yield Button(f"{self.yes} (y)", id="yes", variant="error")
             yield Static("y confirms · n or escape cancels", id="confirm-keys")
-        yield Footer()  # this dialog's keys, not the dashboard's beneath it
+        yield Footer(
+            show_command_palette=False
+        )  # this dialog's keys, not the dashboard's beneath it
 
     def _body(self) -> str:
         return "\n".join(printable(line) for line in self.lines)

@@ -11,10 +11,13 @@ from textual.containers import Container
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
+from breakerdeck.console.export import EXPORT_TIP
+from breakerdeck.console.filters import Filter, parse
 from breakerdeck.console.messages import (
     Deck,
     DemoFaultRequested,
     DetailsRequested,
+    ExportRequested,
     FixRequested,
     ResetRequested,
     TableRequested,
@@ -32,7 +35,7 @@ CARD_COLUMN, LOG_MIN, LOG_MAX = 78, 60, 80
 ROWS_AT_80X24 = 24
 
 #: The actions whose offer (`check_action`) depends on the selected card or the filter.
-_CHANGING_ACTIONS = ("reset", "reset_every", "details", "fix", "clear_filter")
+_CHANGING_ACTIONS = ("reset", "reset_every", "details", "export", "fix", "clear_filter")
 
 
 class DashboardScreen(Screen[None]):
@@ -61,13 +64,17 @@ class DashboardScreen(Screen[None]):
         Binding("u", "platform_up", "Up", show=False, id="demo-up"),
         Binding("x", "revoke", "Revoke", show=False, id="demo-revoke"),
         Binding("escape", "clear_filter", "Clear", show=False, id="clear-filter"),
+        # Not in the footer (80 columns are full): the help and the palette list it.
+        Binding("e", "export", "Export", show=False, id="export", tooltip=EXPORT_TIP),
     ]
 
     def __init__(self, filter_text: str = "", *, id: str = "dashboard") -> None:
         """`filter_text`: shown filtered by it from the start (`--view`). `id`: each tab's
         dashboard has its own (`dashboard`, then `dashboard-2`, …)."""
         super().__init__(id=id)
-        self.filter_text = filter_text
+        #: The filter as typed, and as read by `console.filters` (the table keeps it too).
+        self.filter_text = filter_text.strip()
+        self.filter: Filter = parse(self.filter_text)
         self._offered: tuple[bool | None, ...] | None = None  # see `_refresh_bindings`
         self._shown_of = (0, 0)  # cards shown, of how many: the status line's last numbers
 
@@ -86,7 +93,8 @@ class DashboardScreen(Screen[None]):
                 app.board.thresholds,
                 app.now,
                 now_for=lambda card: app.now_for(card.id),
-                fix_key=app.can_fix,
+                fix_key=lambda card: bool(app.fix_offer(card)),
+                reset_key=lambda card: bool(app.reset_offer(card)),
                 fixed=app.fixed,
                 stale_since=lambda card: app.fleet.stale_for(card.id),
                 approximate=app.source.approximate_counts,
@@ -95,7 +103,8 @@ class DashboardScreen(Screen[None]):
             yield EventLog(id="log")
         yield SelectionHint(id="offscreen")
         yield Input(
-            placeholder="filter: agent, key or state (enter keeps it, escape clears)", id="filter"
+            placeholder="filter: words, state:open, agent:billing* (enter keeps, escape clears)",
+            id="filter",
         )
         # No "^p palette" here: at 80 columns it pushed the last keys off (the help lists it).
         yield Footer(show_command_palette=False)
@@ -140,18 +149,20 @@ class DashboardScreen(Screen[None]):
             return
         board = self.deck.board
         every = board.cards()
-        shown = [c for c in every if c.matches(self.filter_text)] if self.filter_text else every
+        shown = self.filter.keep(every)
         cards = self.cards
-        cards.empty_text = (
-            f"nothing matches “{self.filter_text}” (escape clears the filter)"
-            if self.filter_text
-            else "no breakers yet: they appear with the first call"
-        )
+        problem = self.filter.problem
+        if problem:
+            cards.empty_text = problem  # the line's room is the problem's (escape clears)
+        elif self.filter:
+            cards.empty_text = f"nothing matches “{self.filter_text}” (escape clears the filter)"
+        else:
+            cards.empty_text = "no breakers yet: they appear with the first call"
         cards.set_cards(shown)
         log = self.query_one(EventLog)
         if log.display:
             board = self.deck.board
-            rows = board.log_rows(self.filter_text)
+            rows = board.log_rows(self.filter)
             log.show(rows, len(board.log), self.filter_text, board.log_version)
         self._show_status(len(shown), len(every))
         self.show_summary()
@@ -209,7 +220,7 @@ class DashboardScreen(Screen[None]):
             return self.deck.reset_offer(card)
         if action == "reset_every":
             return card is not None and bool(self.deck.reset_targets(card))
-        if action == "details":
+        if action in ("details", "export"):
             return card is not None or None
         if action == "fix":
             return self.deck.fix_offer(card)
@@ -233,7 +244,11 @@ class DashboardScreen(Screen[None]):
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        self.filter_text = event.value.strip()
+        self._filter_by(event.value)
+
+    def _filter_by(self, text: str) -> None:
+        self.filter_text = text.strip()
+        self.filter = parse(self.filter_text)
         self.board_changed()
 
     @on(Input.Submitted, "#filter")
@@ -242,14 +257,24 @@ class DashboardScreen(Screen[None]):
         box.display = False
         self.cards.focus()
         self.cards.select_index(0, follow=True)
+        self._say_problem()
 
     def set_filter(self, text: str) -> None:
-        """Filter as if `text` were typed after `/` and kept with enter (a saved view)."""
+        """Set the filter as if typed after `/` and kept with `enter` (a saved view, the
+        palette): a term it cannot read is said in a notice."""
         box = self.query_one(Input)
-        box.value = text  # its Changed message filters the cards
-        self.filter_text = text.strip()
-        self._filter_submitted()
-        self.board_changed()
+        with box.prevent(Input.Changed):
+            box.value = text
+        box.display = False
+        self._filter_by(text)
+        self.cards.focus()
+        self.cards.select_index(0, follow=True)
+        self._say_problem()
+
+    def _say_problem(self) -> None:
+        problem = self.filter.problem
+        if problem:
+            self.notify(f"Filter “{self.filter_text}”: {problem}", severity="warning", timeout=6)
 
     def action_clear_filter(self) -> None:
         """Escape clears the filter; with none, it dismisses the toasts in the corner."""
@@ -257,11 +282,11 @@ class DashboardScreen(Screen[None]):
         if not (self.filter_text or box.display):
             self.app.clear_notifications()
             return
-        box.value = ""
+        with box.prevent(Input.Changed):
+            box.value = ""
         box.display = False
-        self.filter_text = ""
         self.cards.focus()
-        self.board_changed()
+        self._filter_by("")
 
     def action_table(self) -> None:
         self.post_message(TableRequested())
@@ -274,6 +299,11 @@ class DashboardScreen(Screen[None]):
     @on(CardList.Opened)
     def _opened(self, event: CardList.Opened) -> None:
         self.post_message(DetailsRequested(event.card))
+
+    def action_export(self) -> None:
+        card = self.cards.shown_selection()
+        if card is not None:
+            self.post_message(ExportRequested(card))
 
     def action_reset(self) -> None:
         card = self.cards.shown_selection()

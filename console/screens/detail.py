@@ -11,9 +11,10 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from breakerdeck.console.card import Card
+from breakerdeck.console.export import EXPORT_TIP
 from breakerdeck.console.hint import hint
-from breakerdeck.console.log_rows import describe
-from breakerdeck.console.messages import Deck, FixRequested, ResetRequested
+from breakerdeck.console.log_rows import describe, short_type
+from breakerdeck.console.messages import Deck, ExportRequested, FixRequested, ResetRequested
 from breakerdeck.console.states import BY_NAME
 from breakerdeck.console.timeline import (
     CARD_STEP,
@@ -23,6 +24,7 @@ from breakerdeck.console.timeline import (
     span_text,
     strip,
 )
+from breakerdeck.console.widgets.card_lines import countdown_words
 from breakerdeck.console.words import cause_word, clock_text, mmss
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import Event
@@ -68,6 +70,7 @@ class DetailScreen(Screen[None]):
         Binding("r", "reset", "Reset", id="detail-reset"),
         Binding("f", "fix", "Cred fixed", id="detail-fix"),
         Binding("h", "hide_denied", "Hide denied", id="detail-hide-denied"),
+        Binding("e", "export", "Export", show=False, id="detail-export", tooltip=EXPORT_TIP),
         Binding("j", "cursor(1)", "Down", show=False, id="detail-down"),
         Binding("k", "cursor(-1)", "Up", show=False, id="detail-up"),
         Binding("question_mark", "app.help", "Help", id="detail-help"),
@@ -94,7 +97,7 @@ class DetailScreen(Screen[None]):
         yield Static(id="detail-trips", markup=False)
         yield Static(id="detail-note", markup=False)
         yield DataTable(id="audit", cursor_type="row", zebra_stripes=False)
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     async def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -132,11 +135,10 @@ class DetailScreen(Screen[None]):
     def _show_card(self) -> None:
         card = self.card
         title = Text(no_wrap=True, overflow="ellipsis")
-        word = card.word
+        title.append(f" {card.word} ", style="bold reverse")
         left = card.seconds_left(self.deck.now_for(card.id))
         if left is not None:
-            word = f"OPEN {mmss(left)}"
-        title.append(f" {word} ", style="bold reverse")
+            title.append(f" {countdown_words(mmss(left))}", style="bold")
         title.append(f"  {printable(card.agent)}", style="bold")
         if card.key != card.agent:
             title.append(f" · {printable(card.key)}")
@@ -148,9 +150,11 @@ class DetailScreen(Screen[None]):
         if card.shared:
             title.append(f" (shared: {printable(', '.join(card.view.agents))})")
         if card.rank == 0:
-            title.append("  !! PAGED !!", style="bold reverse")
-        approximate = "≈" if self.deck.source.approximate_counts else ""
-        title.append(f"   count {approximate}{self.deck.board.thresholds.counter(card.view.count)}")
+            title.append("  ")
+            title.append(" PAGED ", style="bold reverse")
+        limits = card.limits or self.deck.board.thresholds
+        approximate = self.deck.source.approximate_counts
+        title.append(f"   {limits.counter(card.view.count, approximate=approximate)}")
         self.query_one("#detail-title", Static).update(title)
         self.query_one("#detail-hint", Static).update(f"→ {printable(hint(card))}")
 
@@ -222,7 +226,7 @@ class DetailScreen(Screen[None]):
         with_agent = self.deck.board.thresholds.kind == "tool"
         rows = [e for e in self.rows if not (self.hide_denied and e.type == ev.CALL_DENIED)]
         for event in rows:
-            cells = [str(event.seq), clock_text(event.wall), _short_type(event.type)]
+            cells = [str(event.seq), clock_text(event.wall), short_type(event.type)]
             if with_agent:
                 cells.append(event.agent or "")
             cells.append(describe(event))
@@ -262,6 +266,9 @@ class DetailScreen(Screen[None]):
     def action_fix(self) -> None:
         self.post_message(FixRequested(self.card))
 
+    def action_export(self) -> None:
+        self.post_message(ExportRequested(self.card))
+
 
 def _cell_style(kind: str) -> str:
     """A timeline cell in the detail view: its state's colour, never reversed (the glyph says
@@ -270,8 +277,3 @@ def _cell_style(kind: str) -> str:
         return ""
     look = BY_NAME.get(kind)
     return "bold" if look is None else look.cell
-
-
-def _short_type(kind: str) -> str:
-    """`tripped`, `reset`, `call.denied`: the event column's words."""
-    return "reset" if kind == ev.RESET else kind.removeprefix("circuit_breaker.")

@@ -1,6 +1,7 @@
 """`t`: every breaker as one row of a table (k9s style), for wide terminals and many breakers.
 
-The cards say more per breaker; the table shows more breakers. Rows come in the board's order
+The cards say more per breaker; the table shows more breakers, those the dashboard's filter
+keeps (`console.filters`; the status line says so while one is set). Rows come in the board's order
 (trouble first) until a column is chosen: `s` cycles the sort column, a click on a column's
 header sorts by it, and choosing the same column again reverses it. The selected row stays on
 its breaker through re-sorts and updates.
@@ -19,9 +20,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 
 from breakerdeck.console.card import RANK_PAGED, Card
-from breakerdeck.console.history import HISTORY
-from breakerdeck.console.messages import Deck, DetailsRequested, ResetRequested
-from breakerdeck.console.widgets.bars import SummaryBar
+from breakerdeck.console.export import EXPORT_TIP
+from breakerdeck.console.messages import Deck, DetailsRequested, ExportRequested, ResetRequested
+from breakerdeck.console.widgets.bars import StatusLine, SummaryBar
 from breakerdeck.console.words import cause_word, clock_text, mmss
 from breakerdeck.engine.state import State
 from breakerdeck.engine.text import printable
@@ -32,11 +33,6 @@ _SEP = "\x1f"
 def _left(card: Card, now: float) -> str:
     left = card.seconds_left(now)  # `now`: the card's own source clock (see `TableScreen.now`)
     return mmss(left) if left is not None else ""
-
-
-def _denied(card: Card) -> str:
-    """Recent denied calls: the board keeps the last `HISTORY`, so a full list reads `6+`."""
-    return f"{len(card.denied)}{'+' if len(card.denied) >= HISTORY else ''}"
 
 
 def _since(card: Card) -> str:
@@ -56,7 +52,7 @@ COLUMNS: list[Column] = [
      lambda c, now: c.view.trip_cause or ""),
     ("probe in", _left, lambda c, now: c.seconds_left(now) or float("inf")),
     ("since", lambda c, now: _since(c), lambda c, now: -(c.changed_wall or 0.0)),
-    ("denied", lambda c, now: _denied(c), lambda c, now: -len(c.denied)),
+    ("denied", lambda c, now: str(c.denied_total), lambda c, now: -c.denied_total),
     ("trips", lambda c, now: str(max(c.trip_total, len(c.trips))),
      lambda c, now: -max(c.trip_total, len(c.trips))),
     ("platform", lambda c, now: c.platform or "", lambda c, now: c.platform or ""),
@@ -69,6 +65,7 @@ class TableScreen(Screen[None]):
         Binding("enter", "details", "Details", id="table-details"),
         Binding("r", "reset", "Reset", id="table-reset"),
         Binding("s", "sort", "Sort", id="table-sort", tooltip="next column"),
+        Binding("e", "export", "Export", show=False, id="table-export", tooltip=EXPORT_TIP),
         Binding("question_mark", "app.help", "Help", id="table-help"),
         Binding("q", "app.quit", "Quit", id="table-quit"),
     ]
@@ -88,8 +85,9 @@ class TableScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield SummaryBar(id="table-summary")
+        yield StatusLine(id="table-status")
         yield DataTable(id="breakers", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -114,7 +112,12 @@ class TableScreen(Screen[None]):
             return
         table = self.query_one(DataTable)
         selected = self.selected_card
-        cards = list(self.deck.board.cards())
+        every = self.deck.board.cards()
+        kept = self.deck.active_filter()
+        cards = kept.keep(every)
+        self.query_one(StatusLine).show(
+            filter_text=kept.text, shown=len(cards), total=len(every), faults={}
+        )
         if self.sort_by is not None:
             order = self.columns[self.sort_by][2]
             cards.sort(key=lambda card: order(card, self.now(card)), reverse=self.reverse)
@@ -163,6 +166,8 @@ class TableScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[Any, ...]) -> bool | None:
         if action == "reset" and self.is_mounted:
             return self.deck.reset_offer(self.selected_card)
+        if action in ("details", "export") and self.is_mounted:
+            return self.selected_card is not None or None
         return True
 
     def action_sort(self) -> None:
@@ -194,6 +199,11 @@ class TableScreen(Screen[None]):
         card = self.selected_card
         if card is not None:
             self.post_message(ResetRequested(card))
+
+    def action_export(self) -> None:
+        card = self.selected_card
+        if card is not None:
+            self.post_message(ExportRequested(card))
 
 
 def _row_key(card: Card) -> str:

@@ -21,10 +21,13 @@ from breakerdeck.engine.text import printable
 
 TROUBLE_LINES = 5
 CLOSED_LINES = 3
-STATE_WIDTH = 11  # "HALF-OPEN" and "OPEN 04:12" fit, then two spaces
-#: The title line's state timeline: after the name's room, ending before the cooldown's.
+STATE_WIDTH = 11  # "HALF-OPEN", then two spaces
+#: The title line's state timeline: after the name's room, ending before the right-hand room
+#: (an open card's labelled countdown, `probe in 04:28`; others' `cooldown 300s`).
 NAME_ROOM = 27  # "billing-assistant  PAGED " fits: strips of one width, card under card
-COOLDOWN_ROOM = len("cooldown 900s")
+COOLDOWN_ROOM = len("probe in 04:28")
+#: A title line's last cells, where an open card's countdown is drawn: what the tick repaints.
+COUNTDOWN_CELLS = COOLDOWN_ROOM + 4
 MIN_STRIP = 8
 MAX_STRIP = 96
 #: The least a card's strip shows: a 300 s cooldown, its probe and some of what came before.
@@ -55,7 +58,9 @@ class CardLines(ScrollView):
     thresholds: Thresholds
     approximate: bool
     now_for: Callable[[Card], float]
+    #: Whether this console offers `f` and `r` on the card: its hint names only those keys.
     fix_key: Callable[[Card], bool]
+    reset_key: Callable[[Card], bool]
 
     def _draw(
         self,
@@ -107,15 +112,12 @@ class CardLines(ScrollView):
         stale: str | None = None,
         slot: int | None = None,
     ) -> list[Segment]:
-        word = card.word
-        if countdown is not None and word == "OPEN":
-            word = f"OPEN {countdown}"
         kind = (card.limits or self.thresholds).kind
         name = card.agent if kind == "agent" else f"{card.agent} · {card.key}"
         name = printable(name)
         segments = [
             Segment("▶ " if selected else "  "),
-            Segment(f"{word:<{STATE_WIDTH}}", state_style + Style(bold=True)),
+            Segment(f"{card.word:<{STATE_WIDTH}}", state_style + Style(bold=True)),
             Segment(" "),
             Segment(name, self.get_component_rich_style("cards--name")),
         ]
@@ -130,6 +132,20 @@ class CardLines(ScrollView):
         if card.rank == RANK_PAGED:
             segments.append(Segment(" "))
             segments.append(Segment(" PAGED ", self.get_component_rich_style("cards--paged")))
+        if countdown is not None:
+            # What the time is (`OPEN 04:28` read as "open for 4m28s"): always shown, the
+            # name cut for it if it must be; in the state's colour, never reversed.
+            right = countdown_words(countdown)
+            over = sum(segment.cell_length for segment in segments) - (width - len(right) - 2)
+            if over > 0:  # the name gives way (never the state, PAGED or STALE)
+                kept = max(1, len(name) - over - 1)
+                segments[3] = Segment(name[:kept] + "…", segments[3].style)
+            elif slot is not None:
+                segments += self._timeline(card, slot, segments, width)
+            used = sum(segment.cell_length for segment in segments)
+            segments.append(Segment(" " * (width - used - len(right) - 1)))
+            segments.append(Segment(right, state_style + Style(reverse=False, bold=True)))
+            return segments
         if slot is not None:
             segments += self._timeline(card, slot, segments, width)
         if card.state != State.CLOSED:  # the cooldown this open episode runs, right-aligned
@@ -185,20 +201,24 @@ class CardLines(ScrollView):
         if line == 1:
             limits = card.limits or self.thresholds
             # ≈: replayed from an audit log, which keeps no successes (they reset it)
-            parts = [f"count {'≈' if self.approximate else ''}{limits.counter(view.count)}"]
-            if view.state != State.CLOSED:
-                parts.append(f"cause {cause_word(view.trip_cause)}")
-                forms = probe_words(card)
-                used = len(" · ".join(parts)) + 3
-                # the longest form that fits: the probe's words must never be cut
-                parts.extend(next(([f] for f in forms if used + len(f) <= room), forms[-1:]))
+            counter = limits.counter(view.count, approximate=self.approximate)
             if card.rank == RANK_CLOSED:
-                parts.append(hint(card))
-            return [Segment(" · ".join(parts))]
+                said = f"{counter} · {hint(card)}"
+                return [
+                    Segment(said if len(said) <= room else f"{counter} · {hint(card, short=True)}")
+                ]
+            # The longest line that fits: the probe's words must never be cut, and the cause
+            # goes first where they need its room (the hint and the trips line say it too).
+            cause = f"cause {cause_word(view.trip_cause)}"
+            forms = probe_words(card) or [""]
+            lines = [[counter, cause, f] for f in forms] + [[counter, f] for f in forms]
+            shown = [" · ".join(part for part in parts if part) for parts in lines]
+            return [Segment(next((said for said in shown if len(said) <= room), shown[-1]))]
         if card.rank == RANK_CLOSED:  # a closed card's last line: its trips
             return self._trips(card, dim, room)
         if line == 2:
-            text = "→ " + hint(card, keys=True, fixable=self.fix_key(card), fixed=fixed)
+            offers = {"fixable": self.fix_key(card), "resettable": self.reset_key(card)}
+            text = "→ " + hint(card, keys=True, fixed=fixed, **offers)
             return [Segment(text, self.get_component_rich_style("cards--hint"))]
         if line == 3:
             if not card.denied:
@@ -218,6 +238,11 @@ class CardLines(ScrollView):
         if left:
             segments.append(Segment(f" +{left} more", dim))
         return segments
+
+
+def countdown_words(countdown: str) -> str:
+    """An open card's countdown, said: the probe goes out when it ends."""
+    return f"probe in {countdown}"
 
 
 def strip_step(cells: int) -> float:

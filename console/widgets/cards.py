@@ -3,7 +3,7 @@
 A widget per card cannot reach 10,000 breakers (mounting and laying out thousands of widgets
 costs seconds and most of a core). This is one `ScrollView`: the cards are rows of plain data,
 `render_line` draws the few lines on screen from cached `Strip`s, and the one-second tick
-repaints only the title lines of visible open cards, whose countdown moved.
+repaints only the countdowns of visible open cards, at the end of their title lines.
 
 Cards reflow: as many columns as `MIN_CARD_WIDTH` allows (one at 80 columns, two at 160). A
 trouble card has five lines; a closed one three. A row is as tall as its tallest card.
@@ -27,8 +27,8 @@ from breakerdeck.console.card import Card, Thresholds
 from breakerdeck.console.states import component_classes, state_css
 from breakerdeck.console.timeline import CARD_STEP, busy
 from breakerdeck.console.widgets.card_lines import (
+    COUNTDOWN_CELLS,
     MAX_STRIP,
-    STATE_WIDTH,
     TROUBLE_LINES,
     CardLines,
     ago,
@@ -94,6 +94,7 @@ class CardList(CardLines, can_focus=True):
         *,
         now_for: Callable[[Card], float] | None = None,
         fix_key: Callable[[Card], bool] | None = None,
+        reset_key: Callable[[Card], bool] | None = None,
         fixed: Callable[[Card], bool] | None = None,
         stale_since: Callable[[Card], float | None] | None = None,
         approximate: bool = False,
@@ -107,6 +108,7 @@ class CardList(CardLines, can_focus=True):
         #: The clock a card's countdown runs on (its source's: a sped-up engine runs faster).
         self.now_for = now_for or (lambda card: now())
         self.fix_key = fix_key or (lambda card: False)
+        self.reset_key = reset_key or (lambda card: False)
         #: The credential behind the card's auth trip was fixed since: its hint says reset.
         self.fixed = fixed or (lambda card: False)
         #: When the card's source lost its engine (None while live): drawn on its title line.
@@ -331,7 +333,8 @@ class CardList(CardLines, can_focus=True):
                 if self.stale_since(card) is not None or strip_moved:
                     self.refresh(Region(column * card_width, y, card_width, 1))
                 elif card.state == State.OPEN:
-                    self.refresh(Region(column * card_width + 2, y, STATE_WIDTH, 1))
+                    right = (column + 1) * card_width - COUNTDOWN_CELLS
+                    self.refresh(Region(right, y, COUNTDOWN_CELLS, 1))
                 else:
                     continue
                 repainted += 1

@@ -31,3 +31,12 @@ def screen_text(app) -> str:
     any widget to draw afresh (a line nobody refreshed still reads as it did)."""
     update = app.screen._compositor.render_update(full=True)
     return "\n".join("".join(seg.text for strip in line for seg in strip) for line in update.strips)
+
+
+def countdown_of(text: str, name: str) -> str | None:
+    """The countdown on the title line of `name`'s open card (`probe in 04:28`), or None."""
+    for line in text.splitlines():
+        words = line.split()
+        if "OPEN" in words and name in words and "probe" in words:
+            return words[words.index("probe") + 2]
+    return None

@@ -132,6 +132,6 @@ async def test_the_reset_dialog_and_its_card_read_one_countdown_between_ticks(ag
         await agent_world.call("bo", "crm")
         await settle(pilot)
         dialog = re.search(r"OPEN (\d\d:\d\d) to the probe", screen_text(app))
-        card = re.search(r"OPEN (\d\d:\d\d)  ava", screen_text(app))
+        card = re.search(r"OPEN +ava .*probe in (\d\d:\d\d)", screen_text(app))
         assert dialog is not None and card is not None
         assert dialog.group(1) == card.group(1) == "04:53"

@@ -3,9 +3,12 @@ more there is."""
 
 from __future__ import annotations
 
+import re
+
 from textual.widgets import DataTable
 
 from breakerdeck.console.screens.detail import DetailScreen
+from breakerdeck.fixtures.faults import Fault, FaultKind
 from tests.console.conftest import OPERATOR, make_app, settle
 from tests.console.helpers import cards_text, static_text, status_text
 from tests.console.test_no_color import page
@@ -42,14 +45,14 @@ async def test_filtering_on_a_platform_keeps_its_own_fault_on_the_status_line(ag
         assert "platform-zulu DOWN (refused)" in status_text(app)
 
 
-async def test_a_paged_card_with_a_long_name_keeps_its_cooldown_at_80_columns(agent_world):
+async def test_a_paged_card_with_a_long_name_keeps_its_countdown_at_80_columns(agent_world):
     name = "agent-with-a-long-name-for-the-page-test-0001"
     await page(agent_world, name)
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         title = cards_text(app).splitlines()[0]
-        assert " PAGED " in title and title.rstrip().endswith("300s")
+        assert " PAGED " in title and re.search(r"… +PAGED +probe in \d\d:\d\d$", title.rstrip())
 
 
 async def test_a_card_says_how_many_more_trips_it_does_not_show(agent_world):
@@ -60,7 +63,7 @@ async def test_a_card_says_how_many_more_trips_it_does_not_show(agent_world):
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        trips = next(line for line in cards_text(app).splitlines() if "trips" in line)
+        trips = next(line for line in cards_text(app).splitlines() if "┃ trips  " in line)
         assert "+4 more" in trips or "+3 more" in trips
         shown = trips.count("→")
         assert f"+{5 - shown} more" in trips
@@ -113,3 +116,15 @@ async def test_audit_rows_cut_at_80_columns_end_in_an_ellipsis(agent_world):
         lines = [table.render_line(y).text.rstrip() for y in range(table.size.height)]
         reset = next(line for line in lines if "by oncall-ann" in line)
         assert reset.endswith("…")
+
+
+async def test_a_closed_cards_last_failure_is_said_whole_at_80_columns(agent_world):
+    agent_world.platforms["payments"].set_fault(Fault(FaultKind.REFUSED))
+    await agent_world.call("billing-assistant", "payments", 4)  # counted, not tripped
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        line = cards_text(app).splitlines()[1].rstrip()
+        assert line.endswith(
+            "4 failures · trips at auth 3 / upstream 5 · last: upstream on payments"
+        )

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from breakerdeck.console.board import Board
 from breakerdeck.console.card import Card, Failure, Thresholds
+from breakerdeck.console.filters import parse
 from breakerdeck.console.hint import hint
 from breakerdeck.console.ordering import group_by_key, sort_cards
 from breakerdeck.console.words import mmss
@@ -70,8 +71,8 @@ def test_under_tool_cards_stay_grouped_by_agent_worst_group_first():
 
 
 def test_the_counter_reads_as_the_design_writes_it():
-    assert Thresholds("agent").counter(2) == "2 · auth 3 / upstream 5"
-    assert Thresholds("tool").counter(2) == "2 · opens at 3"
+    assert Thresholds("agent").counter(2) == "2 failures · trips at auth 3 / upstream 5"
+    assert Thresholds("tool").counter(2) == "2 failures · trips at 3"
 
 
 def test_an_auth_trip_hints_reconnect_that_credential_on_its_platform():
@@ -81,7 +82,18 @@ def test_an_auth_trip_hints_reconnect_that_credential_on_its_platform():
         failures=(failure("crm", "auth_failure"),) * 3,
     )
     assert hint(card) == "reauth_failed on crm: reconnect that credential, then reset"
-    assert "credential (f), then reset (r)" in hint(card, keys=True, fixable=True)
+    assert "credential (f), then reset (r)" in hint(card, keys=True, fixable=True, resettable=True)
+
+
+def test_a_hint_names_only_the_keys_its_console_offers():
+    card = Card("ava", view("ava", "open", count=3, cause="auth_failure"))
+    assert hint(card, keys=True) == "reauth_failed: reconnect that credential, then reset"
+    assert hint(card, keys=True, resettable=True).endswith("then reset (r)")
+
+
+def test_the_counter_says_what_it_counts_and_what_it_trips_at():
+    assert Thresholds("agent").counter(1) == "1 failure · trips at auth 3 / upstream 5"
+    assert Thresholds("agent").counter(7, approximate=True).startswith("≈7 failures ·")
 
 
 def test_an_upstream_trip_hints_the_platform_or_the_path_is_down():
@@ -94,9 +106,9 @@ def test_an_upstream_trip_hints_the_platform_or_the_path_is_down():
 
 
 def test_the_filter_word_open_does_not_match_half_open():
-    assert Card("a", view("a", "open")).matches("open")
-    assert not Card("a", view("a", "half_open")).matches("open")
-    assert Card("a", view("a", "half_open")).matches("half-open")
+    assert parse("open").matches(Card("a", view("a", "open")))
+    assert not parse("open").matches(Card("a", view("a", "half_open")))
+    assert parse("half-open").matches(Card("a", view("a", "half_open")))
 
 
 def test_countdowns_round_up_so_zero_means_due():

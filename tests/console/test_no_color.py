@@ -70,7 +70,7 @@ async def test_with_no_color_open_and_paged_are_the_loudest_words(agent_world, m
         opened = contrast(find(lines, header, "OPEN"))
         assert paged >= LOUD and opened >= LOUD
         assert opened > closed and paged > closed
-        cards = [i for i, line in enumerate(lines) if any("cooldown" in s.text for s in line)]
+        cards = [i for i, line in enumerate(lines) if any("probe in" in s.text for s in line)]
         paged_card, open_card = cards[0], cards[1]  # ava (paged) heads the list, then bo
         closed_card = next(
             i

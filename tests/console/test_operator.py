@@ -159,7 +159,7 @@ async def test_a_shared_breaker_is_shown_under_each_agent_marked_shared(tool_wor
         text = cards_text(app)
         assert "ava · payments@default shared" in text
         assert "bo · payments@default shared" in text
-        assert "count 3 · opens at 3" in text
+        assert "3 failures · trips at 3" in text
 
 
 async def test_f_then_y_marks_a_paused_credential_fixed(tool_world):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textual.geometry import Region
 
-from breakerdeck.console.widgets.card_lines import STATE_WIDTH
+from breakerdeck.console.widgets.card_lines import COUNTDOWN_CELLS
 from breakerdeck.console.widgets.cards import CardList
 from tests.console.conftest import make_app, settle
 
@@ -54,4 +54,4 @@ async def test_the_tick_repaints_only_the_countdown_cells(agent_world):
         asked = spy(cards)
         agent_world.clock.advance(1)
         cards.tick()
-        assert asked == [(Region(2, 0, STATE_WIDTH, 1),)]
+        assert asked == [(Region(80 - COUNTDOWN_CELLS, 0, COUNTDOWN_CELLS, 1),)]

@@ -10,6 +10,8 @@ moments, must show the same cards and event log, line for line.
 from __future__ import annotations
 
 import json
+import re
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
@@ -27,7 +29,7 @@ from breakerdeck.engine.recorded.replay import replay_audit, replay_trace
 from breakerdeck.fixtures import scenario as scenarios
 from breakerdeck.fixtures.simulation import Simulation
 from tests.console.conftest import settle
-from tests.console.helpers import cards_text, header_text, status_text
+from tests.console.helpers import cards_text, countdown_of, header_text, status_text
 from tests.waiting import eventually
 
 #: After the first trips (open, counting down); between a half-open and its page, another
@@ -93,7 +95,7 @@ async def test_a_replayed_trace_shows_the_live_cards_at_three_recorded_moments(r
             cards.set_cards(live_cards)  # the live run's cards, drawn by the same widget
             assert cards_text(app) == replayed
             shown.append(replayed)
-        assert "OPEN 00:24  billing-assistant" in shown[0]
+        assert countdown_of(shown[0], "billing-assistant") == "00:24"
         assert "PAGED" in shown[1] and "HALF-OPEN" in shown[1]
         assert "✓" in shown[2] and "recovered" in shown[2]
 
@@ -110,8 +112,8 @@ async def test_an_audit_log_replays_what_it_proves_with_the_counter_marked_appro
     async with app.run_test(size=(80, 24)) as pilot:
         source.seek(recorded.epoch + MOMENTS[1])
         await settle(pilot)
-        assert "count ≈" in cards_text(app)
-        assert "count 5 ·" not in cards_text(app)
+        assert re.search(r"≈\d+ failures? · trips at", cards_text(app))
+        assert " 5 failures ·" not in cards_text(app)
         states = {c.key: (c.view.state, c.view.paged) for c in app.board.cards()}
     live = {c.key: (c.view.state, c.view.paged) for c in recorded.seen[recorded.epoch + 626][0]}
     assert {k: v for k, v in states.items() if v[0] != "closed"} == {
@@ -128,14 +130,14 @@ async def test_n_goes_to_the_first_trip_and_comma_steps_back_before_it(recorded)
         await pilot.press("n")
         await settle(pilot)
         assert header_text(app).endswith("recorded time 00:00:23")
-        assert "OPEN 05:00  invoice-clerk" in cards_text(app)
+        assert countdown_of(cards_text(app), "invoice-clerk") == "05:00"
         await pilot.press("comma")  # one event back: the trip has not happened yet
         await settle(pilot)
-        assert "OPEN 05:00  invoice-clerk" not in cards_text(app)
+        assert countdown_of(cards_text(app), "invoice-clerk") != "05:00"
         assert "invoice-clerk" in cards_text(app)
         await pilot.press("full_stop")
         await settle(pilot)
-        assert "OPEN 05:00  invoice-clerk" in cards_text(app)
+        assert countdown_of(cards_text(app), "invoice-clerk") == "05:00"
 
 
 async def test_brackets_jump_a_minute_and_the_countdown_follows(recorded):
@@ -143,10 +145,10 @@ async def test_brackets_jump_a_minute_and_the_countdown_follows(recorded):
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("n", "right_square_bracket", "right_square_bracket")
         await settle(pilot)
-        assert "OPEN 03:00  invoice-clerk" in cards_text(app)
+        assert countdown_of(cards_text(app), "invoice-clerk") == "03:00"
         await pilot.press("left_square_bracket")
         await settle(pilot)
-        assert "OPEN 04:00  invoice-clerk" in cards_text(app)
+        assert countdown_of(cards_text(app), "invoice-clerk") == "04:00"
 
 
 async def test_space_plays_at_the_speed_and_pauses(recorded):
@@ -174,6 +176,9 @@ async def test_a_replay_is_read_only(recorded):
         assert not isinstance(app.screen, ConfirmScreen)
         footer = {b.key for (_, b, shown, _) in app.screen.active_bindings.values() if shown}
         assert not {"r", "f", "d"} & footer
+        assert "→ " in cards_text(app) and "(r)" not in cards_text(app)  # nor its hints
+        palette = [command.title for command in app.get_system_commands(app.screen)]
+        assert "Play/pause" in palette and "Reset" not in palette  # nor its palette
 
 
 def test_replay_wants_one_recording(tmp_path, capsys):
@@ -187,3 +192,19 @@ def test_replay_wants_one_recording(tmp_path, capsys):
     assert "line 1: not a trace line" in capsys.readouterr().err
     assert cli.main(["replay", "--state-dir", str(tmp_path)]) == 2
     assert "no audit log" in capsys.readouterr().err
+
+
+async def test_e_exports_the_incident_at_the_replays_clock(recorded, tmp_path):
+    _source, app = replaying(recorded)
+    app.export_dir = tmp_path
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("n")
+        await settle(pilot)
+        key = app.screen.query_one(CardList).selected_card.key
+        await pilot.press("e")
+        await eventually(lambda: len(list(tmp_path.iterdir())) == 2, "the replay's export")
+    text = next(tmp_path.glob("*.md")).read_text()
+    assert text.startswith(f"# Incident: {key} (OPEN)")
+    at = datetime.fromtimestamp(recorded.epoch + 23, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert f"**as of**: {at}" in text  # the recorded time, not now
+    assert "| tripped |" in text and "Partial" not in text

@@ -68,7 +68,7 @@ async def test_watch_and_demo_show_the_same_cards_through_trips_probes_and_the_w
             await same()
             world.clock.advance(700)
             await world.call("bob", "payments")
-            assert "count 1" in await same()
+            assert "1 failure" in await same()
 
             # A trip, its cooldown, a probe that fails and reopens, then one that recovers.
             await world.trip_auth("ava")

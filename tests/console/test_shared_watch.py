@@ -141,7 +141,7 @@ async def test_three_replicas_show_one_card_for_the_agent_open_on_3_of_3(
         assert sum(f"{AGENT}: open on" in line for line in lines) == 1
         [title] = [line for line in lines if line.strip().startswith(("▶ OPEN", "OPEN"))]
         assert f"{AGENT} on replica-a +2" in title
-        assert "count 5 · auth 3 / upstream 5 · cause upstream" in cards_text(app)
+        assert "5 failures · trips at auth 3 / upstream 5 · cause upstream" in cards_text(app)
         assert header_text(app).startswith("OPEN 1  HALF-OPEN 0  PAUSED 0  CLOSED 0")
         assert "shared store" not in header_text(app)  # every store answers
 
@@ -157,7 +157,7 @@ async def test_a_replica_that_lost_its_store_keeps_its_own_card(
     app = await watch(*await fleet.serve())
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: f"{AGENT}: open on 3 of 3" in cards_text(app))
-        titles = [line for line in cards_text(app).splitlines() if "cooldown" in line]
+        titles = [line for line in cards_text(app).splitlines() if "probe in" in line]
         assert len(titles) == 2
         assert f"{AGENT} on replica-a +1 " in titles[0]
         assert f"{AGENT} on replica-c " in titles[1]

@@ -82,3 +82,18 @@ async def test_enter_and_r_act_on_the_selected_row(agent_world):
         await pilot.press("enter")
         await settle(pilot)
         assert isinstance(app.screen, DetailScreen)
+
+
+async def test_the_denied_column_counts_every_refusal_of_the_episode(agent_world):
+    """It read `6+` for about 70 denials: it counted the card's last few, kept for its lines."""
+    await agent_world.trip_upstream("ava")
+    await agent_world.call("ava", "payments", 70)
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        assert column(app, "denied") == ["70"]
+        await agent_world.call("ava", "payments", 2)
+        await settle(pilot)
+        assert column(app, "denied") == ["72"]

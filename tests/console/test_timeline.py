@@ -70,9 +70,9 @@ async def avas_title_after_the_story(world: AgentWorld, *, later: float = 0) -> 
 
 async def test_the_cards_timeline_for_a_trip_a_failed_probe_and_a_recovery(agent_world):
     title = await avas_title_after_the_story(agent_world)
-    # at 80 columns 18 cells of a minute, ending with the minute under way (12:10-12:11);
+    # at 80 columns 17 cells of a minute, ending with the minute under way (12:10-12:11);
     # before the first call nothing is known
-    assert title.endswith("-18m        █████✗████✓")
+    assert title.endswith("-17m       █████✗████✓")
 
 
 async def test_history_read_back_from_the_audit_log_draws_the_same_timeline(agent_world):
@@ -81,7 +81,7 @@ async def test_history_read_back_from_the_audit_log_draws_the_same_timeline(agen
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         title = next(line for line in cards_text(app).splitlines() if "ava" in line)
-        assert title.rstrip().endswith("-18m        █████✗████✓")
+        assert title.rstrip().endswith("-17m       █████✗████✓")
 
 
 async def test_a_healthy_card_draws_no_timeline(agent_world):
@@ -133,7 +133,7 @@ async def test_without_colour_the_cells_keep_their_glyphs_and_are_never_reversed
 
 async def test_the_strip_slides_a_cell_with_the_tick_as_its_cell_passes(agent_world):
     title = await avas_title_after_the_story(agent_world, later=60)
-    assert title.endswith("-18m       █████✗████✓·")
+    assert title.endswith("-17m      █████✗████✓·")
 
 
 async def test_a_wide_card_has_half_minute_cells(agent_world):
@@ -143,4 +143,4 @@ async def test_a_wide_card_has_half_minute_cells(agent_world):
         await trip_fail_recover(agent_world)
         await settle(pilot)
         title = next(line for line in cards_text(app).splitlines() if "ava" in line).rstrip()
-        assert title.endswith("-24m " + " " * 27 + "█" * 10 + "✗" + "█" * 9 + "✓")
+        assert title.endswith("-23m " + " " * 26 + "█" * 10 + "✗" + "█" * 9 + "✓")

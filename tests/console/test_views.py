@@ -4,6 +4,8 @@ clocks (what is drawn does not depend on a feed; `test_contexts` reads real feed
 
 from __future__ import annotations
 
+import json
+
 from textual.command import CommandPalette
 
 from breakerdeck.console.app import BreakerdeckApp
@@ -17,6 +19,7 @@ from breakerdeck.console.widgets.tabs import ContextTabs
 from tests.console.conftest import OPERATOR, AgentWorld, make_app, settle
 from tests.console.helpers import header_text, screen_text, status_text
 from tests.console.test_no_color import LOUD, contrast, find, screen_segments
+from tests.waiting import eventually
 
 BILLING = View("billing", "agent:billing* state:open")
 
@@ -106,6 +109,39 @@ async def test_the_palette_switches_contexts(worlds):
         await settle(pilot)
         assert app.active == 1
         assert header_text(app).startswith("staging")
+
+
+async def test_one_palette_lists_the_screens_actions_views_and_contexts_once(worlds):
+    a, b = worlds("a"), worlds("b")
+    await a.trip_upstream("ava")
+    prod = Context("prod", ("ws://a:1",), read_only=True)
+    app = contexts_app((prod, a), (Context("staging", ("ws://b:1",)), b))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        actions = [command.title for command in app.get_system_commands(app.screen)]
+        assert {"Details", "Export", "Pulse"} <= set(actions)
+        # the contexts by name only (not "Context 1" too), and no write key in read-only prod
+        assert not {"Context 1", "Context 2", "Reset", "reset"} & set(actions)
+        for query in ("Export", "view: open", "context: staging"):
+            assert query in await palette(pilot, query)
+            await pilot.press("escape")
+            await settle(pilot)
+
+
+async def test_e_exports_the_breaker_of_the_context_shown(worlds, tmp_path):
+    a, b = worlds("a"), worlds("b")
+    await a.trip_upstream("ava")
+    await b.trip_upstream("bo")
+    out = tmp_path / "out"
+    out.mkdir()
+    prod, staging = Context("prod", ("ws://a:1",)), Context("staging", ("ws://b:1",))
+    app = contexts_app((prod, a), (staging, b), export_dir=out)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("2", "e")
+        await eventually(lambda: any(out.glob("*.json")), "the export's files")
+    document = json.loads(next(out.glob("*.json")).read_text())
+    assert (document["key"], document["source"]) == ("bo", "staging")
 
 
 async def test_a_console_without_contexts_has_no_tabs_and_no_pulse(agent_world):

@@ -19,7 +19,7 @@ from breakerdeck.engine import events as ev
 from breakerdeck.engine.feed.server import serve_feed
 from breakerdeck.fixtures.faults import Fault, FaultKind
 from tests.console.conftest import OPERATOR, AgentWorld, ToolWorld
-from tests.console.helpers import cards_text, header_text, static_text
+from tests.console.helpers import cards_text, countdown_of, header_text, static_text
 
 REFUSED = Fault(FaultKind.REFUSED)
 VIEWER_TOKEN = "watch-viewer-token"
@@ -61,10 +61,10 @@ async def test_cards_come_from_the_snapshot_and_look_as_in_demo_mode(worlds):
             text = cards_text(app)
             # The console counts the 300 s cooldown down on its own clock: how much of it a
             # loaded machine lets pass before the look is not the behaviour under test.
-            shown = re.search(r"OPEN (\d\d):(\d\d)  ava", text)
+            shown = re.search(r"OPEN +ava .*probe in (\d\d):(\d\d)", text)
             assert shown, text
             assert 0 < int(shown[1]) * 60 + int(shown[2]) <= 300, text
-            assert "count 3 · auth 3 / upstream 5 · cause auth" in text
+            assert "3 failures · trips at auth 3 / upstream 5 · cause auth" in text
             assert "CLOSED      bob" in text
             assert "auth×3 → open" in text  # the trip, from the snapshot's fields
             assert " on replica-a" not in text  # one source: no source labels on the cards
@@ -84,7 +84,7 @@ async def test_an_event_updates_its_card(worlds):
             text = cards_text(app)
             # The console counts the 300 s cooldown down on its own clock: how much of it a
             # loaded machine lets pass before the look is not the behaviour under test.
-            shown = re.search(r"OPEN (\d\d):(\d\d)  ava", text)
+            shown = re.search(r"OPEN +ava .*probe in (\d\d):(\d\d)", text)
             assert shown, text
             assert 0 < int(shown[1]) * 60 + int(shown[2]) <= 300, text
             assert "reauth_failed on crm" in text
@@ -293,8 +293,8 @@ async def test_a_gateway_and_an_mcp_proxy_are_watched_together(worlds, tool_worl
         async with app.run_test(size=(100, 40)) as pilot:
             await until(pilot, lambda: "payments@" in cards_text(app))
             text = cards_text(app)
-            assert "count 3 · auth 3 / upstream 5" in text  # the gateway's card
-            assert "count 3 · opens at 3" in text  # the proxy's card
+            assert "3 failures · trips at auth 3 / upstream 5" in text  # the gateway's card
+            assert "3 failures · trips at 3" in text  # the proxy's card
 
 
 class LocalClock:
@@ -317,7 +317,7 @@ async def test_countdowns_against_a_sped_up_engine_run_at_its_speed(worlds, monk
     async with served(a, "replica-a") as feed:
         app = await watch(feed.url)
         async with app.run_test(size=(100, 30)) as pilot:
-            await until(pilot, lambda: "OPEN 05:00  ava" in cards_text(app))
+            await until(pilot, lambda: countdown_of(cards_text(app), "ava") == "05:00")
             # The engine runs five times as fast as this machine: two samples of its clock (an
             # event each) that agree, as one alone could be a manual clock's jump.
             for agent in ("bo", "cy"):
@@ -328,4 +328,4 @@ async def test_countdowns_against_a_sped_up_engine_run_at_its_speed(worlds, monk
             local.now += 2  # ten more engine seconds
             app.tick()  # the one timer: the clock is read afresh
             await pilot.pause()
-            assert "OPEN 04:00  ava" in cards_text(app)
+            assert countdown_of(cards_text(app), "ava") == "04:00"

@@ -6,11 +6,13 @@ from __future__ import annotations
 import pytest
 from textual.command import CommandPalette
 
+from breakerdeck.console.hint import hint
 from breakerdeck.console.messages import DemoFaultRequested, FixRequested, ResetRequested
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.web_role import ACTOR_VARIABLE, ROLE_VARIABLE, web_session
 from tests.console.conftest import make_app, settle
+from tests.console.helpers import cards_text
 from tests.console.test_operator import FakeControls, resets
 
 WEB_ACTOR = "web:203.0.113.7"
@@ -48,7 +50,7 @@ async def test_a_viewers_console_opens_no_dialog_on_any_write_key(agent_world, a
         for key in ("r", "f"):
             await pilot.press(key)
             await settle(pilot)
-            assert not isinstance(app.screen, ConfirmScreen | CommandPalette), key
+            assert not isinstance(app.screen, ConfirmScreen), key
     assert controls.calls == []
     assert resets(agent_world.engine, "ava") == []
 
@@ -104,3 +106,13 @@ async def test_a_reset_from_a_web_operators_console_is_audited_with_the_web_acto
 def test_an_unknown_role_reads_as_a_viewers():
     session = web_session({ROLE_VARIABLE: "admin"})
     assert session is not None and session.read_only
+
+
+async def test_a_viewers_cards_name_no_key_it_does_not_offer(agent_world, as_web):
+    as_web("viewer")
+    await agent_world.trip_auth("ava", platform="crm")
+    async with make_app(agent_world.engine).run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        text = cards_text(app := pilot.app)
+        assert "→ reauth_failed on crm: reconnect that credential, then reset" in text
+        assert "(r)" not in text and "(r)" in hint(app.board.cards()[0], keys=True, resettable=True)
