@@ -335,21 +335,21 @@ SCRIPTS = {"bash": bash, "zsh": zsh, "fish": fish}
 
 
 def run_completion(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from breakerdeck.console.remote import _deliver
+    from breakerdeck.console.output import deliver
 
     script = SCRIPTS[args.shell](parser)
-    return _deliver(script.splitlines(keepends=True), 0)
+    return deliver(script.splitlines(keepends=True), 0)
 
 
 def run_complete(args: argparse.Namespace) -> int:
     """The keys of the engine at `args.url`, or the contexts' names, one a line; nothing on any
     trouble (a shell shows whatever this prints)."""
-    from breakerdeck.console import remote
+    from breakerdeck.console.output import deliver
 
     words = _context_names(args) if args.what == CONTEXTS else _keys(args)
     # One word a line, as a shell splits them: a word with a space or a control character
     # would complete as something else, so it is not offered.
-    return remote._deliver([f"{w}\n" for w in words if w.isprintable() and " " not in w], 0)
+    return deliver([f"{w}\n" for w in words if w.isprintable() and " " not in w], 0)
 
 
 def _keys(args: argparse.Namespace) -> list[str]:

@@ -75,7 +75,7 @@ def _source(args: argparse.Namespace) -> Source:
 
 
 def _export(source: Source, args: argparse.Namespace) -> int:
-    from breakerdeck.console.remote import _deliver
+    from breakerdeck.console.output import deliver
 
     fleet = fleet_of(source)
     board = Board(source.thresholds, fleet.describe, origin=fleet.origin, limits_of=fleet.limits_of)
@@ -103,4 +103,4 @@ def _export(source: Source, args: argparse.Namespace) -> int:
         approximate=source.approximate_counts,
     )
     text = as_json(document) if args.json else markdown(document)
-    return _deliver(text.splitlines(keepends=True), 0)
+    return deliver(text.splitlines(keepends=True), 0)

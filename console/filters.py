@@ -31,9 +31,6 @@ _STATE_WORDS = {
     for look in STATES
     for spelling in (look.css, look.name, look.css.replace("-", ""))
 }
-#: States DESIGN names ("Operator control": HELD) that this console has no row for yet: a
-#: filter on one is valid (a saved view `held` must not fail) and keeps no breaker.
-_KNOWN_LATER = ("held",)
 #: A word before `:` that looks like a field name (a key such as `api:v2` is matched as text
 #: only when its prefix is not a plain word: `key:api:v2` says it is a key).
 _FIELD_LIKE = re.compile(r"[a-z]+")
@@ -161,7 +158,7 @@ def _state_problem(value: str) -> str | None:
         pattern = re.compile(".*".join(re.escape(part) for part in value.split("*")))
         if any(pattern.fullmatch(spelling) for spelling in _STATE_WORDS):
             return None
-    elif value in _STATE_WORDS or value in _KNOWN_LATER:
+    elif value in _STATE_WORDS:
         return None
     return f"state:{value} is not a state (one of {_listed(look.css for look in STATES)})"
 
