@@ -77,11 +77,13 @@ class SummaryBar(Static):
         # NO_COLOR greys every colour, and red on the bar's grey is the faintest of them:
         # there, trouble counts are reversed instead, the loudest thing without colour.
         loud = "bold reverse" if self.app.no_color else ""
+        shown = 0
         for look, count in summary.counts:
             if not count and not look.shown_at_zero:
                 continue
-            if counts:
+            if shown:
                 counts.append("  ")
+            shown += 1
             style = look.label if not look.loud else (loud or look.label) if count else ""
             counts.append(f"{look.word} {count}", style=style)
         text = Text(no_wrap=True, overflow="ellipsis")

@@ -87,10 +87,13 @@ def test_a_key_with_a_colon_matches_as_text_when_its_prefix_is_not_a_word():
 @pytest.mark.parametrize(
     ("text", "said"),
     [
-        ("state:bogus", "state:bogus is not a state (one of closed, open, half-open or paused)"),
+        (
+            "state:bogus",
+            "state:bogus is not a state (one of closed, open, half-open, paused or held)",
+        ),
         ("colour:red", "colour: is not a filter field (use state, agent, platform or key:)"),
         ("agent:", "agent: needs a value (agent:billing*)"),
-        ("state:", "state: needs a value (closed, open, half-open or paused)"),
+        ("state:", "state: needs a value (closed, open, half-open, paused or held)"),
     ],
 )
 def test_a_term_that_cannot_match_is_said_and_keeps_nothing(text, said):
