@@ -342,6 +342,10 @@ class CallWouldDeny(CallDenied):
         return fields
 
 
+#: A design field whose name is a Python keyword, and the attribute that keeps it.
+_ATTRIBUTE: Final = {"from": "from_"}
+
+
 class Transition(Event):
     """A breaker's change of state: one class per kind, the design's fields as typed
     attributes, `fields` built from them on first read in the design's order.
@@ -374,7 +378,7 @@ class Transition(Event):
         return self.origin is not None
 
     def _build_fields(self) -> dict[str, Any]:
-        fields = {name: getattr(self, name) for name in self.own}
+        fields = {name: getattr(self, _ATTRIBUTE.get(name, name)) for name in self.own}
         if self.cause_seq is not None:
             fields["cause_seq"] = self.cause_seq
         if self.origin is not None:
@@ -563,21 +567,6 @@ class ModeChanged(Transition):
         self.reason = reason
         self.from_ = from_
         self.to = to
-
-    def _build_fields(self) -> dict[str, Any]:
-        fields: dict[str, Any] = {
-            "actor": self.actor,
-            "reason": self.reason,
-            "from": self.from_,
-            "to": self.to,
-        }
-        if self.cause_seq is not None:
-            fields["cause_seq"] = self.cause_seq
-        if self.origin is not None:
-            fields["origin"] = self.origin
-        if self.shadow:
-            fields["shadow"] = True
-        return fields
 
 
 _KINDS: Final[dict[str, type[Transition]]] = {
