@@ -66,7 +66,9 @@ class RedisServer:
         fresh_port = self.port == 0
         for _ in range(3 if fresh_port else 1):
             if fresh_port:
-                self.port = _free_port()
+                # A cluster node's bus listens 10,000 ports above its own (Redis refuses more).
+                clustered = "--cluster-enabled" in self._extra
+                self.port = _free_port(below=CLUSTER_PORT_LIMIT if clustered else 65_536)
             if self._launch(extra):
                 return self
         raise RuntimeError(f"redis-server did not start on port {self.port}: {self._log_tail()}")
@@ -152,11 +154,19 @@ class RedisServer:
         return " | ".join(text.strip().splitlines()[-3:]) or "(no output)"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+#: The highest port a Redis Cluster node may use: its bus port is 10,000 above.
+CLUSTER_PORT_LIMIT = 55_536
+
+
+def _free_port(below: int = 65_536) -> int:
+    """A port free now, under `below` (the system's ephemeral range reaches 60,999)."""
+    for _ in range(1000):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port: int = probe.getsockname()[1]
+        if port < below:
+            return port
+    raise RuntimeError(f"no free port under {below} in 1,000 tries")
 
 
 #: The name the test sentinels monitor their primary by.

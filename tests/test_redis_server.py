@@ -104,3 +104,10 @@ def test_without_the_binary_a_test_on_redis_fails_and_is_not_skipped(tmp_path: P
     assert "1 error" in done.stdout
     assert "skipped" not in done.stdout
     assert MISSING in done.stdout
+
+
+def test_a_port_asked_for_below_a_bound_is_below_it() -> None:
+    """A cluster node's bus listens 10,000 above its port, so the suite asks below 55,536."""
+    from tests.redis_server import _free_port
+
+    assert all(_free_port(below=40_000) < 40_000 for _ in range(50))
