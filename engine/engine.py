@@ -349,8 +349,10 @@ class Engine:
         """An operator's `shadow` or `enforce` for `key` (`parts/modes.py`)."""
         return self._settled(self._ops.set_mode(key, mode, actor, reason))
 
-    def configure_mode(self, key: str, mode: str) -> None:
-        """The configuration's mode for `key` (a door's table, `Tool(mode=...)`)."""
+    def configure_mode(self, key: str, mode: str | None = None) -> None:
+        """The configuration names `key` (a door's table, `Tool(mode=...)`): its breaker exists
+        from now on, so an operator can hold it before its first call; `mode` is the
+        configuration's for it, the engine's default when None."""
         self._ops.configure_mode(key, mode)
 
     def _settled(self, done: tuple[Event, Owed]) -> Event:

@@ -15,7 +15,7 @@ import logging
 import sys
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.events import Event
+from breakerdeck.engine.events import Event, Held, ModeChanged, Released, Transition, iso_utc
 from breakerdeck.engine.feed.repeats import RepeatFilter
 from breakerdeck.engine.text import printable
 
@@ -54,7 +54,16 @@ def say_transitions(event: Event) -> None:
 
 
 def transition_line(event: Event) -> str:
-    """The line's words: what happened to which key, and what it means for calls now."""
+    """The line's words: what happened to which key, and what it means for calls now; a shadow
+    breaker's move says that calls still go through, so nobody reads it as an outage (a move
+    into shadow says so in its own words)."""
+    line = _what_happened(event)
+    if isinstance(event, Transition) and event.shadow and event.type != ev.MODE:
+        return f"{line} (shadow: calls still go through)"
+    return line
+
+
+def _what_happened(event: Event) -> str:
     key, fields, kind = event.key, event.fields, event.type
     cooldown = fields.get("cooldown_seconds")
     if kind == ev.TRIPPED:
@@ -67,10 +76,24 @@ def transition_line(event: Event) -> str:
     if kind == ev.RECOVERED:
         return f"recovered {key}: the probe succeeded, closed"
     if kind == ev.RESET:
-        reason = fields.get("reason") or "no reason given"
-        return f"reset {key} by {fields.get('actor')}: {reason}"
+        return f"reset {key} by {fields.get('actor')}: {_reason(fields)}"
     if kind == ev.PAGE:
         return f"paged {key}: open through two cooldowns"
     if kind == ev.CREDENTIAL_REVOKED:
         return f"paused {key}: its credential was revoked"
-    return f"resumed {key}: its credential restored by {fields.get('actor')}"
+    if kind == ev.CREDENTIAL_RESTORED:
+        return f"resumed {key}: its credential restored by {fields.get('actor')}"
+    if isinstance(event, Held):
+        until = iso_utc(event.until)
+        return f"held {key} by {event.actor} until {until}, every call refused: {event.reason}"
+    if isinstance(event, Released):
+        if event.actor == "expiry":
+            return f"released {key}: its hold ran out"
+        return f"released {key} by {event.actor}"
+    if isinstance(event, ModeChanged):
+        return f"{event.to} {key} by {event.actor} (was {event.from_}): {_reason(fields)}"
+    raise ValueError(f"no log line for {kind!r}")
+
+
+def _reason(fields: dict[str, object]) -> object:
+    return fields.get("reason") or "no reason given"

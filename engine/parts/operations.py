@@ -343,10 +343,10 @@ class Operations:
 
         return self._operator(key, "mode", switch)
 
-    def configure_mode(self, key: str, mode: str) -> None:
+    def configure_mode(self, key: str, mode: str | None) -> None:
         slot = self._keys.slot(key, None)
         with slot.lock:
-            modes.configure(slot, mode)
+            modes.configure(slot, self._keys.mode if mode is None else mode)
 
     def _operator(
         self, key: str, what: str, change: Callable[[Slot], Sequence[Transition]]

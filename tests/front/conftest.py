@@ -29,9 +29,25 @@ from breakerdeck.engine.front.gateway.options import Options
 from breakerdeck.engine.front.gateway.server import uvicorn_config
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.replicas.replica import Store
+from breakerdeck.engine.state import State
 
 DEADLINE = 10.0
 SHORT_DEADLINE = 0.5
+
+
+def counted(engine: Engine) -> list[str]:
+    """The keys whose breaker has counted or refused anything. Every key a door's configuration
+    names has a breaker from the start (an operator can hold it before its first call), so
+    `Engine.keys()` no longer says whether a call reached one."""
+    refused = {key for key, denied, _ in engine.tallies() if denied}
+    return [
+        view.key
+        for view in engine.views()
+        if view.key in refused
+        or view.count
+        or view.last_failure_at is not None
+        or view.state is not State.CLOSED
+    ]
 
 
 def token(agent: str) -> str:

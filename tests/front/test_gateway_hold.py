@@ -60,6 +60,16 @@ async def test_a_held_agent_gets_the_held_403_with_retry_after_and_nothing_reach
         assert answer.headers["x-breakerdeck-call"].startswith("call-")
 
 
+async def test_an_agent_can_be_held_before_its_first_call(
+    tmp_path: Path, platform: Recorder, start_gateway: StartRig
+) -> None:
+    rig: Rig = await start_gateway(_config(tmp_path, platform))
+    rig.engine.hold("billing", "ana", "vendor maintenance", HOUR)
+    answer = await rig.call("billing", "/p/payments/x")
+    assert platform.seen == []
+    assert (answer.status_code, body(answer)) == (403, _held_body(rig, "vendor maintenance", HOUR))
+
+
 async def test_a_held_refusal_says_at_least_5_seconds_near_the_holds_end(
     tmp_path: Path, platform: Recorder, start_gateway: StartRig
 ) -> None:

@@ -16,6 +16,7 @@ from tests.front.conftest import (
     StartRig,
     auth,
     body,
+    counted,
     credential_file,
     write_config,
 )
@@ -172,7 +173,7 @@ async def test_refusals_before_the_breaker_never_reach_a_platform_count_or_name_
     assert (answer.status_code, body(answer)) == (status, {"error": error})
     assert "x-breakerdeck-call" not in answer.headers
     assert platform.seen == [] and evil.seen == []
-    assert rig.engine.keys() == []
+    assert counted(rig.engine) == []
 
 
 async def test_an_unknown_token_is_refused_before_an_unknown_platform(rig: Rig) -> None:
@@ -186,7 +187,7 @@ async def test_a_declared_body_over_the_limit_is_refused_before_the_breaker(
     answer = await rig.call("billing", "/p/payments/x", method="POST", content=b"x" * 1001)
     assert (answer.status_code, body(answer)) == (413, {"error": "body_too_large"})
     assert "x-breakerdeck-call" not in answer.headers
-    assert platform.seen == [] and rig.engine.keys() == []
+    assert platform.seen == [] and counted(rig.engine) == []
 
 
 async def test_a_chunked_body_that_overruns_the_limit_is_413_and_uncounted(

@@ -53,6 +53,16 @@ async def test_a_held_servers_calls_get_the_held_is_error_result_and_never_reach
         assert json.loads(answer.content[0].text) == HELD
 
 
+async def test_a_server_can_be_held_before_its_first_call(tmp_path: Path) -> None:
+    ctl = control(tmp_path)
+    async with proxied({"search": fixture_server(ctl.dir, **FAST)}) as bench:
+        bench.engine.hold(bench.key("search"), "ana", "vendor maintenance", HOUR)
+        answer = await bench.call("search__lookup", {"query": "q"})
+        assert ctl.calls() == 0
+    assert answer.is_error
+    assert answer.structured_content == HELD
+
+
 async def test_a_held_server_is_shown_held_with_who_and_until_when(tmp_path: Path) -> None:
     ctl = control(tmp_path)
     servers = {"search": fixture_server(ctl.dir, **FAST)}

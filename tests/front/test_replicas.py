@@ -147,7 +147,7 @@ def reason(answer: httpx.Response) -> str | None:
 
 
 async def state(http: httpx.AsyncClient, replica: Replica, agent: str) -> str:
-    """The agent's breaker as the replica's metrics show it ("unknown" before it knows it)."""
+    """The agent's breaker as the replica's metrics show it ("unknown" for an agent it lacks)."""
     text = (await http.get(replica.url + "/-/metrics")).text
     for family in text_string_to_metric_families(text):
         if family.name == "breakerdeck_breaker_state":
@@ -291,7 +291,7 @@ async def test_redis_down_leaves_every_replica_on_its_verdicts_and_the_outages_v
         assert (await call(http, a, "crm")).status_code == 502
     assert reason(await call(http, a, "crm")) == "circuit_breaker_open"
     assert platform.requests == reached + POLICY.upstream_threshold
-    assert [await state(http, replica, "crm") for replica in others] == ["unknown"] * 2
+    assert [await state(http, replica, "crm") for replica in others] == ["closed"] * 2
 
     fleet.redis.start()  # on the same port, and empty: wiped too
     ok = {"status": "ok"}

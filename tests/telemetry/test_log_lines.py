@@ -10,6 +10,7 @@ import pytest
 
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.events import iso_utc
 from breakerdeck.engine.front import logs
 from breakerdeck.engine.policy import AgentPolicy
 from tests.telemetry.test_metrics_honest import trip
@@ -84,3 +85,48 @@ def test_the_doors_log_listens_without_making_a_healthy_call_write_a_line(
         assert engine.seq == 0
         trip(engine, "research-bot")
     assert said == ["tripped research-bot: upstream ×5, open 300 s"]
+
+
+def test_a_hold_says_who_until_when_and_why_escaped(said: list[str]) -> None:
+    clock = ManualClock()
+    with Engine(AgentPolicy(), clock=clock) as engine:
+        engine.subscribe(logs.say_transitions, calls=False)
+        engine.configure_mode("payments")
+        engine.hold("payments", "ana", "vendor\nmaintenance", 1800)
+    until = iso_utc(clock.wall() + 1800)
+    assert said == [
+        f"held payments by ana until {until}, every call refused: vendor\\x0amaintenance"
+    ]
+
+
+def test_a_release_names_its_actor_or_the_holds_end(said: list[str]) -> None:
+    clock = ManualClock()
+    with Engine(AgentPolicy(), clock=clock) as engine:
+        engine.subscribe(logs.say_transitions, calls=False)
+        engine.configure_mode("payments")
+        engine.hold("payments", "ana", "maintenance", 60)
+        engine.release("payments", "bo")
+        engine.hold("payments", "ana", "maintenance", 60)
+        clock.advance(60)
+        engine.poll()
+    assert [line for line in said if line.startswith("released")] == [
+        "released payments by bo",
+        "released payments: its hold ran out",
+    ]
+
+
+def test_a_mode_change_says_both_modes_and_why(said: list[str]) -> None:
+    with Engine(AgentPolicy(), clock=ManualClock()) as engine:
+        engine.subscribe(logs.say_transitions, calls=False)
+        engine.configure_mode("payments")
+        engine.set_mode("payments", "shadow", "ana", "rollout")
+    assert said == ["shadow payments by ana (was enforce): rollout"]
+
+
+def test_a_shadow_breakers_trip_says_calls_still_go_through(said: list[str]) -> None:
+    with Engine(AgentPolicy(), clock=ManualClock(), mode="shadow") as engine:
+        engine.subscribe(logs.say_transitions, calls=False)
+        trip(engine, "research-bot")
+    assert said == [
+        "tripped research-bot: upstream ×5, open 300 s (shadow: calls still go through)"
+    ]

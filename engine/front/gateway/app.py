@@ -162,8 +162,7 @@ class GatewayApp(CallPath[_GatewayCall, None, _GatewayCall | tuple[Message, Mess
         self.policy: AgentPolicy = engine.policy
         self.speed = speed
         for agent, agent_table in config.agents.items():
-            if agent_table.mode is not None:
-                engine.configure_mode(agent, agent_table.mode)
+            engine.configure_mode(agent, agent_table.mode)
         self.vault = Vault(config, Path(config_path))
         self.platforms = {name: self._platform(config, name) for name in config.platforms}
         self._tokens = [(bytes.fromhex(d), agent) for agent, d in sorted(digests.items())]

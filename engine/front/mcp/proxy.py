@@ -93,9 +93,7 @@ class Proxy:
             for name, server in config.servers.items()
         }
         for key, name in self._keys.items():
-            mode = config.servers[name].mode
-            if mode is not None:
-                breakers.engine.configure_mode(key, mode)
+            breakers.engine.configure_mode(key, config.servers[name].mode)
         self._hosts: dict[int, Any] = {}
         self._bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self._bus)
