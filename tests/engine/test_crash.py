@@ -114,3 +114,45 @@ def test_kill_9_at_random_moments_never_repeats_numbers_or_loses_what_was_acknow
             assert still_open == opened, f"trips lost in round {round_}: {opened - still_open}"
             used_seqs.update(range(seqs[-1] + 1, engine.seq + 1))  # the checker's own lines
     assert opened, "no trip happened: the loop proved nothing about trips"
+
+
+#: An operator's hold taken, then calls refused as held as fast as one thread goes (each a line
+#: the audit log keeps) until the kill.
+HOLDING = """
+import os, sys
+from breakerdeck.engine.engine import Engine
+from breakerdeck.engine.policy import ToolPolicy
+
+engine = Engine(ToolPolicy(), state_dir=sys.argv[1])
+engine.restore()
+engine.configure_mode("crm@default")
+engine.hold("crm@default", "ana", "vendor maintenance", 3600)
+os.write(1, b"HELD\\n")
+while True:
+    call = engine.enter(key="crm@default", agent="a", platform="crm", tool="t", deadline_seconds=30)
+    assert not engine.admit(call, lease=61).allowed
+"""
+
+
+def test_a_hold_survives_a_kill_9_among_its_refusals(tmp_path: Path) -> None:
+    state, out = tmp_path / "state", tmp_path / "held.out"
+    with out.open("wb") as sink:
+        child = subprocess.Popen([sys.executable, "-c", HOLDING, str(state)], stdout=sink)
+        try:
+            deadline = time.monotonic() + 30
+            while b"HELD" not in out.read_bytes() and time.monotonic() < deadline:
+                assert child.poll() is None, "the child died before it was killed"
+                time.sleep(0.01)
+            time.sleep(0.3)  # among the refusals
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+    with Engine(ToolPolicy(), state_dir=state) as engine:
+        engine.restore()
+        view = engine.view("crm@default")
+        assert (view.state, view.held_by, view.held_reason) == ("held", "ana", "vendor maintenance")
+        call = engine.enter(
+            key="crm@default", agent="a", platform="crm", tool="t", deadline_seconds=30
+        )
+        admission = engine.admit(call, lease=61)
+        assert not admission.allowed and admission.hold is not None
