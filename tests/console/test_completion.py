@@ -4,6 +4,7 @@ a breaker's key completed from a live engine's feed (`breakerdeck __complete key
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from breakerdeck.console import completion
 from breakerdeck.console.cli import build_parser
 from breakerdeck.console.completion import commands_of
 from tests.console.test_watch import VIEWER_TOKEN, served
@@ -18,13 +20,22 @@ from tests.console.test_watch import VIEWER_TOKEN, served
 #: The venv's `breakerdeck` first on the PATH, as the scripts call it for keys.
 ENV = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 
-#: Completes the words given (the last is the one under the cursor), one reply a line.
+#: Completes the words given (the last is the one under the cursor), one reply a line. The
+#: script is `breakerdeck completion bash`'s, made once in this process (a `breakerdeck` started
+#: per completion cost the suite a minute); `test_bash_registers_the_completion` sources the
+#: command's own output.
 BASH_COMPLETE = """
-source <(breakerdeck completion bash)
+eval "$BREAKERDECK_COMPLETION"
 COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=()
 _breakerdeck
 printf '%s\\n' "${COMPREPLY[@]}"
 """
+
+
+@functools.cache
+def script(shell: str) -> str:
+    make = completion.bash if shell == "bash" else completion.fish
+    return make(build_parser())
 
 
 def bash(*words: str) -> list[str]:
@@ -33,11 +44,28 @@ def bash(*words: str) -> list[str]:
         capture_output=True,
         text=True,
         # the test's own config dir (`config_home`), where the default contexts.toml is read
-        env={**ENV, "XDG_CONFIG_HOME": os.environ["XDG_CONFIG_HOME"]},
+        env={
+            **ENV,
+            "XDG_CONFIG_HOME": os.environ["XDG_CONFIG_HOME"],
+            "BREAKERDECK_COMPLETION": script("bash"),
+        },
         check=True,
         timeout=60,
     )
     return [line for line in done.stdout.splitlines() if line]
+
+
+def fish(line: str) -> list[str]:
+    """What fish offers for `line`, from the fish script made once in this process."""
+    done = subprocess.run(
+        ["fish", "-c", f"printf '%s' $BREAKERDECK_COMPLETION | source; complete -C {line!r}"],
+        capture_output=True,
+        text=True,
+        env={**ENV, "BREAKERDECK_COMPLETION": script("fish")},
+        check=True,
+        timeout=60,
+    )
+    return [row.split("\t")[0] for row in done.stdout.splitlines()]
 
 
 def test_bash_registers_the_completion():
@@ -144,12 +172,7 @@ def test_a_contexts_file_that_cannot_be_read_completes_nothing_and_says_nothing(
 
 def test_fish_completes_a_context_name(tmp_path):
     where = _contexts_file(tmp_path / "contexts.toml")
-    line = f"breakerdeck watch --contexts {where} --context st"
-    script = f"breakerdeck completion fish | source; complete -C {line!r}"
-    done = subprocess.run(
-        ["fish", "-c", script], capture_output=True, text=True, env=ENV, check=True, timeout=60
-    )
-    assert [row.split("\t")[0] for row in done.stdout.splitlines()] == ["staging"]
+    assert fish(f"breakerdeck watch --contexts {where} --context st") == ["staging"]
 
 
 def test_zsh_loads_the_script_through_bashcompinit():
@@ -174,8 +197,12 @@ def test_zsh_loads_the_script_through_bashcompinit():
     ],
 )
 def test_fish_completes_from_its_own_script(line, expected):
-    script = f"breakerdeck completion fish | source; complete -C {line!r}"
+    assert expected in fish(line)
+
+
+def test_fish_loads_the_script_the_command_prints():
+    script = "breakerdeck completion fish | source; complete -C 'breakerdeck completion '"
     done = subprocess.run(
         ["fish", "-c", script], capture_output=True, text=True, env=ENV, check=True, timeout=60
     )
-    assert expected in [row.split("\t")[0] for row in done.stdout.splitlines()]
+    assert [row.split("\t")[0] for row in done.stdout.splitlines()] == ["bash", "fish", "zsh"]
