@@ -143,7 +143,7 @@ def describe_two_sources(ident: str) -> tuple[str, str | None]:
 
 
 @pytest.mark.parametrize(("kind", "source"), [("agent", None), ("tool", None), ("agent", "x")])
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(data=st.data())
 def test_the_board_keeps_the_order_a_full_sort_gives(kind, source, data):
     """Re-placing only the changed ids gives the order sorting every card again would."""
