@@ -328,9 +328,8 @@ class Breaker:
         operator vouches for the platform, as a reset does)."""
         if self.state is not _HELD:
             raise ValueError(f"{self.key} is not held")
-        if close:
-            released: list[Transition] = [Released(self.key, actor)]
-            return released + self.reset(actor, reason)
+        if close:  # the reset releases the hold first, by the same actor
+            return self.reset(actor, reason)
         return self._release(actor)
 
     def _release(self, actor: str) -> list[Transition]:
