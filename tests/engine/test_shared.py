@@ -746,3 +746,240 @@ def test_a_valkey_url_names_the_same_store(fleet: Fleet, session_redis: RedisSer
     trip([b])
     wait_until(lambda: a.state() == "open", "the trip relayed through the valkey URL")
     assert b.engine.shared_lost is None
+
+
+# -- hold, release and mode across replicas (issue 33) -----------------------------------------
+
+HOUR = 3600.0
+
+
+def audited(replica: Replica, *kinds: str) -> list[Event]:
+    audit = replica.engine.audit
+    assert audit is not None and audit.flush(5)
+    return audit.query(types=list(kinds))
+
+
+def stored(server: RedisServer, field: str, agent: str = AGENT) -> bytes | None:
+    with server.client() as client:
+        value: bytes | None = client.hget(f"breakerdeck:breaker:{agent}", field)
+    return value
+
+
+def test_a_hold_on_one_replica_refuses_on_every_replica_without_a_round_trip(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    assert a.call(SUCCESS).allowed
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    before = round_trips(session_redis)
+    for replica in (a, b):
+        refusal = replica.call()
+        assert refusal.reason is DenyReason.HELD
+        assert refusal.hold is not None and refusal.hold.actor == "oncall"
+        assert refusal.retry_after == pytest.approx(HOUR)
+    assert round_trips(session_redis) == before
+    view = b.engine.view(AGENT)
+    assert (view.held_by, view.held_reason) == ("oncall", "vendor incident")
+    assert view.held_until == pytest.approx(fleet.clock.wall() + HOUR, abs=0.01)
+
+
+def test_a_hold_is_audited_once_and_shown_by_the_others_with_its_origin(fleet: Fleet) -> None:
+    a, b = fleet.replica("a", state=True), fleet.replica("b", state=True)
+    assert b.call(SUCCESS).allowed
+    a.call(SUCCESS)
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    wait_until(lambda: bool(b.seen(ev.HELD)), "the hold shown on b")
+    shown = b.seen(ev.HELD)[0]
+    assert shown.relayed and shown.fields["origin"] == "a"
+    assert (shown.fields["actor"], shown.fields["reason"]) == ("oncall", "vendor incident")
+    assert shown.fields["until_t"] == a.seen(ev.HELD)[0].fields["until_t"]
+    assert len(audited(a, ev.HELD)) == 1
+    assert audited(b, ev.HELD) == []
+
+
+def test_a_release_on_one_replica_lets_one_probe_through_for_the_fleet(fleet: Fleet) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    a.call(SUCCESS)
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    a.engine.release(AGENT, "oncall", "vendor says done")
+    wait_until(lambda: b.state() == "half_open", "the release reached b")
+    assert [e.fields["actor"] for e in b.seen(ev.RELEASED)] == ["oncall"]
+    admissions: list[Any] = []
+    start = threading.Barrier(20)
+
+    def call(replica: Replica) -> None:
+        start.wait()
+        admissions.append(replica.call())
+
+    threads = [threading.Thread(target=call, args=((a, b)[n % 2],)) for n in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(admission.as_probe for admission in admissions) == 1
+    assert sum(admission.allowed for admission in admissions) == 1
+    refused = [admission for admission in admissions if not admission.allowed]
+    assert {admission.reason for admission in refused} == {DenyReason.PROBE_IN_FLIGHT}
+    assert all(admission.hold is not None for admission in refused)  # cause: operator_hold
+
+
+def test_a_release_with_close_on_one_replica_closes_every_replica(fleet: Fleet) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    a.call(SUCCESS)
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    b.engine.release(AGENT, "bo", "vendor says done", close=True)
+    wait_until(lambda: a.state() == "closed", "the release reached a")
+    assert [e.type for e in a.seen(ev.RELEASED) + a.seen(ev.RESET)] == [ev.RELEASED, ev.RESET]
+    assert a.call(SUCCESS).allowed and b.call(SUCCESS).allowed
+
+
+def test_releasing_what_the_fleet_no_longer_holds_is_refused(fleet: Fleet) -> None:
+    a = fleet.replica("a")
+    a.call(SUCCESS)
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    a.engine.release(AGENT, "oncall")
+    with pytest.raises(ValueError, match="not held"):
+        a.engine.release(AGENT, "oncall")
+
+
+def test_shadow_on_one_replica_makes_every_replica_shadow(fleet: Fleet) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    a.call(SUCCESS)
+    a.engine.set_mode(AGENT, "shadow", "oncall", "trying the breaker")
+    wait_until(lambda: b.state() != "unknown" and b.engine.view(AGENT).mode == "shadow")
+    [shown] = b.seen(ev.MODE)
+    assert shown.fields["origin"] == "a" and (shown.fields["from"], shown.fields["to"]) == (
+        "enforce",
+        "shadow",
+    )
+    trip([a])
+    wait_until(lambda: b.state() == "open", "the trip reached b")
+    assert b.call(UPSTREAM).allowed  # shadow: a would-be refusal goes through
+    a.engine.set_mode(AGENT, "enforce", "oncall", "seen enough")
+    wait_until(lambda: b.engine.view(AGENT).mode == "enforce")
+    assert b.call().reason is DenyReason.OPEN
+
+
+def test_the_hold_and_the_mode_are_in_the_stored_verdict(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a = fleet.replica("a")
+    a.call(SUCCESS)
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    a.engine.set_mode(AGENT, "shadow", "oncall", "")
+    assert stored(session_redis, "state") == b"held"
+    assert (stored(session_redis, "hby"), stored(session_redis, "hwhy")) == (
+        b"oncall",
+        b"vendor incident",
+    )
+    until = float(stored(session_redis, "hu") or 0)
+    assert until == pytest.approx(fleet.clock.wall() + HOUR, abs=0.01)
+    assert (stored(session_redis, "mode"), stored(session_redis, "mfor")) == (b"shadow", b"enforce")
+    late = fleet.replica("late")  # adopts both on joining
+    assert late.state() == "held" and late.engine.view(AGENT).mode == "shadow"
+
+
+def test_a_verdict_stored_without_hold_or_mode_fields_still_reads(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    fields = {"v": "1", "ver": "3", "gen": "2", "state": "open", "count": "5", "cooldown": "300"}
+    fields |= {"opened": repr(fleet.clock.wall()), "cause": "upstream_failure", "origin": "old"}
+    with session_redis.client() as client:
+        client.hset(f"breakerdeck:breaker:{AGENT}", mapping=fields)
+    late = fleet.replica("late")
+    assert late.call().reason is DenyReason.OPEN
+    late.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    assert stored(session_redis, "state") == b"held"
+
+
+def test_a_hold_and_a_reset_racing_on_two_replicas_end_in_one_state_both_audited(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a, b = fleet.replica("a", state=True), fleet.replica("b", state=True)
+    trip([a])
+    wait_until(lambda: b.state() == "open", "the trip reached b")
+    start = threading.Barrier(2)
+
+    def hold() -> None:
+        start.wait()
+        a.engine.hold(AGENT, "ana", "vendor incident", HOUR)
+
+    def reset() -> None:
+        start.wait()
+        b.engine.reset(AGENT, "bo", "vendor fixed")
+
+    threads = [threading.Thread(target=hold), threading.Thread(target=reset)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    final = (stored(session_redis, "state") or b"").decode()
+    assert final in ("held", "closed")
+    wait_until(lambda: a.state() == b.state() == final, "one state on both replicas")
+    assert len(audited(a, ev.HELD)) == 1
+    assert len(audited(b, ev.RESET)) == 1
+
+
+def test_a_hold_runs_out_once_for_the_fleet(fleet: Fleet) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    a.call(SUCCESS)
+    a.engine.hold(AGENT, "oncall", "vendor incident", 60)
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    fleet.clock.advance(61)
+    b.engine.poll()
+    a.engine.poll()
+    wait_until(lambda: a.state() == b.state() == "half_open", "the hold ran out on both")
+    wait_until(lambda: len([e for r in (a, b) for e in r.seen(ev.RELEASED)]) == 2)
+    released = [e for r in (a, b) for e in r.seen(ev.RELEASED)]
+    assert [e.fields["actor"] for e in released] == ["expiry", "expiry"]
+    assert sum(not e.relayed for e in released) == 1  # one replica's script, one audit row
+
+
+def test_a_hold_taken_while_the_store_is_lost_survives_its_return_and_reaches_the_others(
+    fleet: Fleet, session_redis: RedisServer, link: Cuttable
+) -> None:
+    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
+    a.call(SUCCESS)
+    b.call(SUCCESS)
+    link.cut()
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    assert a.engine.shared_lost is not None and a.state() == "held"
+    assert b.state() == "closed"
+    link.mend()
+    wait_until(lambda: a.engine.shared_lost is None, "a back on the store")
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    assert b.call().reason is DenyReason.HELD
+    assert stored(session_redis, "hby") == b"oncall"
+
+
+def test_a_hold_taken_alone_stands_over_a_trip_made_meanwhile(
+    fleet: Fleet, session_redis: RedisServer, link: Cuttable
+) -> None:
+    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
+    a.call(SUCCESS)
+    link.cut()
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    trip([b])  # the fleet's generation moves: calls, not an operator
+    link.mend()
+    wait_until(lambda: a.engine.shared_lost is None, "a back on the store")
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    assert a.state() == "held" and stored(session_redis, "state") == b"held"
+    assert stored(session_redis, "count") == b"5"  # the store's count, frozen by the hold
+
+
+def test_a_reset_made_through_the_store_meanwhile_ends_a_hold_taken_alone(
+    fleet: Fleet, session_redis: RedisServer, link: Cuttable
+) -> None:
+    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
+    trip([b])
+    wait_until(lambda: a.state() == "open", "the trip reached a")
+    link.cut()
+    a.engine.hold(AGENT, "ana", "vendor incident", HOUR)
+    b.engine.reset(AGENT, "bo", "vendor fixed")
+    link.mend()
+    wait_until(lambda: a.engine.shared_lost is None, "a back on the store")
+    wait_until(lambda: a.state() == "closed", "the reset reached a")
+    assert b.state() == "closed" and stored(session_redis, "state") == b"closed"
