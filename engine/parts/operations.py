@@ -13,6 +13,7 @@ from breakerdeck.engine.clock import Clock
 from breakerdeck.engine.core import holds
 from breakerdeck.engine.core.breaker import ADMIT_NORMAL, Admission, Breaker, DenyReason, Hold
 from breakerdeck.engine.core.verdict import Verdict
+from breakerdeck.engine.errors import NotHeld
 from breakerdeck.engine.events import CallDenied, CallWouldDeny, Event, ModeChanged, Transition
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.parts import modes
@@ -371,7 +372,7 @@ class Operations:
         with slot.lock:
             transitions = self._decide.operate(slot, write)
             if not transitions:  # the fleet's breaker was released meanwhile
-                raise ValueError(f"{key} is not held")
+                raise NotHeld(f"{key} is not held")
             if slot.breaker.probe_id is None:
                 slot.probe = None
             events = self._lines.apply(slot, transitions, None, cause=None)

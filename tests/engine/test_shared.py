@@ -22,7 +22,7 @@ from breakerdeck.engine import AgentPolicy, Engine, ToolPolicy, shared
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.core.breaker import DenyReason
-from breakerdeck.engine.errors import UnknownKey
+from breakerdeck.engine.errors import NotHeld, UnknownKey
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.shared import SharedStore
@@ -836,13 +836,19 @@ def test_a_release_with_close_on_one_replica_closes_every_replica(fleet: Fleet) 
     assert a.call(SUCCESS).allowed and b.call(SUCCESS).allowed
 
 
-def test_releasing_what_the_fleet_no_longer_holds_is_refused(fleet: Fleet) -> None:
-    a = fleet.replica("a")
+def test_releasing_what_the_fleet_no_longer_holds_is_refused_and_writes_nothing(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
     a.call(SUCCESS)
     a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
-    a.engine.release(AGENT, "oncall")
-    with pytest.raises(ValueError, match="not held"):
-        a.engine.release(AGENT, "oncall")
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    b.engine.release(AGENT, "bo")  # a may still show it held: its release goes to the store
+    version = stored(session_redis, "ver")
+    with pytest.raises(NotHeld, match="not held"):
+        a.engine.release(AGENT, "ana")
+    assert stored(session_redis, "ver") == version
+    assert [e.fields["actor"] for e in a.seen(ev.RELEASED)] in ([], ["bo"])
 
 
 def test_shadow_on_one_replica_makes_every_replica_shadow(fleet: Fleet) -> None:
