@@ -539,6 +539,47 @@ def test_the_stores_script_decides_as_the_core_does(fleet: Fleet, seed: int) -> 
     plain.engine.close()
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_stores_script_holds_and_releases_as_the_core_does(fleet: Fleet, seed: int) -> None:
+    """The same side-by-side run with an operator holding, releasing (to half-open or closed)
+    and resetting at random, and holds running out."""
+    rng = random.Random(seed)
+    shared = fleet.replica("a")
+    plain = Replica(Engine(AgentPolicy(), clock=fleet.clock))
+    outcomes = [UPSTREAM, UPSTREAM, AUTH, SUCCESS, NOT_FOUND]
+    for step in range(300):
+        roll = rng.random()
+        known = bool(plain.engine.keys())
+        if roll < 0.15:
+            fleet.clock.advance(rng.choice([1.0, 60.0, 299.0, 301.0, 700.0]))
+        elif roll < 0.2 and known:
+            seconds = rng.choice([60.0, 400.0])
+            for replica in (shared, plain):
+                replica.engine.hold(AGENT, "t", "window", seconds)
+        elif roll < 0.25 and known and plain.state() == "held":
+            close = rng.random() < 0.3
+            for replica in (shared, plain):
+                replica.engine.release(AGENT, "t", close=close)
+        elif roll < 0.27 and known:
+            for replica in (shared, plain):
+                replica.engine.reset(AGENT, actor="t", reason="")
+        else:
+            outcome = rng.choice(outcomes)
+            got = [replica.call(outcome) for replica in (shared, plain)]
+            assert (got[0].allowed, got[0].as_probe, got[0].reason) == (
+                got[1].allowed,
+                got[1].as_probe,
+                got[1].reason,
+            ), step
+        views = [replica.engine.views() for replica in (shared, plain)]
+        picture = [
+            [(v.state, v.count, v.failed_probes, v.paged, v.trip_cause, v.held_by) for v in seen]
+            for seen in views
+        ]
+        assert picture[0] == picture[1], step
+    plain.engine.close()
+
+
 def test_a_store_that_hangs_is_noticed_with_no_call_made(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
