@@ -142,6 +142,23 @@ def round_trips(server: RedisServer) -> int:
     )
 
 
+def at_once(actions: list[Callable[[], Any]]) -> list[Any]:
+    """Every action on its own thread, all let go together; what they returned."""
+    start = threading.Barrier(len(actions))
+    results: list[Any] = []
+
+    def run(action: Callable[[], Any]) -> None:
+        start.wait()
+        results.append(action())
+
+    threads = [threading.Thread(target=run, args=(action,)) for action in actions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
 def trip(replicas: list[Replica], outcome: Outcome = UPSTREAM, times: int = 5) -> None:
     for n in range(times):
         assert replicas[n % len(replicas)].call(outcome).allowed
@@ -236,18 +253,7 @@ def test_150_concurrent_calls_over_three_replicas_at_half_open_admit_one_probe(
     trip(replicas)
     wait_until(lambda: all(r.state() == "open" for r in replicas))
     fleet.clock.advance(300)
-    admissions: list[Any] = []
-    start = threading.Barrier(150)
-
-    def call(replica: Replica) -> None:
-        start.wait()
-        admissions.append(replica.call())
-
-    threads = [threading.Thread(target=call, args=(replicas[n % 3],)) for n in range(150)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    admissions = at_once([replicas[n % 3].call for n in range(150)])
     assert sum(admission.as_probe for admission in admissions) == 1
     assert sum(admission.allowed for admission in admissions) == 1
     refused = {admission.reason for admission in admissions if not admission.allowed}
@@ -507,62 +513,30 @@ def test_a_wrong_password_leaves_local_breakers_and_says_why(
 # -- the script is the core --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_the_stores_script_decides_as_the_core_does(fleet: Fleet, seed: int) -> None:
+def side_by_side(fleet: Fleet, seed: int, steps: int, *, operator: bool) -> None:
     """The Lua script restates the agent policy's rules; a random run through a shared
-    replica and through a plain engine, on one clock, must agree at every step."""
+    replica and through a plain engine, on one clock, must agree at every step. With
+    `operator`, an operator also holds, releases (to half-open or closed) and resets."""
     rng = random.Random(seed)
     shared = fleet.replica("a")
     plain = Replica(Engine(AgentPolicy(), clock=fleet.clock))
     outcomes = [UPSTREAM, UPSTREAM, AUTH, SUCCESS, NOT_FOUND]
-    for step in range(400):
-        roll = rng.random()
-        if roll < 0.15:
-            fleet.clock.advance(rng.choice([1.0, 60.0, 299.0, 301.0, 700.0]))
-        elif roll < 0.18 and plain.engine.keys():
-            for replica in (shared, plain):
-                replica.engine.reset(AGENT, actor="t", reason="")
-        else:
-            outcome = rng.choice(outcomes)
-            got = [replica.call(outcome) for replica in (shared, plain)]
-            assert (got[0].allowed, got[0].as_probe, got[0].reason) == (
-                got[1].allowed,
-                got[1].as_probe,
-                got[1].reason,
-            ), step
-        views = [replica.engine.views() for replica in (shared, plain)]
-        picture = [
-            [(v.state, v.count, v.failed_probes, v.paged, v.trip_cause) for v in seen]
-            for seen in views
-        ]
-        assert picture[0] == picture[1], step
-    plain.engine.close()
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_the_stores_script_holds_and_releases_as_the_core_does(fleet: Fleet, seed: int) -> None:
-    """The same side-by-side run with an operator holding, releasing (to half-open or closed)
-    and resetting at random, and holds running out."""
-    rng = random.Random(seed)
-    shared = fleet.replica("a")
-    plain = Replica(Engine(AgentPolicy(), clock=fleet.clock))
-    outcomes = [UPSTREAM, UPSTREAM, AUTH, SUCCESS, NOT_FOUND]
-    for step in range(300):
+    for step in range(steps):
         roll = rng.random()
         known = bool(plain.engine.keys())
         if roll < 0.15:
             fleet.clock.advance(rng.choice([1.0, 60.0, 299.0, 301.0, 700.0]))
-        elif roll < 0.2 and known:
+        elif roll < 0.18 and known:
+            for replica in (shared, plain):
+                replica.engine.reset(AGENT, actor="t", reason="")
+        elif operator and roll < 0.23 and known:
             seconds = rng.choice([60.0, 400.0])
             for replica in (shared, plain):
                 replica.engine.hold(AGENT, "t", "window", seconds)
-        elif roll < 0.25 and known and plain.state() == "held":
+        elif operator and roll < 0.28 and known and plain.state() == "held":
             close = rng.random() < 0.3
             for replica in (shared, plain):
                 replica.engine.release(AGENT, "t", close=close)
-        elif roll < 0.27 and known:
-            for replica in (shared, plain):
-                replica.engine.reset(AGENT, actor="t", reason="")
         else:
             outcome = rng.choice(outcomes)
             got = [replica.call(outcome) for replica in (shared, plain)]
@@ -578,6 +552,16 @@ def test_the_stores_script_holds_and_releases_as_the_core_does(fleet: Fleet, see
         ]
         assert picture[0] == picture[1], step
     plain.engine.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_stores_script_decides_as_the_core_does(fleet: Fleet, seed: int) -> None:
+    side_by_side(fleet, seed, 400, operator=False)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_stores_script_holds_and_releases_as_the_core_does(fleet: Fleet, seed: int) -> None:
+    side_by_side(fleet, seed, 300, operator=True)
 
 
 def test_a_store_that_hangs_is_noticed_with_no_call_made(
@@ -847,18 +831,7 @@ def test_a_release_on_one_replica_lets_one_probe_through_for_the_fleet(fleet: Fl
     a.engine.release(AGENT, "oncall", "vendor says done")
     wait_until(lambda: b.state() == "half_open", "the release reached b")
     assert [e.fields["actor"] for e in b.seen(ev.RELEASED)] == ["oncall"]
-    admissions: list[Any] = []
-    start = threading.Barrier(20)
-
-    def call(replica: Replica) -> None:
-        start.wait()
-        admissions.append(replica.call())
-
-    threads = [threading.Thread(target=call, args=((a, b)[n % 2],)) for n in range(20)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    admissions = at_once([(a, b)[n % 2].call for n in range(20)])
     assert sum(admission.as_probe for admission in admissions) == 1
     assert sum(admission.allowed for admission in admissions) == 1
     refused = [admission for admission in admissions if not admission.allowed]
@@ -948,21 +921,12 @@ def test_a_hold_and_a_reset_racing_on_two_replicas_end_in_one_state_both_audited
     a, b = fleet.replica("a", state=True), fleet.replica("b", state=True)
     trip([a])
     wait_until(lambda: b.state() == "open", "the trip reached b")
-    start = threading.Barrier(2)
-
-    def hold() -> None:
-        start.wait()
-        a.engine.hold(AGENT, "ana", "vendor incident", HOUR)
-
-    def reset() -> None:
-        start.wait()
-        b.engine.reset(AGENT, "bo", "vendor fixed")
-
-    threads = [threading.Thread(target=hold), threading.Thread(target=reset)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    at_once(
+        [
+            lambda: a.engine.hold(AGENT, "ana", "vendor incident", HOUR),
+            lambda: b.engine.reset(AGENT, "bo", "vendor fixed"),
+        ]
+    )
     final = (stored(session_redis, "state") or b"").decode()
     assert final in ("held", "closed")
     wait_until(lambda: a.state() == b.state() == final, "one state on both replicas")

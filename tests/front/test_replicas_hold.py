@@ -8,14 +8,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
 
-from breakerdeck.console import remote
 from breakerdeck.console.cli import main
 from breakerdeck.engine.clock import ManualClock
-from breakerdeck.engine.feed.server import serve_feed
+from breakerdeck.engine.feed.server import FeedServer, serve_feed
 from breakerdeck.engine.shared import SharedStore
 from breakerdeck.fixtures.faults import Fault, FaultKind
 from breakerdeck.fixtures.platform import FakePlatform
@@ -28,36 +28,38 @@ from tests.waiting import eventually
 PATH = "/p/payments/v1/charges"
 
 
-@pytest.fixture(autouse=True)
-def no_default_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
-    monkeypatch.delenv(remote.TOKEN_ENV, raising=False)
-
-
 @pytest.fixture
 def server() -> Iterator[PlatformServer]:
     with PlatformServer({"payments": FakePlatform("payments")}) as running:
         yield running
 
 
+@pytest.fixture
 async def replicas(
-    tmp_path: Path, server: PlatformServer, redis: RedisServer, start_gateway: StartRig
+    tmp_path: Path, server: PlatformServer, session_redis: RedisServer, start_gateway: StartRig
 ) -> tuple[Rig, Rig]:
+    """Two gateway replicas on one manual clock, sharing the session's Redis."""
     config = write_config(
         tmp_path,
         {"payments": server.url("payments")},
         {"billing": {"payments": credential_file(tmp_path)}},
     )
     clock = ManualClock()
-    a, b = [
-        await start_gateway(config, 25.0, clock=clock, shared=SharedStore(redis.url, timeout=5))
-        for _ in range(2)
-    ]
+    stores = [SharedStore(session_redis.url, timeout=5) for _ in range(2)]
+    a, b = [await start_gateway(config, 25.0, clock=clock, shared=store) for store in stores]
     return a, b
 
 
+def feed_of(rig: Rig) -> AbstractAsyncContextManager[FeedServer]:
+    """The replica's live feed, as `breakerdeck gateway --feed-listen` serves it."""
+    return serve_feed(
+        rig.engine, port=0, viewer_token=VIEWER, operator_token=OPERATOR, source_name="replica"
+    )
+
+
 async def shell(tmp_path: Path, *argv: str) -> int:
-    """`breakerdeck <argv> --yes` as an operator types it, with the operator's token file."""
+    """`breakerdeck <argv> --yes` as an operator types it, with the operator's token file
+    (given, so no default token is looked for)."""
     token = tmp_path / "operator.token"
     token.write_text(OPERATOR)
     full = [*argv, "--token-file", str(token), "--operator", "carol", "--yes"]
@@ -77,18 +79,13 @@ def state(rig: Rig) -> str:
 
 
 async def test_a_hold_through_one_replicas_feed_refuses_on_the_other_and_a_release_sends_one_probe(
-    tmp_path: Path,
-    server: PlatformServer,
-    session_redis: RedisServer,
-    start_gateway: StartRig,
+    tmp_path: Path, server: PlatformServer, replicas: tuple[Rig, Rig]
 ) -> None:
     platform = server.platforms["payments"]
-    a, b = await replicas(tmp_path, server, session_redis, start_gateway)
+    a, b = replicas
     for rig in (a, b):
         assert (await rig.call("billing", PATH)).status_code == 200
-    async with serve_feed(
-        a.engine, port=0, viewer_token=VIEWER, operator_token=OPERATOR, source_name="replica-a"
-    ) as feed:
+    async with feed_of(a) as feed:
         hold = ["hold", feed.url, "billing", "--reason", "vendor maintenance", "--for", "30m"]
         assert await shell(tmp_path, *hold) == 0
         await eventually(lambda: state(b) == "held", "the hold on b")
@@ -117,20 +114,15 @@ async def test_a_hold_through_one_replicas_feed_refuses_on_the_other_and_a_relea
 
 
 async def test_shadow_through_one_replicas_feed_lets_an_open_agent_through_on_the_other(
-    tmp_path: Path,
-    server: PlatformServer,
-    session_redis: RedisServer,
-    start_gateway: StartRig,
+    tmp_path: Path, server: PlatformServer, replicas: tuple[Rig, Rig]
 ) -> None:
     platform = server.platforms["payments"]
-    a, b = await replicas(tmp_path, server, session_redis, start_gateway)
+    a, b = replicas
     platform.set_fault(Fault(FaultKind.REFUSED))
     for n in range(5):
         await (a, b)[n % 2].call("billing", PATH)
     await eventually(lambda: state(a) == state(b) == "open", "open on both")
-    async with serve_feed(
-        a.engine, port=0, viewer_token=VIEWER, operator_token=OPERATOR, source_name="replica-a"
-    ) as feed:
+    async with feed_of(a) as feed:
         mode = ["mode", feed.url, "billing", "shadow", "--reason", "trying the breaker"]
         assert await shell(tmp_path, *mode) == 0
     await eventually(lambda: b.engine.view("billing").mode == "shadow", "shadow on b")
