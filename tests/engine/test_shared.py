@@ -994,3 +994,23 @@ def test_a_reset_made_through_the_store_meanwhile_ends_a_hold_taken_alone(
     wait_until(lambda: a.engine.shared_lost is None, "a back on the store")
     wait_until(lambda: a.state() == "closed", "the reset reached a")
     assert b.state() == "closed" and stored(session_redis, "state") == b"closed"
+
+
+def test_a_hold_taken_while_redis_is_down_survives_its_restart_and_reaches_the_others(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    fleet = Fleet(redis_server.url, tmp_path)
+    try:
+        a, b = fleet.replica("a"), fleet.replica("b")
+        a.call(SUCCESS)
+        b.call(SUCCESS)
+        redis_server.kill()
+        a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+        assert a.engine.shared_lost is not None and a.call().reason is DenyReason.HELD
+        redis_server.start()  # on the same port, and empty
+        wait_until(lambda: a.engine.shared_lost is None, "a back on the store")
+        wait_until(lambda: b.state() == "held", "the hold reached b")
+        assert b.call().reason is DenyReason.HELD
+        assert stored(redis_server, "hby") == b"oncall"
+    finally:
+        fleet.close()
