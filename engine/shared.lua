@@ -209,15 +209,15 @@ if op == "admit" then
       answer.admit = "probe_in_flight"
     end
   end
+elseif op == "record" and b.state == "held" then
+  -- A call admitted before the hold (on any replica): recorded there, and it changes nothing.
+  answer.probe = false
 elseif op == "record" then
   local token, class, counted, detail = ARGV[13], ARGV[14], ARGV[15] == "1", ARGV[16]
   expire()
   local was_probe = b.state == "half_open" and b.probe == token
   answer.probe = was_probe
-  if b.state == "held" then
-    -- A call admitted before the hold: recorded, and it changes nothing.
-    answer.probe = false
-  elseif class == "success" then
+  if class == "success" then
     if b.state == "closed" then
       if b.count ~= 0 then
         b.count = 0

@@ -1014,3 +1014,19 @@ def test_a_hold_taken_while_redis_is_down_survives_its_restart_and_reaches_the_o
         assert stored(redis_server, "hby") == b"oncall"
     finally:
         fleet.close()
+
+
+def test_calls_admitted_on_one_replica_before_a_hold_on_another_change_nothing(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    a.call(SUCCESS)
+    calls = [b.engine.enter(AGENT, AGENT, "payments", "charge", 30.0) for _ in range(5)]
+    assert all(b.engine.admit(call, LEASE).allowed for call in calls)
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    for call in calls:  # five upstream failures would trip it, were it not held
+        b.engine.complete(call, UPSTREAM, "refused", 502)
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    assert stored(session_redis, "state") == b"held"
+    assert stored(session_redis, "count") in (None, b"0")
+    assert not a.seen(ev.TRIPPED) and not b.seen(ev.TRIPPED)
