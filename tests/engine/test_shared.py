@@ -878,6 +878,8 @@ def test_shadow_on_one_replica_makes_every_replica_shadow(fleet: Fleet) -> None:
     trip([a])
     wait_until(lambda: b.state() == "open", "the trip reached b")
     assert b.call(UPSTREAM).allowed  # shadow: a would-be refusal goes through
+    relayed = b.seen(ev.TRIPPED)[-1]
+    assert list(relayed.fields)[-2:] == ["shadow", "origin"]  # a shadow breaker's, relayed
     a.engine.set_mode(AGENT, "enforce", "oncall", "seen enough")
     wait_until(lambda: b.engine.view(AGENT).mode == "enforce")
     assert b.call().reason is DenyReason.OPEN
