@@ -327,7 +327,9 @@ elseif op == "reconcile" then
     -- replica's verdict is weighed the same way.
     b = mine
   end
-  if not mode_alone then
+  if mode_alone then
+    b.mode, b.mode_for = mine.mode, mine.mode_for
+  else
     b.mode, b.mode_for = mode, mode_for
   end
   if graver or hold_alone or mode_alone then

@@ -1032,3 +1032,34 @@ def test_calls_admitted_on_one_replica_before_a_hold_on_another_change_nothing(
     assert stored(session_redis, "state") == b"held"
     assert stored(session_redis, "count") in (None, b"0")
     assert not a.seen(ev.TRIPPED) and not b.seen(ev.TRIPPED)
+
+
+def test_a_release_made_while_the_store_is_lost_stands_on_its_return(
+    fleet: Fleet, session_redis: RedisServer, link: Cuttable
+) -> None:
+    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
+    a.call(SUCCESS)
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    link.cut()
+    a.engine.release(AGENT, "oncall", "vendor says done")
+    link.mend()
+    wait_until(lambda: a.engine.shared_lost is None, "a back on the store")
+    wait_until(lambda: b.state() == "half_open", "the release reached b")
+    assert stored(session_redis, "state") == b"half_open"
+
+
+def test_a_mode_chosen_while_the_store_is_lost_reaches_the_others_and_keeps_their_hold(
+    fleet: Fleet, session_redis: RedisServer, link: Cuttable
+) -> None:
+    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
+    a.call(SUCCESS)
+    b.call(SUCCESS)
+    link.cut()
+    a.engine.set_mode(AGENT, "shadow", "oncall", "trying the breaker")
+    b.engine.hold(AGENT, "bo", "vendor incident", HOUR)  # through the store, meanwhile
+    link.mend()
+    wait_until(lambda: a.engine.shared_lost is None, "a back on the store")
+    wait_until(lambda: b.engine.view(AGENT).mode == "shadow", "the mode reached b")
+    assert a.state() == b.state() == "held"
+    assert (stored(session_redis, "mode"), stored(session_redis, "state")) == (b"shadow", b"held")
