@@ -790,6 +790,20 @@ def stored(server: RedisServer, field: str, agent: str = AGENT) -> bytes | None:
     return value
 
 
+def on_a_link(fleet: Fleet, link: Cuttable) -> tuple[Replica, Replica]:
+    """Replica a on `link` (to cut), b on the store itself; both know the agent, closed."""
+    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
+    a.call(SUCCESS)
+    b.call(SUCCESS)
+    return a, b
+
+
+def rejoin(link: Cuttable, replica: Replica) -> None:
+    """The replica's link to the store mended, and the replica back on it (reconciled)."""
+    link.mend()
+    wait_until(lambda: replica.engine.shared_lost is None, "the replica back on the store")
+
+
 def test_a_hold_on_one_replica_refuses_on_every_replica_without_a_round_trip(
     fleet: Fleet, session_redis: RedisServer
 ) -> None:
@@ -954,15 +968,12 @@ def test_a_hold_runs_out_once_for_the_fleet(fleet: Fleet) -> None:
 def test_a_hold_taken_while_the_store_is_lost_survives_its_return_and_reaches_the_others(
     fleet: Fleet, session_redis: RedisServer, link: Cuttable
 ) -> None:
-    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
-    a.call(SUCCESS)
-    b.call(SUCCESS)
+    a, b = on_a_link(fleet, link)
     link.cut()
     a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
     assert a.engine.shared_lost is not None and a.state() == "held"
     assert b.state() == "closed"
-    link.mend()
-    wait_until(lambda: a.engine.shared_lost is None, "a back on the store")
+    rejoin(link, a)
     wait_until(lambda: b.state() == "held", "the hold reached b")
     assert b.call().reason is DenyReason.HELD
     assert stored(session_redis, "hby") == b"oncall"
@@ -971,13 +982,11 @@ def test_a_hold_taken_while_the_store_is_lost_survives_its_return_and_reaches_th
 def test_a_hold_taken_alone_stands_over_a_trip_made_meanwhile(
     fleet: Fleet, session_redis: RedisServer, link: Cuttable
 ) -> None:
-    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
-    a.call(SUCCESS)
+    a, b = on_a_link(fleet, link)
     link.cut()
     a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
     trip([b])  # the fleet's generation moves: calls, not an operator
-    link.mend()
-    wait_until(lambda: a.engine.shared_lost is None, "a back on the store")
+    rejoin(link, a)
     wait_until(lambda: b.state() == "held", "the hold reached b")
     assert a.state() == "held" and stored(session_redis, "state") == b"held"
     assert stored(session_redis, "count") == b"5"  # the store's count, frozen by the hold
@@ -992,8 +1001,7 @@ def test_a_reset_made_through_the_store_meanwhile_ends_a_hold_taken_alone(
     link.cut()
     a.engine.hold(AGENT, "ana", "vendor incident", HOUR)
     b.engine.reset(AGENT, "bo", "vendor fixed")
-    link.mend()
-    wait_until(lambda: a.engine.shared_lost is None, "a back on the store")
+    rejoin(link, a)
     wait_until(lambda: a.state() == "closed", "the reset reached a")
     assert b.state() == "closed" and stored(session_redis, "state") == b"closed"
 
@@ -1037,14 +1045,12 @@ def test_calls_admitted_on_one_replica_before_a_hold_on_another_change_nothing(
 def test_a_release_made_while_the_store_is_lost_stands_on_its_return(
     fleet: Fleet, session_redis: RedisServer, link: Cuttable
 ) -> None:
-    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
-    a.call(SUCCESS)
+    a, b = on_a_link(fleet, link)
     a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
     wait_until(lambda: b.state() == "held", "the hold reached b")
     link.cut()
     a.engine.release(AGENT, "oncall", "vendor says done")
-    link.mend()
-    wait_until(lambda: a.engine.shared_lost is None, "a back on the store")
+    rejoin(link, a)
     wait_until(lambda: b.state() == "half_open", "the release reached b")
     assert stored(session_redis, "state") == b"half_open"
 
@@ -1052,14 +1058,11 @@ def test_a_release_made_while_the_store_is_lost_stands_on_its_return(
 def test_a_mode_chosen_while_the_store_is_lost_reaches_the_others_and_keeps_their_hold(
     fleet: Fleet, session_redis: RedisServer, link: Cuttable
 ) -> None:
-    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
-    a.call(SUCCESS)
-    b.call(SUCCESS)
+    a, b = on_a_link(fleet, link)
     link.cut()
     a.engine.set_mode(AGENT, "shadow", "oncall", "trying the breaker")
     b.engine.hold(AGENT, "bo", "vendor incident", HOUR)  # through the store, meanwhile
-    link.mend()
-    wait_until(lambda: a.engine.shared_lost is None, "a back on the store")
+    rejoin(link, a)
     wait_until(lambda: b.engine.view(AGENT).mode == "shadow", "the mode reached b")
     assert a.state() == b.state() == "held"
     assert (stored(session_redis, "mode"), stored(session_redis, "state")) == (b"shadow", b"held")
