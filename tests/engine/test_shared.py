@@ -1066,3 +1066,22 @@ def test_a_mode_chosen_while_the_store_is_lost_reaches_the_others_and_keeps_thei
     wait_until(lambda: b.engine.view(AGENT).mode == "shadow", "the mode reached b")
     assert a.state() == b.state() == "held"
     assert (stored(session_redis, "mode"), stored(session_redis, "state")) == (b"shadow", b"held")
+
+
+def test_a_hold_with_garbage_in_the_store_is_read_safely(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a = fleet.replica("a")
+    a.call(SUCCESS)
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    with session_redis.client() as client:
+        client.hset(
+            f"breakerdeck:breaker:{AGENT}",
+            mapping={"hby": "\x1b]0;pwned\x07", "hu": "nan", "mode": "loud", "mfor": "x"},
+        )
+    late = fleet.replica("late")
+    breaker = late.engine.breaker(AGENT)
+    assert breaker.hold is not None and "\x1b" not in breaker.hold.actor
+    assert late.engine.view(AGENT).mode == "enforce"  # no such mode: none chosen
+    assert late.call(SUCCESS).as_probe  # a hold with no usable end has ended: half-open
+    assert [e.fields["actor"] for e in late.seen(ev.RELEASED)] == ["expiry"]
