@@ -10,6 +10,11 @@ class UnknownKey(BreakerdeckError, KeyError):
         return str(self.args[0]) if self.args else "unknown key"
 
 
+class NotHeld(BreakerdeckError, ValueError):
+    """A release of a breaker that is not held (on replicas: one the fleet no longer holds,
+    released a moment ago elsewhere): nothing was changed."""
+
+
 class VaultUnavailable(BreakerdeckError):
     """The gateway could not read the agent's credential: an upstream failure."""
 

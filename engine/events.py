@@ -381,10 +381,10 @@ class Transition(Event):
         fields = {name: getattr(self, _ATTRIBUTE.get(name, name)) for name in self.own}
         if self.cause_seq is not None:
             fields["cause_seq"] = self.cause_seq
-        if self.origin is not None:
-            fields["origin"] = self.origin
         if self.shadow:
             fields["shadow"] = True
+        if self.origin is not None:  # last: docs/replicas.md
+            fields["origin"] = self.origin
         return fields
 
 

@@ -34,24 +34,29 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.core.breaker import BreakerState
+from breakerdeck.engine.core import holds
+from breakerdeck.engine.core.breaker import BreakerState, Hold
 from breakerdeck.engine.core.verdict import Verdict, bounded
 from breakerdeck.engine.events import (
     HalfOpened,
+    Held,
+    ModeChanged,
     Paged,
     Recovered,
+    Released,
     Reopened,
     Reset,
     Transition,
     Tripped,
 )
 from breakerdeck.engine.outcomes import OutcomeClass
+from breakerdeck.engine.parts import modes
+from breakerdeck.engine.parts.decide import Arg
 from breakerdeck.engine.parts.operations import Parts
 from breakerdeck.engine.policy import MAX_DEADLINE_SECONDS, AgentPolicy
 from breakerdeck.engine.replicas.fleet import Fleet
 from breakerdeck.engine.replicas.replica import (
     MAX_SHARED_KEYS,
-    Arg,
     Behind,
     Foreign,
     Missing,
@@ -116,6 +121,12 @@ class _Fields(BaseModel):
     cause: str = Field(max_length=64)
     probe: str = Field(max_length=_MAX_NAME)
     pd: float
+    # The hold and the mode: absent from a verdict an older build wrote (never held, no mode).
+    hby: str = Field(default="", max_length=10 * _MAX_TEXT)
+    hwhy: str = Field(default="", max_length=10 * _MAX_TEXT)
+    hu: float | None = None
+    mode: str = Field(default="", max_length=64)
+    mfor: str = Field(default="", max_length=64)
 
 
 class _Answer(BaseModel):
@@ -124,11 +135,13 @@ class _Answer(BaseModel):
     name: str = Field(max_length=_MAX_NAME)
     ver: int = Field(ge=0, le=_MAX_COUNTER)
     gen: int = Field(ge=0, le=_MAX_COUNTER)
+    hgen: int = Field(default=0, ge=0, le=_MAX_COUNTER)
+    mgen: int = Field(default=0, ge=0, le=_MAX_COUNTER)
     origin: str = Field(max_length=_MAX_NAME)
     s: _Fields
     # An empty Lua table encodes as an object, so "no transitions" may come as {}.
     tr: list[tuple[str, dict[str, Any]]] | dict[str, Any] = Field(default_factory=list)
-    admit: Literal["normal", "probe", "open", "probe_in_flight"] | None = None
+    admit: Literal["normal", "probe", "open", "probe_in_flight", "held"] | None = None
     left: float = 0.0
     probe: bool = False
     expired: str | None = None
@@ -467,6 +480,9 @@ class SharedStore:
                 credential_ok_at=None,
                 credential_revoked=False,
                 saved_at=now,
+                held_by=printable(f.hby)[: holds.MAX_ACTOR] if f.hby else None,
+                held_reason=printable(f.hwhy)[: holds.MAX_REASON],
+                held_until=f.hu if f.hby else None,
             ),
             now=now,
             trip_cooldown=policy.trip_cooldown(),
@@ -479,10 +495,20 @@ class SharedStore:
             )
         state = State(verdict.state)
         probe_deadline = f.pd if math.isfinite(f.pd) else 0.0
+        hold = None
+        if verdict.held_by is not None and verdict.held_until is not None:
+            until = verdict.held_until
+            hold = Hold(verdict.held_by, verdict.held_reason or "", until, until)
+        if state is State.HELD and hold is None:  # held by nobody until never: a hold ended
+            hold = Hold("unknown", "", now, now)
+        mode = (f.mode, f.mfor) if f.mode in modes.MODES and f.mfor in modes.MODES else None
         return Shared(
             name=answer.name,
             ver=answer.ver,
             gen=answer.gen,
+            hold_gen=answer.hgen,
+            mode_gen=answer.mgen,
+            mode=mode,
             origin=printable(answer.origin)[:64],
             state=BreakerState(
                 state=state,
@@ -497,6 +523,7 @@ class SharedStore:
                 rate_limited_streak=0,
                 last_retry_after=None,
                 trip_cause=OutcomeClass(cause) if cause else None,
+                hold=hold,
             ),
             probe=f.probe if state is State.HALF_OPEN else "",
             probe_deadline=min(probe_deadline, now + 4 * policy.probe_lease(MAX_DEADLINE_SECONDS)),
@@ -806,13 +833,30 @@ def _transitions(
         elif kind == ev.REOPENED:
             made.append(Reopened(key, float(_number(fields.get("cooldown_seconds"), float))))
         elif kind == ev.RESET:
-            actor = printable(str(fields.get("actor", "")))[:64]
-            made.append(Reset(key, actor, printable(str(fields.get("reason", "")))[:_MAX_TEXT]))
+            made.append(Reset(key, _words(fields, "actor"), _words(fields, "reason")))
         elif kind == ev.PAGE:
             made.append(Paged(key, warning=warning))
+        elif kind == ev.HELD:
+            until = fields.get("until")
+            if not (isinstance(until, int | float) and math.isfinite(until) and until > 0):
+                until = 0.0
+            made.append(Held(key, _words(fields, "actor"), _words(fields, "reason"), until))
+        elif kind == ev.RELEASED:
+            made.append(Released(key, _words(fields, "actor")))
+        elif kind == ev.MODE:
+            was, to = fields.get("from"), fields.get("to")
+            if was in modes.MODES and to in modes.MODES:
+                actor, reason = _words(fields, "actor"), _words(fields, "reason")
+                made.append(ModeChanged(key, actor, reason, str(was), str(to)))
         elif kind in _BARE:
             made.append(_BARE[kind](key))
     return tuple(made)
+
+
+def _words(fields: dict[str, Any], name: str) -> str:
+    """An operator's actor or reason as a script made it: printable, within the bounds."""
+    most = holds.MAX_ACTOR if name == "actor" else holds.MAX_REASON
+    return printable(str(fields.get(name, "")))[:most]
 
 
 def _text(value: object) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from breakerdeck.engine.errors import NotHeld
 from breakerdeck.engine.events import (
     BreakerView,
     HalfOpened,
@@ -327,10 +328,9 @@ class Breaker:
         """End a hold: in half-open (the next call is the probe), or closed (`close`: the
         operator vouches for the platform, as a reset does)."""
         if self.state is not _HELD:
-            raise ValueError(f"{self.key} is not held")
-        if close:
-            released: list[Transition] = [Released(self.key, actor)]
-            return released + self.reset(actor, reason)
+            raise NotHeld(f"{self.key} is not held")
+        if close:  # the reset releases the hold first, by the same actor
+            return self.reset(actor, reason)
         return self._release(actor)
 
     def _release(self, actor: str) -> list[Transition]:

@@ -61,7 +61,7 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State as ConnectionState
 
 from breakerdeck.engine.engine import Engine
-from breakerdeck.engine.errors import UnknownKey
+from breakerdeck.engine.errors import NotHeld, UnknownKey
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.feed import protocol as p
 from breakerdeck.engine.feed.auth import OPERATOR, VIEWER, Tokens
@@ -412,9 +412,13 @@ class FeedServer:
             except ValueError as error:
                 raise _Refused(p.INVALID, f"invalid hold message: {error}") from None
             return engine.hold(key, actor, request.reason, seconds)
+        not_held = _Refused(p.NOT_HELD, f"{key!r} is not held; nothing was changed")
         if engine.view(key).state is not State.HELD:
-            raise _Refused(p.NOT_HELD, f"{key!r} is not held; nothing was changed")
-        return engine.release(key, actor, request.reason, close=request.close)
+            raise not_held
+        try:
+            return engine.release(key, actor, request.reason, close=request.close)
+        except NotHeld:  # on replicas: another released it a moment ago
+            raise not_held from None
 
     # -- snapshots and events --------------------------------------------------------------
 

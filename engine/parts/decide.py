@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from breakerdeck.engine.core.breaker import Admission, Breaker
@@ -13,6 +14,20 @@ from breakerdeck.engine.events import Event, Transition
 from breakerdeck.engine.outcomes import Outcome
 from breakerdeck.engine.parts.keys import Slot
 from breakerdeck.engine.parts.lines import EXPIRED, Lines
+
+#: What a shared store's script takes as an argument.
+Arg = str | int | float
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """An operator's write on a key (a reset, a hold, a release, a mode), once for both
+    deciders: what it does to the breaker here (`apply`), and the shared store's script that
+    does it for the fleet (`op`, its arguments from the key's slot: `args`)."""
+
+    op: str
+    args: Callable[[Slot], tuple[Arg, ...]]
+    apply: Callable[[Slot], Sequence[Transition]]
 
 
 class Decider(Protocol):
@@ -28,7 +43,10 @@ class Decider(Protocol):
         """Record call `number`'s outcome: whether it was the probe, and what it caused."""
         ...
 
-    def reset(self, slot: Slot, actor: str, reason: str) -> Sequence[Transition]: ...
+    def operate(self, slot: Slot, write: Write) -> Sequence[Transition]:
+        """An operator's write, and the transitions it made (none: a release of a breaker
+        the fleet no longer holds)."""
+        ...
 
     def tick(self, slot: Slot, now: float) -> tuple[list[Event], Sequence[Transition]]:
         """What time alone causes: the lines of an expired probe, then the transitions."""
@@ -74,8 +92,8 @@ class Local:
             self._alone(slot)
         return is_probe, transitions
 
-    def reset(self, slot: Slot, actor: str, reason: str) -> Sequence[Transition]:
-        transitions = slot.breaker.reset(actor, reason)
+    def operate(self, slot: Slot, write: Write) -> Sequence[Transition]:
+        transitions = write.apply(slot)
         self._alone(slot)
         return transitions
 

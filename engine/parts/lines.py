@@ -219,9 +219,7 @@ class Lines:
                 transition.wall = by.wall
             caller = None if isinstance(transition, _TIME_OR_OPERATOR) else agent
             transition.agent = self.transition_agent(slot, caller)
-            transition.shadow = slot.mode == "shadow"
-            if isinstance(transition, Held):
-                transition.until_t = self.t(transition.until)
+            self._stamp(slot, transition)
             view = self.views.of(slot) if attach and n == last else None
             self.publish(slot, transition, view, tally_name(transition))
             written.append(transition)
@@ -234,12 +232,19 @@ class Lines:
             self._durability.persist_event(slot, written[-1])
         return written
 
+    def _stamp(self, slot: Slot, transition: Transition) -> None:
+        """What a transition says of the key here: shadow or not, a hold's end in `t`."""
+        transition.shadow = slot.mode == "shadow"
+        if isinstance(transition, Held):
+            transition.until_t = self.t(transition.until)
+
     def relay(self, slot: Slot, transitions: Sequence[Transition], origin: str) -> None:
         """Another replica's transitions, on this replica's feed (never audited or paged)."""
         key = slot.breaker.key
         last = len(transitions) - 1
         for n, transition in enumerate(transitions):
             transition.agent, transition.origin = key, origin
+            self._stamp(slot, transition)
             view = self.views.of(slot) if n == last else None
             self.publish(slot, transition, view)
 

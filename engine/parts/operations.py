@@ -5,7 +5,7 @@ engine's sync and async drivers call these and settle what is owed their own way
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from breakerdeck.engine import events as ev
@@ -13,11 +13,12 @@ from breakerdeck.engine.clock import Clock
 from breakerdeck.engine.core import holds
 from breakerdeck.engine.core.breaker import ADMIT_NORMAL, Admission, Breaker, DenyReason, Hold
 from breakerdeck.engine.core.verdict import Verdict
+from breakerdeck.engine.errors import NotHeld
 from breakerdeck.engine.events import CallDenied, CallWouldDeny, Event, ModeChanged, Transition
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.parts import modes
 from breakerdeck.engine.parts.call import Call
-from breakerdeck.engine.parts.decide import Decider, Local
+from breakerdeck.engine.parts.decide import Decider, Write
 from breakerdeck.engine.parts.durability import Durability, Owed, saved_state
 from breakerdeck.engine.parts.keys import KeyTable, Slot
 from breakerdeck.engine.parts.ledger import Ledger
@@ -301,14 +302,11 @@ class Operations:
     # -- operator and time ------------------------------------------------------------------
 
     def reset(self, key: str, actor: str, reason: str) -> tuple[Event, Owed]:
-        slot = self._keys.known(key)
-        with slot.lock:
-            slot.probe = None
-            transitions = self._decide.reset(slot, actor, reason)
-            events = self._lines.apply(slot, transitions, None, cause=None)
-            self._durability.persist_event(slot, events[-1])
-            owed = self._durability.take_owed(slot)
-        self._ledger.deliver()
+        """An operator's reset: closed, counter and ladder zeroed; the reset's own line."""
+        events, owed = self._operator(
+            key,
+            Write("reset", lambda _: (actor, reason), lambda s: s.breaker.reset(actor, reason)),
+        )
         return events[-1], owed
 
     def hold(self, key: str, actor: str, reason: str, seconds: float) -> tuple[Event, Owed]:
@@ -320,13 +318,25 @@ class Operations:
             raise ValueError(f"a hold lasts 1 s to {most:g} s")
         clock = self._clock
         hold = Hold(actor, reason, clock.wall() + seconds, clock.monotonic() + seconds)
-        return self._operator(key, "hold", lambda slot: slot.breaker.hold_open(hold))
+        return self._first(
+            key,
+            Write(
+                "hold",
+                lambda _: (actor, reason, repr(hold.until_wall)),
+                lambda slot: slot.breaker.hold_open(hold),
+            ),
+        )
 
     def release(self, key: str, actor: str, reason: str, close: bool) -> tuple[Event, Owed]:
         """A hold ended early: half-open, or closed (`close`)."""
         holds.checked_words(actor, reason, reason_required=False)
-        return self._operator(
-            key, "release", lambda slot: slot.breaker.release(actor, reason, close=close)
+        return self._first(
+            key,
+            Write(
+                "release",
+                lambda _: (actor, reason, "1" if close else "0"),
+                lambda slot: slot.breaker.release(actor, reason, close=close),
+            ),
         )
 
     def set_mode(self, key: str, mode: str, actor: str, reason: str) -> tuple[Event, Owed]:
@@ -341,29 +351,35 @@ class Operations:
             slot.mode = modes.effective_mode(slot)
             return [ModeChanged(key, actor, reason, before, mode)]
 
-        return self._operator(key, "mode", switch)
+        def args(slot: Slot) -> tuple[str, ...]:
+            return (mode, slot.configured, actor, reason, slot.mode)
+
+        return self._first(key, Write("mode", args, switch))
 
     def configure_mode(self, key: str, mode: str | None) -> None:
         slot = self._keys.slot(key, None)
         with slot.lock:
             modes.configure(slot, self._keys.mode if mode is None else mode)
 
-    def _operator(
-        self, key: str, what: str, change: Callable[[Slot], Sequence[Transition]]
-    ) -> tuple[Event, Owed]:
-        if not isinstance(self._decide, Local):  # replicas share them with issue 33
-            raise ValueError(f"{what} on replicas sharing a store is not supported yet")
+    def _first(self, key: str, write: Write) -> tuple[Event, Owed]:
+        events, owed = self._operator(key, write)
+        return events[0], owed
+
+    def _operator(self, key: str, write: Write) -> tuple[list[Event], Owed]:
+        """An operator's write under the key's lock, decided here or, on replicas sharing a
+        store, by the store's script for the whole fleet (audited here only)."""
         slot = self._keys.known(key)
         with slot.lock:
-            transitions = change(slot)
+            transitions = self._decide.operate(slot, write)
+            if not transitions:  # the fleet's breaker was released meanwhile
+                raise NotHeld(f"{key} is not held")
             if slot.breaker.probe_id is None:
                 slot.probe = None
-            self._decide.alone(slot)
             events = self._lines.apply(slot, transitions, None, cause=None)
             self._durability.persist_event(slot, events[-1])
             owed = self._durability.take_owed(slot)
         self._ledger.deliver()
-        return events[0], owed
+        return events, owed
 
     def poll(self) -> list[Event]:
         """Write what time alone causes: half-opens and expired probes, at their moment."""

@@ -22,13 +22,13 @@ from breakerdeck.engine.core.breaker import (
 )
 from breakerdeck.engine.events import Event, Transition
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
-from breakerdeck.engine.parts.decide import Local
+from breakerdeck.engine.parts import modes
+from breakerdeck.engine.parts.decide import Arg, Local, Write
 from breakerdeck.engine.parts.keys import Slot
 from breakerdeck.engine.parts.lines import EXPIRED
 from breakerdeck.engine.parts.operations import Parts
 from breakerdeck.engine.replicas.replica import (
     MAX_SHARED_KEYS,
-    Arg,
     Foreign,
     Missing,
     Shared,
@@ -39,6 +39,7 @@ from breakerdeck.engine.state import State
 from breakerdeck.engine.text import printable
 
 _CLOSED = State.CLOSED
+_HELD = State.HELD
 _SUCCESS = OutcomeClass.SUCCESS
 
 
@@ -50,6 +51,8 @@ class _Seen:
 
     ver: int = 0
     gen: int = 0
+    hold_gen: int = 0
+    mode_gen: int = 0
     dirty: bool = False
     shown: int = 0
 
@@ -105,9 +108,11 @@ class Fleet:
                 return reply.was_probe, reply.transitions
         return self._local.record(slot, number, outcome, now)
 
-    def reset(self, slot: Slot, actor: str, reason: str) -> Sequence[Transition]:
-        reply = self.step(slot, "reset", actor, reason)
-        return self._local.reset(slot, actor, reason) if reply is None else reply.transitions
+    def operate(self, slot: Slot, write: Write) -> Sequence[Transition]:
+        """One script for the fleet (audited here, shown by the others with this replica's
+        origin), or, the store lost, this replica's breaker alone until it returns."""
+        reply = self.step(slot, write.op, *write.args(slot))
+        return self._local.operate(slot, write) if reply is None else reply.transitions
 
     def tick(self, slot: Slot, now: float) -> tuple[list[Event], Sequence[Transition]]:
         if _due(slot.breaker, now):
@@ -127,6 +132,8 @@ class Fleet:
         probe is this replica's own (its copy is current by subscription)."""
         if breaker.state is _CLOSED or breaker.cooling(now) is not None:
             return False
+        if breaker.state is _HELD:  # refused here until the hold runs out; then the script
+            return breaker.hold is None or now >= breaker.hold.until
         busy = breaker.probe_id is not None and breaker.expired_probe(now) is None
         return not (breaker.state is State.HALF_OPEN and busy)
 
@@ -183,6 +190,8 @@ class Fleet:
             return ADMIT_PROBE
         if reply.admit == "open":
             return slot.breaker.refusal(DenyReason.OPEN, reply.left)
+        if reply.admit == "held":
+            return slot.breaker.held_refusal(self._clock.monotonic())
         if reply.admit == "probe_in_flight":
             return slot.breaker.refusal(
                 DenyReason.PROBE_IN_FLIGHT, self._parts.policy.probe_retry_after_seconds
@@ -199,8 +208,12 @@ class Fleet:
             probe = int(number)
         offset = self._clock.monotonic() - self._clock.wall()
         slot.breaker.take(reply.state, offset, probe, reply.probe_deadline)
+        if reply.mode != slot.chosen:
+            slot.chosen = reply.mode
+            slot.mode = modes.effective_mode(slot)
         seen = self._of(slot)
         seen.ver, seen.gen = reply.ver, reply.gen
+        seen.hold_gen, seen.mode_gen = reply.hold_gen, reply.mode_gen
 
     def _reconcile(self, slot: Slot) -> bool:
         """Under the key's lock: what this replica decided alone goes to the store, unless the
@@ -218,6 +231,8 @@ class Fleet:
             if probe is None
             else (token(self._instance, probe) if isinstance(probe, int) else probe)
         )
+        hold = breaker.hold
+        mode = slot.chosen or ("", "")
         reply = self.store.run(
             "reconcile",
             breaker.key,
@@ -235,6 +250,12 @@ class Fleet:
             b.trip_cause.value if b.trip_cause else "",
             held,
             repr(breaker.probe_deadline + to_wall) if held else "",
+            "" if hold is None else hold.actor,
+            "" if hold is None else hold.reason,
+            "" if hold is None else repr(hold.until_wall),
+            *mode,
+            seen.hold_gen,
+            seen.mode_gen,
         )
         if not isinstance(reply, Shared):
             if isinstance(reply, Foreign):

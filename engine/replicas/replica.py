@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from breakerdeck.engine.core.breaker import BreakerState
 from breakerdeck.engine.events import Transition
-from breakerdeck.engine.parts.decide import Decider
+from breakerdeck.engine.parts.decide import Arg, Decider
 from breakerdeck.engine.policy import AgentPolicy
 
 if TYPE_CHECKING:
@@ -29,6 +29,12 @@ class Shared:
     name: str
     ver: int
     gen: int
+    #: The generations of operator writes: holds (a hold, a release, a reset, a hold's
+    #: expiry) and modes; on a replica's return they decide whose stands (`Fleet._reconcile`).
+    hold_gen: int
+    mode_gen: int
+    #: The operator's mode and the configuration's value it was chosen over, if any.
+    mode: tuple[str, str] | None
     origin: str
     state: BreakerState
     probe: str
@@ -69,8 +75,6 @@ class Foreign:
 
 
 Reply = Shared | Missing | Foreign
-#: What a script takes as an argument.
-Arg = str | int | float
 OnChange = Callable[[Shared], None]
 OnJoin = Callable[[], None]
 

@@ -22,7 +22,7 @@ from breakerdeck.engine import AgentPolicy, Engine, ToolPolicy, shared
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.core.breaker import DenyReason
-from breakerdeck.engine.errors import UnknownKey
+from breakerdeck.engine.errors import NotHeld, UnknownKey
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.shared import SharedStore
@@ -142,6 +142,23 @@ def round_trips(server: RedisServer) -> int:
     )
 
 
+def at_once(actions: list[Callable[[], Any]]) -> list[Any]:
+    """Every action on its own thread, all let go together; what they returned."""
+    start = threading.Barrier(len(actions))
+    results: list[Any] = []
+
+    def run(action: Callable[[], Any]) -> None:
+        start.wait()
+        results.append(action())
+
+    threads = [threading.Thread(target=run, args=(action,)) for action in actions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
 def trip(replicas: list[Replica], outcome: Outcome = UPSTREAM, times: int = 5) -> None:
     for n in range(times):
         assert replicas[n % len(replicas)].call(outcome).allowed
@@ -236,18 +253,7 @@ def test_150_concurrent_calls_over_three_replicas_at_half_open_admit_one_probe(
     trip(replicas)
     wait_until(lambda: all(r.state() == "open" for r in replicas))
     fleet.clock.advance(300)
-    admissions: list[Any] = []
-    start = threading.Barrier(150)
-
-    def call(replica: Replica) -> None:
-        start.wait()
-        admissions.append(replica.call())
-
-    threads = [threading.Thread(target=call, args=(replicas[n % 3],)) for n in range(150)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    admissions = at_once([replicas[n % 3].call for n in range(150)])
     assert sum(admission.as_probe for admission in admissions) == 1
     assert sum(admission.allowed for admission in admissions) == 1
     refused = {admission.reason for admission in admissions if not admission.allowed}
@@ -507,21 +513,30 @@ def test_a_wrong_password_leaves_local_breakers_and_says_why(
 # -- the script is the core --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_the_stores_script_decides_as_the_core_does(fleet: Fleet, seed: int) -> None:
+def side_by_side(fleet: Fleet, seed: int, steps: int, *, operator: bool) -> None:
     """The Lua script restates the agent policy's rules; a random run through a shared
-    replica and through a plain engine, on one clock, must agree at every step."""
+    replica and through a plain engine, on one clock, must agree at every step. With
+    `operator`, an operator also holds, releases (to half-open or closed) and resets."""
     rng = random.Random(seed)
     shared = fleet.replica("a")
     plain = Replica(Engine(AgentPolicy(), clock=fleet.clock))
     outcomes = [UPSTREAM, UPSTREAM, AUTH, SUCCESS, NOT_FOUND]
-    for step in range(400):
+    for step in range(steps):
         roll = rng.random()
+        known = bool(plain.engine.keys())
         if roll < 0.15:
             fleet.clock.advance(rng.choice([1.0, 60.0, 299.0, 301.0, 700.0]))
-        elif roll < 0.18 and plain.engine.keys():
+        elif roll < 0.18 and known:
             for replica in (shared, plain):
                 replica.engine.reset(AGENT, actor="t", reason="")
+        elif operator and roll < 0.23 and known:
+            seconds = rng.choice([60.0, 400.0])
+            for replica in (shared, plain):
+                replica.engine.hold(AGENT, "t", "window", seconds)
+        elif operator and roll < 0.28 and known and plain.state() == "held":
+            close = rng.random() < 0.3
+            for replica in (shared, plain):
+                replica.engine.release(AGENT, "t", close=close)
         else:
             outcome = rng.choice(outcomes)
             got = [replica.call(outcome) for replica in (shared, plain)]
@@ -532,11 +547,21 @@ def test_the_stores_script_decides_as_the_core_does(fleet: Fleet, seed: int) -> 
             ), step
         views = [replica.engine.views() for replica in (shared, plain)]
         picture = [
-            [(v.state, v.count, v.failed_probes, v.paged, v.trip_cause) for v in seen]
+            [(v.state, v.count, v.failed_probes, v.paged, v.trip_cause, v.held_by) for v in seen]
             for seen in views
         ]
         assert picture[0] == picture[1], step
     plain.engine.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_stores_script_decides_as_the_core_does(fleet: Fleet, seed: int) -> None:
+    side_by_side(fleet, seed, 400, operator=False)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_stores_script_holds_and_releases_as_the_core_does(fleet: Fleet, seed: int) -> None:
+    side_by_side(fleet, seed, 300, operator=True)
 
 
 def test_a_store_that_hangs_is_noticed_with_no_call_made(
@@ -746,3 +771,317 @@ def test_a_valkey_url_names_the_same_store(fleet: Fleet, session_redis: RedisSer
     trip([b])
     wait_until(lambda: a.state() == "open", "the trip relayed through the valkey URL")
     assert b.engine.shared_lost is None
+
+
+# -- hold, release and mode across replicas (issue 33) -----------------------------------------
+
+HOUR = 3600.0
+
+
+def audited(replica: Replica, *kinds: str) -> list[Event]:
+    audit = replica.engine.audit
+    assert audit is not None and audit.flush(5)
+    return audit.query(types=list(kinds))
+
+
+def stored(server: RedisServer, field: str, agent: str = AGENT) -> bytes | None:
+    with server.client() as client:
+        value: bytes | None = client.hget(f"breakerdeck:breaker:{agent}", field)
+    return value
+
+
+def on_a_link(fleet: Fleet, link: Cuttable) -> tuple[Replica, Replica]:
+    """Replica a on `link` (to cut), b on the store itself; both know the agent, closed."""
+    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
+    a.call(SUCCESS)
+    b.call(SUCCESS)
+    return a, b
+
+
+def rejoin(link: Cuttable, replica: Replica) -> None:
+    """The replica's link to the store mended, and the replica back on it (reconciled)."""
+    link.mend()
+    wait_until(lambda: replica.engine.shared_lost is None, "the replica back on the store")
+
+
+def test_a_hold_on_one_replica_refuses_on_every_replica_without_a_round_trip(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    assert a.call(SUCCESS).allowed
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    before = round_trips(session_redis)
+    for replica in (a, b):
+        refusal = replica.call()
+        assert refusal.reason is DenyReason.HELD
+        assert refusal.hold is not None and refusal.hold.actor == "oncall"
+        assert refusal.retry_after == pytest.approx(HOUR)
+    assert round_trips(session_redis) == before
+    view = b.engine.view(AGENT)
+    assert (view.held_by, view.held_reason) == ("oncall", "vendor incident")
+    assert view.held_until == pytest.approx(fleet.clock.wall() + HOUR, abs=0.01)
+
+
+def test_a_hold_is_audited_once_and_shown_by_the_others_with_its_origin(fleet: Fleet) -> None:
+    a, b = fleet.replica("a", state=True), fleet.replica("b", state=True)
+    assert b.call(SUCCESS).allowed
+    a.call(SUCCESS)
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    wait_until(lambda: bool(b.seen(ev.HELD)), "the hold shown on b")
+    shown = b.seen(ev.HELD)[0]
+    assert shown.relayed and shown.fields["origin"] == "a"
+    assert (shown.fields["actor"], shown.fields["reason"]) == ("oncall", "vendor incident")
+    assert shown.fields["until_t"] == a.seen(ev.HELD)[0].fields["until_t"]
+    assert len(audited(a, ev.HELD)) == 1
+    assert audited(b, ev.HELD) == []
+
+
+def test_a_release_on_one_replica_lets_one_probe_through_for_the_fleet(fleet: Fleet) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    a.call(SUCCESS)
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    a.engine.release(AGENT, "oncall", "vendor says done")
+    wait_until(lambda: b.state() == "half_open", "the release reached b")
+    assert [e.fields["actor"] for e in b.seen(ev.RELEASED)] == ["oncall"]
+    admissions = at_once([(a, b)[n % 2].call for n in range(20)])
+    assert sum(admission.as_probe for admission in admissions) == 1
+    assert sum(admission.allowed for admission in admissions) == 1
+    refused = [admission for admission in admissions if not admission.allowed]
+    assert {admission.reason for admission in refused} == {DenyReason.PROBE_IN_FLIGHT}
+    assert all(admission.hold is not None for admission in refused)  # cause: operator_hold
+
+
+def test_a_release_with_close_on_one_replica_closes_every_replica(fleet: Fleet) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    a.call(SUCCESS)
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    b.engine.release(AGENT, "bo", "vendor says done", close=True)
+    wait_until(lambda: a.state() == "closed", "the release reached a")
+    assert [e.type for e in a.seen(ev.RELEASED) + a.seen(ev.RESET)] == [ev.RELEASED, ev.RESET]
+    assert a.call(SUCCESS).allowed and b.call(SUCCESS).allowed
+
+
+def test_releasing_what_the_fleet_no_longer_holds_is_refused_and_writes_nothing(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    a.call(SUCCESS)
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    b.engine.release(AGENT, "bo")  # a may still show it held: its release goes to the store
+    version = stored(session_redis, "ver")
+    with pytest.raises(NotHeld, match="not held"):
+        a.engine.release(AGENT, "ana")
+    assert stored(session_redis, "ver") == version
+    assert [e.fields["actor"] for e in a.seen(ev.RELEASED)] in ([], ["bo"])
+
+
+def test_shadow_on_one_replica_makes_every_replica_shadow(fleet: Fleet) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    a.call(SUCCESS)
+    a.engine.set_mode(AGENT, "shadow", "oncall", "trying the breaker")
+    wait_until(lambda: b.state() != "unknown" and b.engine.view(AGENT).mode == "shadow")
+    [shown] = b.seen(ev.MODE)
+    assert shown.fields["origin"] == "a" and (shown.fields["from"], shown.fields["to"]) == (
+        "enforce",
+        "shadow",
+    )
+    trip([a])
+    wait_until(lambda: b.state() == "open", "the trip reached b")
+    assert b.call(UPSTREAM).allowed  # shadow: a would-be refusal goes through
+    relayed = b.seen(ev.TRIPPED)[-1]
+    assert list(relayed.fields)[-2:] == ["shadow", "origin"]  # a shadow breaker's, relayed
+    a.engine.set_mode(AGENT, "enforce", "oncall", "seen enough")
+    wait_until(lambda: b.engine.view(AGENT).mode == "enforce")
+    assert b.call().reason is DenyReason.OPEN
+
+
+def test_the_hold_and_the_mode_are_in_the_stored_verdict(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a = fleet.replica("a")
+    a.call(SUCCESS)
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    a.engine.set_mode(AGENT, "shadow", "oncall", "")
+    assert stored(session_redis, "state") == b"held"
+    assert (stored(session_redis, "hby"), stored(session_redis, "hwhy")) == (
+        b"oncall",
+        b"vendor incident",
+    )
+    until = float(stored(session_redis, "hu") or 0)
+    assert until == pytest.approx(fleet.clock.wall() + HOUR, abs=0.01)
+    assert (stored(session_redis, "mode"), stored(session_redis, "mfor")) == (b"shadow", b"enforce")
+    late = fleet.replica("late")  # adopts both on joining
+    assert late.state() == "held" and late.engine.view(AGENT).mode == "shadow"
+
+
+def test_a_verdict_stored_without_hold_or_mode_fields_still_reads(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    fields = {"v": "1", "ver": "3", "gen": "2", "state": "open", "count": "5", "cooldown": "300"}
+    fields |= {"opened": repr(fleet.clock.wall()), "cause": "upstream_failure", "origin": "old"}
+    with session_redis.client() as client:
+        client.hset(f"breakerdeck:breaker:{AGENT}", mapping=fields)
+    late = fleet.replica("late")
+    assert late.call().reason is DenyReason.OPEN
+    late.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    assert stored(session_redis, "state") == b"held"
+
+
+def test_a_hold_and_a_reset_racing_on_two_replicas_end_in_one_state_both_audited(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a, b = fleet.replica("a", state=True), fleet.replica("b", state=True)
+    trip([a])
+    wait_until(lambda: b.state() == "open", "the trip reached b")
+    at_once(
+        [
+            lambda: a.engine.hold(AGENT, "ana", "vendor incident", HOUR),
+            lambda: b.engine.reset(AGENT, "bo", "vendor fixed"),
+        ]
+    )
+    final = (stored(session_redis, "state") or b"").decode()
+    assert final in ("held", "closed")
+    wait_until(lambda: a.state() == b.state() == final, "one state on both replicas")
+    assert len(audited(a, ev.HELD)) == 1
+    assert len(audited(b, ev.RESET)) == 1
+
+
+def test_a_hold_runs_out_once_for_the_fleet(fleet: Fleet) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    a.call(SUCCESS)
+    a.engine.hold(AGENT, "oncall", "vendor incident", 60)
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    fleet.clock.advance(61)
+    b.engine.poll()
+    a.engine.poll()
+    wait_until(lambda: a.state() == b.state() == "half_open", "the hold ran out on both")
+    wait_until(lambda: len([e for r in (a, b) for e in r.seen(ev.RELEASED)]) == 2)
+    released = [e for r in (a, b) for e in r.seen(ev.RELEASED)]
+    assert [e.fields["actor"] for e in released] == ["expiry", "expiry"]
+    assert sum(not e.relayed for e in released) == 1  # one replica's script, one audit row
+
+
+def test_a_hold_taken_while_the_store_is_lost_survives_its_return_and_reaches_the_others(
+    fleet: Fleet, session_redis: RedisServer, link: Cuttable
+) -> None:
+    a, b = on_a_link(fleet, link)
+    link.cut()
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    assert a.engine.shared_lost is not None and a.state() == "held"
+    assert b.state() == "closed"
+    rejoin(link, a)
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    assert b.call().reason is DenyReason.HELD
+    assert stored(session_redis, "hby") == b"oncall"
+
+
+def test_a_hold_taken_alone_stands_over_a_trip_made_meanwhile(
+    fleet: Fleet, session_redis: RedisServer, link: Cuttable
+) -> None:
+    a, b = on_a_link(fleet, link)
+    link.cut()
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    trip([b])  # the fleet's generation moves: calls, not an operator
+    rejoin(link, a)
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    assert a.state() == "held" and stored(session_redis, "state") == b"held"
+    assert stored(session_redis, "count") == b"5"  # the store's count, frozen by the hold
+
+
+def test_a_reset_made_through_the_store_meanwhile_ends_a_hold_taken_alone(
+    fleet: Fleet, session_redis: RedisServer, link: Cuttable
+) -> None:
+    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
+    trip([b])
+    wait_until(lambda: a.state() == "open", "the trip reached a")
+    link.cut()
+    a.engine.hold(AGENT, "ana", "vendor incident", HOUR)
+    b.engine.reset(AGENT, "bo", "vendor fixed")
+    rejoin(link, a)
+    wait_until(lambda: a.state() == "closed", "the reset reached a")
+    assert b.state() == "closed" and stored(session_redis, "state") == b"closed"
+
+
+def test_a_hold_taken_while_redis_is_down_survives_its_restart_and_reaches_the_others(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    fleet = Fleet(redis_server.url, tmp_path)
+    try:
+        a, b = fleet.replica("a"), fleet.replica("b")
+        a.call(SUCCESS)
+        b.call(SUCCESS)
+        redis_server.kill()
+        a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+        assert a.engine.shared_lost is not None and a.call().reason is DenyReason.HELD
+        redis_server.start()  # on the same port, and empty
+        wait_until(lambda: a.engine.shared_lost is None, "a back on the store")
+        wait_until(lambda: b.state() == "held", "the hold reached b")
+        assert b.call().reason is DenyReason.HELD
+        assert stored(redis_server, "hby") == b"oncall"
+    finally:
+        fleet.close()
+
+
+def test_calls_admitted_on_one_replica_before_a_hold_on_another_change_nothing(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a, b = fleet.replica("a"), fleet.replica("b")
+    a.call(SUCCESS)
+    calls = [b.engine.enter(AGENT, AGENT, "payments", "charge", 30.0) for _ in range(5)]
+    assert all(b.engine.admit(call, LEASE).allowed for call in calls)
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    for call in calls:  # five upstream failures would trip it, were it not held
+        b.engine.complete(call, UPSTREAM, "refused", 502)
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    assert stored(session_redis, "state") == b"held"
+    assert stored(session_redis, "count") in (None, b"0")
+    assert not a.seen(ev.TRIPPED) and not b.seen(ev.TRIPPED)
+
+
+def test_a_release_made_while_the_store_is_lost_stands_on_its_return(
+    fleet: Fleet, session_redis: RedisServer, link: Cuttable
+) -> None:
+    a, b = on_a_link(fleet, link)
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    link.cut()
+    a.engine.release(AGENT, "oncall", "vendor says done")
+    rejoin(link, a)
+    wait_until(lambda: b.state() == "half_open", "the release reached b")
+    assert stored(session_redis, "state") == b"half_open"
+
+
+def test_a_mode_chosen_while_the_store_is_lost_reaches_the_others_and_keeps_their_hold(
+    fleet: Fleet, session_redis: RedisServer, link: Cuttable
+) -> None:
+    a, b = on_a_link(fleet, link)
+    link.cut()
+    a.engine.set_mode(AGENT, "shadow", "oncall", "trying the breaker")
+    b.engine.hold(AGENT, "bo", "vendor incident", HOUR)  # through the store, meanwhile
+    rejoin(link, a)
+    wait_until(lambda: b.engine.view(AGENT).mode == "shadow", "the mode reached b")
+    assert a.state() == b.state() == "held"
+    assert (stored(session_redis, "mode"), stored(session_redis, "state")) == (b"shadow", b"held")
+
+
+def test_a_hold_with_garbage_in_the_store_is_read_safely(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    a = fleet.replica("a")
+    a.call(SUCCESS)
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    with session_redis.client() as client:
+        client.hset(
+            f"breakerdeck:breaker:{AGENT}",
+            mapping={"hby": "\x1b]0;pwned\x07", "hu": "nan", "mode": "loud", "mfor": "x"},
+        )
+    late = fleet.replica("late")
+    breaker = late.engine.breaker(AGENT)
+    assert breaker.hold is not None and "\x1b" not in breaker.hold.actor
+    assert late.engine.view(AGENT).mode == "enforce"  # no such mode: none chosen
+    assert late.call(SUCCESS).as_probe  # a hold with no usable end has ended: half-open
+    assert [e.fields["actor"] for e in late.seen(ev.RELEASED)] == ["expiry"]
