@@ -23,7 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import AGENT, BACKEND, TOOL, awork, work
-from bench.shell import PLACES, _engine, _guarded, _guarded_async, _new_keys, _trip
+from bench.shell import PLACES, _engine, _guarded, _guarded_async, _new_keys, _trip, interleaved
 from breakerdeck.engine.harness import Harness, Tool
 
 WARM = 5
@@ -65,11 +65,11 @@ def _stepped(make: Callable[[], Awaitable[Any]]) -> Callable[[], object]:
 def rows() -> list[tuple[str, int]]:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    found: list[tuple[str, int]] = []
 
     async def count(make: Callable[[], Awaitable[Any]]) -> int:
         return _profiled(_stepped(make))  # inside a running loop, as the doors call
 
+    beside: list[list[tuple[str, int]]] = []
     with tempfile.TemporaryDirectory(prefix="bench-calls-") as tmp, contextlib.ExitStack() as open_:
         dirs = itertools.count()
         for place in PLACES:
@@ -79,22 +79,30 @@ def rows() -> list[tuple[str, int]]:
                 return open_.enter_context(_engine(False, loop, state_dir))
 
             subject = engine()
-            found.append((f"Engine.guard, sync{place}", _profiled(_guarded(subject, work))))
             asyn = _guarded_async(subject, awork)
-            found.append((f"Engine.guard, async{place}", loop.run_until_complete(count(asyn))))
             harness = Harness(engine())
             harness.register(Tool(name=TOOL, backend=BACKEND, attempts=1, function=awork))
-            found.append((f"Harness.guard{place}", _profiled(harness.guard(TOOL)(work))))
             call_tool = partial(harness.call_tool, AGENT, TOOL)
-            found.append((f"Harness.call_tool{place}", loop.run_until_complete(count(call_tool))))
-            first = _profiled(_new_keys(engine()))
-            found.append((f"a new key's first call, Engine.guard{place}", first))
             refusing = engine()
             _trip(refusing)
-            refused = _profiled(_guarded(refusing, work))
-            found.append((f"refusal with its result, Engine.guard{place}", refused))
+            beside.append(
+                [
+                    (f"Engine.guard, sync{place}", _profiled(_guarded(subject, work))),
+                    (f"Engine.guard, async{place}", loop.run_until_complete(count(asyn))),
+                    (f"Harness.guard{place}", _profiled(harness.guard(TOOL)(work))),
+                    (f"Harness.call_tool{place}", loop.run_until_complete(count(call_tool))),
+                    (
+                        f"a new key's first call, Engine.guard{place}",
+                        _profiled(_new_keys(engine())),
+                    ),
+                    (
+                        f"refusal with its result, Engine.guard{place}",
+                        _profiled(_guarded(refusing, work)),
+                    ),
+                ]
+            )
     loop.close()
-    return found
+    return interleaved(beside)
 
 
 def render(found: list[tuple[str, int]]) -> str:
