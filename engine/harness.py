@@ -268,6 +268,8 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         except BaseException as error:
             return self._attempt_failed(tool, call.key, deadlines, number, error)
         deadlines.stop(number)
+        if tool.plain:
+            return Attempt(SUCCESS, "ok", None, value)  # `_classified`'s hot path, inline
         return self._classified(tool, call.key, value, None)
 
     def _attempt_failed(
