@@ -172,7 +172,7 @@ class Guard:
         if taken:
             calls.set(taken[:-1])
             top = taken[-1]
-            if isinstance(top, Call):
+            if type(top) is Call:  # not a kept pair: its own entry (`Call` is final)
                 if error is None and self._entries.ends_unread_on(self._slot, SUCCESS, top):
                     return None
                 return top
