@@ -252,6 +252,7 @@ def main() -> None:
     sections = (
         "peers",
         "shell",
+        "calls",
         "telemetry",
         "durability",
         "feed",
@@ -267,6 +268,12 @@ def main() -> None:
 
         _progress("the shell against its targets ...")
         print(shell.render(shell.run()), flush=True)
+        if only is None:
+            print()
+    if only in (None, "calls"):
+        from bench import calls  # the same paths' calls per call: deterministic, unlike time
+
+        print(calls.render(calls.rows()), flush=True)
         if only is None:
             print()
     if only in (None, "telemetry"):

@@ -19,7 +19,7 @@ import tracemalloc
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from bench import measure, ours, peers
 from bench.common import AGENT, ALTERNATIVES, BACKEND, KEY, TOOL, awork, make_sink, work
@@ -35,6 +35,7 @@ from breakerdeck.engine.parts.guard import BreakerOpen
 from breakerdeck.engine.state import State
 
 US = 1e6
+T = TypeVar("T")
 LEASE = 30.0
 DOWN = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="backend down")
 THREADS = 8
@@ -324,6 +325,11 @@ def _nothing() -> None:
     return None
 
 
+def interleaved(beside: list[list[T]]) -> list[T]:
+    """Each place's rows in turn: a row with a state dir printed under the row without."""
+    return [row for placed in zip(*beside, strict=True) for row in placed]
+
+
 def run() -> list[Row]:
     loop = asyncio.new_event_loop()
     rows: list[Row] = []
@@ -365,14 +371,20 @@ def run() -> list[Row]:
                 _reference(f"(reference) enter/admit/complete, {with_what}", three, p_label)
             )
 
+        beside: list[list[Row]] = []  # each place's rows, printed side by side below
         for place in PLACES:
             harness = Harness(engine(False, place))
             harness.register(Tool(name=TOOL, backend=BACKEND, attempts=1, function=awork))
             guard = measure.beside(harness.guard(TOOL)(work), p_sync, work)
-            rows.append(_ratio_row(f"Harness.guard, closed{place}", guard, p_label, 4.0))
             call_tool = partial(harness.call_tool, AGENT, TOOL)
             tool = measure.beside_async(loop, call_tool, p_async, awork)
-            rows.append(_ratio_row(f"Harness.call_tool, closed{place}", tool, p_label, 4.0))
+            beside.append(
+                [
+                    _ratio_row(f"Harness.guard, closed{place}", guard, p_label, 4.0),
+                    _ratio_row(f"Harness.call_tool, closed{place}", tool, p_label, 4.0),
+                ]
+            )
+        rows += interleaved(beside)
 
         for place in PLACES:
             first = measure.beside(_new_keys(engine(False, place)), _purgatory_new_keys(), work)
@@ -380,7 +392,10 @@ def run() -> list[Row]:
                 _ratio_row(f"a new key's first call, Engine.guard{place}", first, p_label, 5.0)
             )
 
+        beside = []
         for place in PLACES:
+            placed: list[Row] = []
+            beside.append(placed)
             refusing = engine(False, place)
             _trip(refusing)
             # Refusals are to be no slower than before issue 18: each limit is the highest
@@ -388,17 +403,18 @@ def run() -> list[Row]:
             # dir; from run to run they move by about 0.1x.
             refusals = measure.beside(_guarded(refusing, work), cb_refusal, _nothing)
             title = f"refusal with its result, Engine.guard{place}"
-            rows.append(_ratio_row(title, refusals, cb_label, 1.34))
+            placed.append(_ratio_row(title, refusals, cb_label, 1.3 if place else 1.34))
             refusals = measure.beside(_engine_guard(refusing, work), cb_refusal, _nothing)
             title = f"refusal with its result, enter/admit{place}"
-            rows.append(_ratio_row(title, refusals, cb_label, 1.3 if place else 0.84))
+            placed.append(_ratio_row(title, refusals, cb_label, 1.3 if place else 0.84))
             refused_harness = Harness(engine(False, place))
             failing = refused_harness.guard(TOOL)(_boom)
             for _ in range(3):
                 failing()
             refusals = measure.beside(failing, cb_refusal, _nothing)
             title = f"refusal with its result, Harness.guard{place}"
-            rows.append(_ratio_row(title, refusals, cb_label, 1.3 if place else 1.51))
+            placed.append(_ratio_row(title, refusals, cb_label, 1.3 if place else 1.51))
+        rows += interleaved(beside)
 
     for outage in (False, True):
         row = _threads_beside(_engine_threads(loop, outage), _purgatory_threads(outage))

@@ -198,7 +198,6 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         call = self._check(agent, tool, checked, credential, key, body)
         if not isinstance(call, Call):
             return call
-        assert not isinstance(body, Refusal)
         deadlines = self._loop_deadlines()
         budget = RetryBudget(
             self, tool, call, credential, args, body, deadlines, tool.call_attempts
@@ -217,7 +216,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         if (
             tool.args_schema is None
             and self.authorize is None
-            and not isinstance(body, Refusal)
+            and (body is None or not isinstance(body, Refusal))
             and not engine.credential_paused(key)
         ):
             return call  # nothing to check: the common case
@@ -269,6 +268,8 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         except BaseException as error:
             return self._attempt_failed(tool, call.key, deadlines, number, error)
         deadlines.stop(number)
+        if tool.plain:
+            return Attempt(SUCCESS, "ok", None, value)  # `_classified`'s hot path, inline
         return self._classified(tool, call.key, value, None)
 
     def _attempt_failed(
@@ -307,6 +308,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
 
     async def _http_attempt(self, budget: RetryBudget, deadlines: Deadlines) -> Attempt:
         tool, call, content = budget.tool, budget.call, budget.body
+        assert not isinstance(content, Refusal)  # a call whose body is one is refused first
         client = self.clients[tool.backend]
         request = client.build_request(
             tool.method,
@@ -426,7 +428,7 @@ class RetryBudget(Retries[Attempt]):
         call: Call,
         credential: str,
         args: Any,
-        body: bytes | None,
+        body: Body,
         deadlines: Deadlines | None,
         attempts: int,
     ) -> None:

@@ -10,8 +10,10 @@ calls arrive; with nobody reading, a healthy call never draws one.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import final
 
 
+@final
 class Call:
     """One call's entry, from `Engine.enter` to its completion (`Engine.complete`)."""
 

@@ -145,7 +145,8 @@ class Durability:
         return kept
 
     def verdict(self, slot: Slot) -> Verdict:
-        b = slot.breaker.snapshot(self._clock.wall() - self._clock.monotonic())
+        now = self._clock.wall()
+        b = slot.breaker.snapshot(now - self._clock.monotonic())
         hold = b.hold if b.state is State.HELD else None
         return Verdict(
             key=slot.breaker.key,
@@ -162,7 +163,7 @@ class Durability:
             trip_cause=b.trip_cause.value if b.trip_cause else None,
             credential_ok_at=slot.credential_worked_at,
             credential_revoked=slot.credential_revoked,
-            saved_at=self._clock.wall(),
+            saved_at=now,
             last_failure_detail=b.last_failure_detail,
             held_by=None if hold is None else hold.actor,
             held_reason=None if hold is None else hold.reason,

@@ -4,9 +4,10 @@ A call opens with its entry (`enter`) and closes with it (`Engine.complete`). In
 engine takes the key's lock only when the call's admission or end is a decision or a line
 someone reads. The rule, here and nowhere else:
 
-- a closed breaker lets a call in with no lock (`admitted_on`); with nobody reading a
-  line (no listener, no audit log) a call may go in with no entry at all (`enters_quietly`),
-  and a breaker in its cooldown refuses with no lock and no line;
+- a closed breaker lets a call in with no lock (`admitted_on`); with no listener a call may
+  go in with no entry at all (`quiet_entry`), keeping only when it went in if the audit log
+  would keep its failure's line; with nobody reading a line (no listener, no audit log) a
+  breaker in its cooldown refuses with no lock and no line;
 - a success ends with no lock and no line when the key is closed with nothing counted and a
   credential known to work (`Slot.quiet`) and no listener reads it (the audit log keeps no
   successes: `untouched`); so does an abandoned call's neutral end when nobody reads a line
@@ -25,6 +26,11 @@ from breakerdeck.engine.state import State
 
 _CLOSED = State.CLOSED
 _SUCCESS = OutcomeClass.SUCCESS
+
+#: What a call that went in quietly keeps of its admission: its wall time and the seq it was
+#: let in at, or nothing (`()`) when no line of it could be read.
+Kept = tuple[float, int] | tuple[()]
+_NOTHING_KEPT: Kept = ()
 
 
 class Entries:
@@ -60,19 +66,34 @@ class Entries:
         return Call(draw, key, agent, platform, tool, deadline_seconds, number)
 
     def enter_late(
-        self, key: str, agent: str, platform: str, tool: str, deadline_seconds: float
+        self,
+        key: str,
+        agent: str,
+        platform: str,
+        tool: str,
+        deadline_seconds: float,
+        kept: Kept = (),
     ) -> Call:
-        """The entry of a call that went in quietly (`enters_quietly`) and leaves with
-        something to record: let in as normal, when nobody was reading, one attempt made."""
+        """The entry of a call that went in quietly (`quiet_entry`) and leaves with something
+        to record: let in as normal, one attempt made, with the admission it kept (`kept`:
+        when, and at which seq) or, when nobody was reading, none."""
         call = self.enter(key, agent, platform, tool, deadline_seconds)
         call.admitted_as = "normal"
         call.attempts = 1
+        if kept:
+            call.admitted_wall, call.admitted_seq = kept
         return call
 
-    def enters_quietly(self, slot: Slot) -> bool:
-        """Whether a call may go in with no entry: its breaker is closed and nobody reads a
-        line (no listener, no audit log)."""
-        return not self._outbox.watched and slot.breaker.state is _CLOSED
+    def quiet_entry(self, slot: Slot) -> Kept | None:
+        """Whether a call may go in with no entry (its breaker is closed and no listener
+        reads a line), and what it keeps if so: when it went in and at which seq, for the
+        line of a failure the audit log keeps (`()` with no audit log: nobody reads any).
+        None: it takes its entry."""
+        seq = self._ledger.numbered  # read before the state, as `admitted_on` reads it
+        outbox = self._outbox
+        if slot.breaker.state is not _CLOSED or outbox.listeners:
+            return None
+        return (self._wall(), seq) if outbox.watched else _NOTHING_KEPT
 
     def admitted_on(self, slot: Slot, call: Call) -> Admission | None:
         """The admissions that take no lock: a closed breaker lets in, and (when nobody reads

@@ -18,9 +18,10 @@ variable, not on the guard.
 
 Each entry is the engine's (`parts/entries.py`, `Engine.admit`, `Engine.complete`): the guard
 decides nothing itself. The one thing it skips is an entry nobody could read: when the rule
-says a call goes in quietly (`Entries.enters_quietly`: closed, no listener, no audit log) the
-context's outermost entry takes none, and a success that changes nothing records nothing
-(`Entries.ends_unread_on`); anything else takes its entry on the way out (`enter_late`).
+says a call goes in quietly (`Entries.quiet_entry`: closed, no listener) the context's
+outermost entry takes none (on a state dir it keeps when it went in, for the audit row of a
+failure), and a success that changes nothing records nothing (`Entries.ends_unread_on`);
+anything else takes its entry on the way out (`enter_late`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from breakerdeck.engine.core.breaker import Admission
 from breakerdeck.engine.core.classify import Classifier, default_classifier, network_fault
 from breakerdeck.engine.outcomes import ABANDONING, SUCCESS, Outcome
 from breakerdeck.engine.parts.call import Call
-from breakerdeck.engine.parts.entries import Entries
+from breakerdeck.engine.parts.entries import Entries, Kept
 from breakerdeck.engine.parts.keys import Slot
 from breakerdeck.engine.results import ToolResult
 
@@ -87,8 +88,9 @@ class Guard:
         self.classifier = classifier
         self._platform = key.partition("@")[0]
         #: This context's entries, innermost last; an outermost entry that went in quietly
-        #: (`Engine.enters_quietly`) is not on it.
-        self._calls: contextvars.ContextVar[tuple[Call, ...]] = contextvars.ContextVar(
+        #: (`Entries.quiet_entry`) is on it only as what it kept of its admission (with an
+        #: audit log), else not at all.
+        self._calls: contextvars.ContextVar[tuple[Call | Kept, ...]] = contextvars.ContextVar(
             f"guard:{key}", default=()
         )
 
@@ -141,8 +143,13 @@ class Guard:
 
     def _entering(self) -> Call | None:
         """The entry to admit, or None: the context's outermost entry goes in quietly."""
-        if not self._calls.get() and self._entries.enters_quietly(self._slot):
-            return None
+        calls = self._calls
+        if not calls.get():
+            kept = self._entries.quiet_entry(self._slot)
+            if kept is not None:
+                if kept:
+                    calls.set((kept,))
+                return None
         return self._entries.entry(
             self.key, self.agent, self._platform, self.tool, self.deadline_seconds
         )
@@ -157,19 +164,23 @@ class Guard:
 
     def _leaving(self, error: BaseException | None) -> Call | None:
         """The entry to complete now: this one's own, or (one that went in quietly, with
-        something to record) one taken now. None: a quiet success that changes nothing."""
+        something to record) one taken now with what it kept. None: a quiet success that
+        changes nothing."""
         calls = self._calls
         taken = calls.get()
-        call = taken[-1] if taken else None
-        if error is None and self._entries.ends_unread_on(self._slot, SUCCESS, call):
-            if taken:
-                calls.set(taken[:-1])
-            return None
-        if call is not None:
+        kept: Kept = ()
+        if taken:
             calls.set(taken[:-1])
-            return call
+            top = taken[-1]
+            if type(top) is Call:  # not a kept pair: its own entry (`Call` is final)
+                if error is None and self._entries.ends_unread_on(self._slot, SUCCESS, top):
+                    return None
+                return top
+            kept = top
+        if error is None and self._entries.ends_unread_on(self._slot, SUCCESS):
+            return None
         return self._entries.enter_late(
-            self.key, self.agent, self._platform, self.tool, self.deadline_seconds
+            self.key, self.agent, self._platform, self.tool, self.deadline_seconds, kept
         )
 
     def _outcome(self, error: BaseException | None) -> tuple[Outcome, str, str]:

@@ -6,6 +6,8 @@ from pathlib import Path
 from breakerdeck.engine import Engine, ManualClock, ToolPolicy
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import Event
+from breakerdeck.engine.parts.call import Call
+from breakerdeck.engine.parts.entries import Entries
 
 KEY = "search@default"
 
@@ -107,3 +109,38 @@ def test_eight_threads_on_their_own_keys_see_seqs_gap_free_and_in_order() -> Non
         thread.join()
     assert seqs == list(range(1, 8 * 300 + 1))
     assert engine.seq == 8 * 300
+
+
+def test_a_healthy_guarded_call_on_a_state_dir_takes_no_entry(tmp_path: Path, monkeypatch) -> None:
+    entries: list[str] = []
+    taking = Entries.entry
+
+    def counted(self: Entries, key: str, *rest: object) -> Call:
+        entries.append(key)
+        return taking(self, key, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Entries, "entry", counted)
+    with _engine(tmp_path / "state") as engine:
+        _succeed(engine)  # learns that the credential works
+        _succeed(engine, times=5)
+    assert entries == []
+
+
+def test_an_outer_guarded_failure_on_a_state_dir_is_audited_with_its_own_admission(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    with Engine(ToolPolicy(), clock=clock, state_dir=tmp_path / "state") as engine:
+        _succeed(engine)
+        guard = engine.guard(KEY, agent="planner", lease=61)
+        try:
+            with guard:
+                clock.advance(5)
+                with guard:
+                    clock.advance(5)
+                raise ConnectionError("connection refused")
+        except ConnectionError:
+            pass
+        assert engine.audit is not None and engine.audit.flush(10)
+        failed = [row for row in engine.audit.query(key=KEY) if row.type == ev.CALL_FAILED]
+    assert [row.fields["admitted_t"] for row in failed] == [0.0]
