@@ -20,8 +20,10 @@ from breakerdeck.console.messages import (
     ExportRequested,
     FixRequested,
     ResetRequested,
+    SteerRequested,
     TableRequested,
 )
+from breakerdeck.console.steers import STEERS
 from breakerdeck.console.widgets.bars import SelectionHint, StatusLine, SummaryBar
 from breakerdeck.console.widgets.cards import CardList
 from breakerdeck.console.widgets.log import EventLog
@@ -35,7 +37,15 @@ CARD_COLUMN, LOG_MIN, LOG_MAX = 78, 60, 80
 ROWS_AT_80X24 = 24
 
 #: The actions whose offer (`check_action`) depends on the selected card or the filter.
-_CHANGING_ACTIONS = ("reset", "reset_every", "details", "export", "fix", "clear_filter")
+_CHANGING_ACTIONS = (
+    "reset",
+    "reset_every",
+    "details",
+    "export",
+    "fix",
+    "clear_filter",
+    *STEERS,
+)
 
 
 class DashboardScreen(Screen[None]):
@@ -51,6 +61,11 @@ class DashboardScreen(Screen[None]):
         Binding("r", "reset", "Reset", id="reset"),
         Binding("R", "reset_every", "Reset all", id="reset-every", tooltip="on every source"),
         Binding("f", "fix", "Fixed", id="fix", tooltip="credential fixed"),
+        # Not in the footer (80 columns are full): the help, the palette and a held card's
+        # hint name them.
+        Binding("o", "hold", "Hold", show=False, id="hold", tooltip="hold the breaker open"),
+        Binding("O", "release", "Release", show=False, id="release", tooltip="end its hold"),
+        Binding("m", "mode", "Mode", show=False, id="mode", tooltip="shadow or enforce"),
         # One footer entry for the three demo keys: three of their own ran past 80 columns
         # and left a lone `x` at the edge (the help lists each).
         Binding(
@@ -224,6 +239,8 @@ class DashboardScreen(Screen[None]):
             return card is not None or None
         if action == "fix":
             return self.deck.fix_offer(card)
+        if action in STEERS:
+            return self.deck.steer_offer(action, card)
         if action in ("platform_down", "platform_up", "revoke"):
             return self.deck.fault_offer()  # hidden outside demo mode and from web viewers
         if action == "clear_filter":  # the filter, else any toasts
@@ -319,6 +336,20 @@ class DashboardScreen(Screen[None]):
         card = self.cards.shown_selection()
         if card is not None:
             self.post_message(FixRequested(card))
+
+    def action_hold(self) -> None:
+        self._steer("hold")
+
+    def action_release(self) -> None:
+        self._steer("release")
+
+    def action_mode(self) -> None:
+        self._steer("mode")
+
+    def _steer(self, what: str) -> None:
+        card = self.cards.shown_selection()
+        if card is not None:
+            self.post_message(SteerRequested(card, what))
 
     def action_platform_down(self) -> None:
         self._demo("take_down")

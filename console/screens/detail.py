@@ -14,8 +14,15 @@ from breakerdeck.console.card import Card
 from breakerdeck.console.export import EXPORT_TIP
 from breakerdeck.console.hint import hint
 from breakerdeck.console.log_rows import describe, short_type
-from breakerdeck.console.messages import Deck, ExportRequested, FixRequested, ResetRequested
+from breakerdeck.console.messages import (
+    Deck,
+    ExportRequested,
+    FixRequested,
+    ResetRequested,
+    SteerRequested,
+)
 from breakerdeck.console.states import BY_NAME
+from breakerdeck.console.steers import STEERS
 from breakerdeck.console.timeline import (
     CARD_STEP,
     LEGEND,
@@ -70,6 +77,9 @@ class DetailScreen(Screen[None]):
         Binding("r", "reset", "Reset", id="detail-reset"),
         Binding("f", "fix", "Cred fixed", id="detail-fix"),
         Binding("h", "hide_denied", "Hide denied", id="detail-hide-denied"),
+        Binding("o", "hold", "Hold", show=False, id="detail-hold", tooltip="hold it open"),
+        Binding("O", "release", "Release", show=False, id="detail-release", tooltip="end its hold"),
+        Binding("m", "mode", "Mode", show=False, id="detail-mode", tooltip="shadow or enforce"),
         Binding("e", "export", "Export", show=False, id="detail-export", tooltip=EXPORT_TIP),
         Binding("j", "cursor(1)", "Down", show=False, id="detail-down"),
         Binding("k", "cursor(-1)", "Up", show=False, id="detail-up"),
@@ -250,6 +260,8 @@ class DetailScreen(Screen[None]):
             return self.deck.reset_offer(self.card)
         if action == "fix":
             return self.deck.fix_offer(self.card)
+        if action in STEERS:
+            return self.deck.steer_offer(action, self.card)
         return True
 
     def action_hide_denied(self) -> None:
@@ -268,6 +280,15 @@ class DetailScreen(Screen[None]):
 
     def action_export(self) -> None:
         self.post_message(ExportRequested(self.card))
+
+    def action_hold(self) -> None:
+        self.post_message(SteerRequested(self.card, "hold"))
+
+    def action_release(self) -> None:
+        self.post_message(SteerRequested(self.card, "release"))
+
+    def action_mode(self) -> None:
+        self.post_message(SteerRequested(self.card, "mode"))
 
 
 def _cell_style(kind: str) -> str:
