@@ -50,10 +50,13 @@ class Denied:
     platform: str
     reason: str
     agent: str | None
+    #: A shadow breaker's would-be refusal (`call.would_deny`): the call went through.
+    would: bool = False
 
     @property
     def text(self) -> str:
-        return f"{clock_text(self.wall)} {self.platform} {_REASONS.get(self.reason, self.reason)}"
+        said = f"{clock_text(self.wall)} {self.platform} {_REASONS.get(self.reason, self.reason)}"
+        return f"{said} (would-be)" if self.would else said
 
 
 @dataclass(frozen=True, slots=True)

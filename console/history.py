@@ -68,6 +68,17 @@ class History:
                         bool(f.get("counted")),
                     )
                 )
+        elif kind == ev.CALL_WOULD_DENY:  # shadow: listed with the refusals, marked
+            self.platform = f.get("platform") or self.platform
+            self.denied.appendleft(
+                Denied(
+                    event.wall,
+                    f.get("platform") or "?",
+                    f.get("reason") or "?",
+                    event.agent,
+                    would=True,
+                )
+            )
         elif kind == ev.CALL_DENIED:
             self.platform = f.get("platform") or self.platform
             if f.get("reason") == "probe_in_flight" and self.half_open is not None:

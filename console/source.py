@@ -32,7 +32,7 @@ TRIP_ROWS = 2000
 TRIP_TYPES = (*sorted(ev.TRANSITIONS), ev.CALL_FAILED)
 
 #: Events fed to a fresh board so cards show recent denials and trips from the audit log.
-SEED_TYPES = (*sorted(ev.TRANSITIONS), ev.CALL_DENIED, ev.CALL_FAILED)
+SEED_TYPES = (*sorted(ev.TRANSITIONS), ev.CALL_DENIED, ev.CALL_WOULD_DENY, ev.CALL_FAILED)
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,6 +110,7 @@ class DashboardScreen(Screen[None]):
                 now_for=lambda card: app.now_for(card.id),
                 fix_key=lambda card: bool(app.fix_offer(card)),
                 reset_key=lambda card: bool(app.reset_offer(card)),
+                release_key=lambda card: bool(app.steer_offer("release", card)),
                 fixed=app.fixed,
                 stale_since=lambda card: app.fleet.stale_for(card.id),
                 approximate=app.source.approximate_counts,
