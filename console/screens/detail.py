@@ -31,7 +31,7 @@ from breakerdeck.console.timeline import (
     span_text,
     strip,
 )
-from breakerdeck.console.widgets.card_lines import countdown_words
+from breakerdeck.console.widgets.card_lines import countdown_words, state_words
 from breakerdeck.console.words import cause_word, clock_text, mmss
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import Event
@@ -145,10 +145,11 @@ class DetailScreen(Screen[None]):
     def _show_card(self) -> None:
         card = self.card
         title = Text(no_wrap=True, overflow="ellipsis")
-        title.append(f" {card.word} ", style="bold reverse")
-        left = card.seconds_left(self.deck.now_for(card.id))
+        title.append(f" {state_words(card)} ", style="bold reverse")
+        now = self.deck.now_for(card.id)
+        left = card.seconds_left(now) if card.state == State.OPEN else card.hold_left(now)
         if left is not None:
-            title.append(f" {countdown_words(mmss(left))}", style="bold")
+            title.append(f" {countdown_words(mmss(left), card.state)}", style="bold")
         title.append(f"  {printable(card.agent)}", style="bold")
         if card.key != card.agent:
             title.append(f" · {printable(card.key)}")
@@ -166,7 +167,10 @@ class DetailScreen(Screen[None]):
         approximate = self.deck.source.approximate_counts
         title.append(f"   {limits.counter(card.view.count, approximate=approximate)}")
         self.query_one("#detail-title", Static).update(title)
-        self.query_one("#detail-hint", Static).update(f"→ {printable(hint(card))}")
+        said = [f"→ {hint(card)}"]
+        if card.state == State.HELD:  # who, until when and why, as typed
+            said.append(f"  {card.held_words(now)}")
+        self.query_one("#detail-hint", Static).update("\n".join(map(printable, said)))
 
     def _show_timeline(self) -> None:
         """The whole of the last episode, from its trip to its end (or now), one line of
@@ -248,7 +252,7 @@ class DetailScreen(Screen[None]):
             table.move_cursor(row=min(cursor, len(rows) - 1))
 
     def tick(self) -> None:
-        if self.card.state == State.OPEN:
+        if self.card.state in (State.OPEN, State.HELD):  # their countdowns
             self._show_card()
         if self.card.state != State.CLOSED:
             self._show_timeline()  # an episode under way grows with the clock
