@@ -11,7 +11,6 @@ from breakerdeck.console.screens.write import WriteScreen
 from breakerdeck.engine import events as ev
 from tests.console.conftest import OPERATOR, make_app, settle
 from tests.console.helpers import cards_text, static_text
-from tests.console.test_web_role import as_web  # noqa: F401 - a fixture
 
 
 def written(engine, key: str, kind: str) -> list:
