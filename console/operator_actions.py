@@ -387,7 +387,6 @@ class OperatorActions(App[None]):
         lines = [
             _agent_line(card),
             self._state_line(card),
-            "Released, it half-opens: the next call is the probe, and the others wait for it.",
             f"The audit log records circuit_breaker.released by {self.operator}.",
         ]
 
@@ -401,7 +400,10 @@ class OperatorActions(App[None]):
             lines,
             "Release",
             send,
-            close_choice="close it instead of half-open (c): you vouch for the platform",
+            close_choice=(
+                "Then: HALF-OPEN, the next call is the probe (c: closed instead)",
+                "Then: CLOSED, calls go through: you vouch for the platform (c: half-open)",
+            ),
             live=self._live_state(card, 1),
         )
 

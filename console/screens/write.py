@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Footer, Input, Static
+from textual.widgets import Button, Footer, Input, Static
 
 from breakerdeck.engine.text import printable
 
@@ -42,8 +42,9 @@ class WriteForm:
     reason_hint: str = "reason (optional)"
     #: A hold asks how long (`30m`), with this placeholder.
     duration_hint: str | None = None
-    #: A release offers to end closed instead of half-open.
-    close_choice: str | None = None
+    #: A release offers to end closed instead of half-open (`c` switches): how the choice
+    #: reads each way, in words (a check box's mark is only dimmed without colour).
+    close_choice: tuple[str, str] | None = None
     warning: str | None = None
     #: Redraws the lines each tick (a hold's time left in them), so the dialog never freezes.
     live: Callable[[list[str]], list[str]] | None = None
@@ -65,6 +66,7 @@ class WriteScreen(ModalScreen[bool]):
         self.form = form
         self._sending = False
         self.lines = form.lines
+        self.close = False
 
     def compose(self) -> ComposeResult:
         # Keys, agents, reasons and errors come from outside: shown escaped, never as markup.
@@ -79,7 +81,7 @@ class WriteScreen(ModalScreen[bool]):
             if form.duration_hint is not None:
                 yield Input(placeholder=form.duration_hint, id="write-duration", max_length=16)
             if form.close_choice is not None:
-                yield Checkbox(form.close_choice, id="write-closed")
+                yield Static(form.close_choice[0], id="write-closed", markup=False)
             yield Static("", id="write-error", markup=False)
             with Horizontal(id="write-buttons"):
                 yield Button("No (n)", id="no", variant="primary")
@@ -109,11 +111,10 @@ class WriteScreen(ModalScreen[bool]):
 
     def answer(self) -> Answer:
         duration = self.query("#write-duration")
-        closed = self.query("#write-closed")
         return Answer(
             reason=self.query_one("#write-reason", Input).value,
             duration=duration.only_one(Input).value if duration else "",
-            close=closed.only_one(Checkbox).value if closed else False,
+            close=self.close,
         )
 
     async def action_send(self) -> None:
@@ -138,9 +139,10 @@ class WriteScreen(ModalScreen[bool]):
         self.dismiss(False)
 
     def action_toggle_close(self) -> None:
-        closed = self.query("#write-closed")
-        if closed:
-            closed.only_one(Checkbox).toggle()
+        choice = self.form.close_choice
+        if choice is not None:
+            self.close = not self.close
+            self.query_one("#write-closed", Static).update(choice[self.close])
 
     @on(Input.Submitted)
     async def _submitted(self, event: Input.Submitted) -> None:

@@ -153,8 +153,12 @@ async def test_shift_o_with_closed_chosen_closes_it(agent_world):
     agent_world.engine.hold("ava", "oncall:dana", "window", 600)
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
-        await open_dialog(pilot, "O")
-        await pilot.press("c", "y")
+        screen = await open_dialog(pilot, "O")
+        assert static_text(screen, "#write-closed").startswith("Then: HALF-OPEN")
+        await pilot.press("c")
+        await settle(pilot)
+        assert static_text(screen, "#write-closed").startswith("Then: CLOSED")  # in words
+        await pilot.press("y")
         await settle(pilot)
         assert agent_world.engine.view("ava").state == "closed"
         assert written(agent_world.engine, "ava", ev.RESET)[0].fields["actor"] == OPERATOR
