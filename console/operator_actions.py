@@ -25,7 +25,7 @@ from breakerdeck.console.source import (
     Source,
     Writes,
 )
-from breakerdeck.console.states import ENFORCE, SHADOW, mode_of
+from breakerdeck.console.states import ENFORCE, SHADOW, mode_of, word_for
 from breakerdeck.console.steers import STEERS
 from breakerdeck.console.tab import Tab
 from breakerdeck.console.timeline import span_text
@@ -252,9 +252,9 @@ class OperatorActions(App[None]):
 
     def _state_line(self, card: Card) -> str:
         if card.state == State.HELD:
-            return f"State: HELD, {card.held_words(self.now_for(card.id))}"
+            return f"State: {card.word}, {card.held_words(self.now_for(card.id))}"
         if card.state == State.CLOSED:
-            return "State: CLOSED"
+            return f"State: {card.word}"
         state = card.word
         left = card.seconds_left(self.now_for(card.id))
         if left is not None:
@@ -401,8 +401,9 @@ class OperatorActions(App[None]):
             "Release",
             send,
             close_choice=(
-                "Then: HALF-OPEN, the next call is the probe (c: closed instead)",
-                "Then: CLOSED, calls go through: you vouch for the platform (c: half-open)",
+                f"Then: {word_for('half_open')}, the next call is the probe (c: closed instead)",
+                f"Then: {word_for('closed')}, calls go through: you vouch for the platform "
+                "(c: half-open)",
             ),
             live=self._live_state(card, 1),
         )
