@@ -17,6 +17,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Input, Static
 
+from breakerdeck.console.screens.confirm import DialogWords, Live
 from breakerdeck.engine.text import printable
 
 
@@ -47,7 +48,7 @@ class WriteForm:
     close_choice: tuple[str, str] | None = None
     warning: str | None = None
     #: Redraws the lines each tick (a hold's time left in them), so the dialog never freezes.
-    live: Callable[[list[str]], list[str]] | None = None
+    live: Live | None = None
 
 
 class WriteScreen(ModalScreen[bool]):
@@ -65,18 +66,12 @@ class WriteScreen(ModalScreen[bool]):
         super().__init__(id="write")
         self.form = form
         self._sending = False
-        self.lines = form.lines
         self.close = False
 
     def compose(self) -> ComposeResult:
-        # Keys, agents, reasons and errors come from outside: shown escaped, never as markup.
         form = self.form
         with Vertical(id="write-box"):
-            yield Static(printable(form.title), id="write-title", markup=False)
-            yield Static(self._body(), id="write-body", markup=False)
-            if form.warning:
-                warning = f"WARNING: {printable(form.warning)}"
-                yield Static(warning, id="write-warning", markup=False)
+            yield DialogWords("write", form.title, form.lines, form.warning, form.live)
             yield Input(placeholder=form.reason_hint, id="write-reason", max_length=500)
             if form.duration_hint is not None:
                 yield Input(placeholder=form.duration_hint, id="write-duration", max_length=16)
@@ -94,16 +89,8 @@ class WriteScreen(ModalScreen[bool]):
             yield Static(keys, id="write-keys")
         yield Footer(show_command_palette=False)
 
-    def _body(self) -> str:
-        return "\n".join(printable(line) for line in self.lines)
-
     def tick(self) -> None:
-        if self.form.live is None:
-            return
-        lines = self.form.live(self.lines)
-        if lines != self.lines:
-            self.lines = lines
-            self.query_one("#write-body", Static).update(self._body())
+        self.query_one(DialogWords).tick()
 
     def on_mount(self) -> None:
         self.query_one("#write-error", Static).display = False
