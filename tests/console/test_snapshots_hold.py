@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from tests.console.conftest import AgentWorld, make_app, settle
+from tests.console.conftest import AgentWorld
+from tests.console.test_snapshots import story_app
 
 
 async def hold_and_shadow(world: AgentWorld) -> None:
@@ -21,15 +22,7 @@ async def hold_and_shadow(world: AgentWorld) -> None:
 
 
 def held_app(world: AgentWorld):
-    app = make_app(world.engine)
-
-    async def run_before(pilot) -> None:
-        await hold_and_shadow(world)
-        await settle(pilot, 6)
-        app.clear_notifications()
-        await settle(pilot)
-
-    return app, run_before
+    return story_app(world, toasts=False, story=hold_and_shadow)
 
 
 def test_a_held_card_and_a_shadow_card_at_80x24(snap_compare, agent_world):
