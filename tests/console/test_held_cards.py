@@ -87,3 +87,14 @@ async def test_a_shadow_card_says_shadow_beside_the_state_it_would_be_in(agent_w
         title, *_, denied, _trips = card_lines(cards_text(app), "ava")
         assert title.startswith("▶ OPEN · SHADOW ava")
         assert denied.startswith("┃ denied 12:00:00 payments breaker open (would-be)")
+
+
+async def test_a_mode_switch_leaves_an_open_cards_since_at_its_trip(agent_world):
+    await agent_world.trip_upstream("ava")
+    agent_world.clock.advance(60)
+    agent_world.engine.set_mode("ava", "shadow", "oncall:dana", "trial")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        _title, counter, *_ = card_lines(cards_text(app), "ava")
+        assert counter.endswith("since 12:00:00")
