@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from textual.binding import Binding
+
 from breakerdeck.console.card import Card
 from breakerdeck.engine.state import State
 
@@ -13,3 +15,15 @@ STEERS: dict[str, Callable[[Card], bool]] = {
     "release": lambda card: card.state == State.HELD,
     "mode": lambda card: True,
 }
+
+
+def steer_bindings(prefix: str = "") -> list[Binding]:
+    """`o`, `O` and `m` on a screen that shows a breaker (ids `<prefix>hold`, …). Not in the
+    footer (at 80 columns it is full): the help, the palette and a held card's hint name them."""
+    return [
+        Binding("o", "hold", "Hold", show=False, id=f"{prefix}hold", tooltip="hold it open"),
+        Binding(
+            "O", "release", "Release", show=False, id=f"{prefix}release", tooltip="end its hold"
+        ),
+        Binding("m", "mode", "Mode", show=False, id=f"{prefix}mode", tooltip="shadow or enforce"),
+    ]

@@ -23,7 +23,7 @@ from breakerdeck.console.messages import (
     SteerRequested,
     TableRequested,
 )
-from breakerdeck.console.steers import STEERS
+from breakerdeck.console.steers import STEERS, steer_bindings
 from breakerdeck.console.widgets.bars import SelectionHint, StatusLine, SummaryBar
 from breakerdeck.console.widgets.cards import CardList
 from breakerdeck.console.widgets.log import EventLog
@@ -61,11 +61,7 @@ class DashboardScreen(Screen[None]):
         Binding("r", "reset", "Reset", id="reset"),
         Binding("R", "reset_every", "Reset all", id="reset-every", tooltip="on every source"),
         Binding("f", "fix", "Fixed", id="fix", tooltip="credential fixed"),
-        # Not in the footer (80 columns are full): the help, the palette and a held card's
-        # hint name them.
-        Binding("o", "hold", "Hold", show=False, id="hold", tooltip="hold the breaker open"),
-        Binding("O", "release", "Release", show=False, id="release", tooltip="end its hold"),
-        Binding("m", "mode", "Mode", show=False, id="mode", tooltip="shadow or enforce"),
+        *steer_bindings(),
         # One footer entry for the three demo keys: three of their own ran past 80 columns
         # and left a lone `x` at the edge (the help lists each).
         Binding(

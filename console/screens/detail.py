@@ -22,7 +22,7 @@ from breakerdeck.console.messages import (
     SteerRequested,
 )
 from breakerdeck.console.states import BY_NAME
-from breakerdeck.console.steers import STEERS
+from breakerdeck.console.steers import STEERS, steer_bindings
 from breakerdeck.console.timeline import (
     CARD_STEP,
     LEGEND,
@@ -77,9 +77,7 @@ class DetailScreen(Screen[None]):
         Binding("r", "reset", "Reset", id="detail-reset"),
         Binding("f", "fix", "Cred fixed", id="detail-fix"),
         Binding("h", "hide_denied", "Hide denied", id="detail-hide-denied"),
-        Binding("o", "hold", "Hold", show=False, id="detail-hold", tooltip="hold it open"),
-        Binding("O", "release", "Release", show=False, id="detail-release", tooltip="end its hold"),
-        Binding("m", "mode", "Mode", show=False, id="detail-mode", tooltip="shadow or enforce"),
+        *steer_bindings("detail-"),
         Binding("e", "export", "Export", show=False, id="detail-export", tooltip=EXPORT_TIP),
         Binding("j", "cursor(1)", "Down", show=False, id="detail-down"),
         Binding("k", "cursor(-1)", "Up", show=False, id="detail-up"),
