@@ -114,9 +114,6 @@ class OperatorActions(App[None]):
         """The demo's fault keys: in demo mode, to anyone who may write."""
         return self.controls is not None and not self.read_only
 
-    def can_reset(self, card: Card) -> bool:
-        return card.state != State.CLOSED and self.may_write(card.id)
-
     # `check_action` answers for the writes, on whichever screen shows the card: False keeps
     # the key out of the footer (it never applies here), None greys it out (not on this card).
 
@@ -417,7 +414,10 @@ class OperatorActions(App[None]):
                 "it would refuse goes through, written as call.would_deny."
             )
         elif card.rank != RANK_CLOSED:
-            does = f"Enforcing, it refuses calls while open: it is {card.word} now, at once."
+            does = (
+                f"Enforcing, it refuses calls while open: it is {card.word} now, so from the "
+                "next call on."
+            )
         else:
             does = "Enforcing, it refuses calls while open."
         lines = [
