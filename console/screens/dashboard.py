@@ -11,6 +11,7 @@ from textual.containers import Container
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
+from breakerdeck.console.card import Card
 from breakerdeck.console.export import EXPORT_TIP
 from breakerdeck.console.filters import Filter, parse
 from breakerdeck.console.messages import (
@@ -20,10 +21,9 @@ from breakerdeck.console.messages import (
     ExportRequested,
     FixRequested,
     ResetRequested,
-    SteerRequested,
     TableRequested,
 )
-from breakerdeck.console.steers import STEERS, steer_bindings
+from breakerdeck.console.steers import STEERS, SteerActions, steer_bindings
 from breakerdeck.console.widgets.bars import SelectionHint, StatusLine, SummaryBar
 from breakerdeck.console.widgets.cards import CardList
 from breakerdeck.console.widgets.log import EventLog
@@ -48,7 +48,7 @@ _CHANGING_ACTIONS = (
 )
 
 
-class DashboardScreen(Screen[None]):
+class DashboardScreen(SteerActions, Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "app.help", "Help", id="help"),
         # Second, not last: at 80 columns the demo's keys would push it off the footer.
@@ -334,19 +334,8 @@ class DashboardScreen(Screen[None]):
         if card is not None:
             self.post_message(FixRequested(card))
 
-    def action_hold(self) -> None:
-        self._steer("hold")
-
-    def action_release(self) -> None:
-        self._steer("release")
-
-    def action_mode(self) -> None:
-        self._steer("mode")
-
-    def _steer(self, what: str) -> None:
-        card = self.cards.shown_selection()
-        if card is not None:
-            self.post_message(SteerRequested(card, what))
+    def steer_card(self) -> Card | None:
+        return self.cards.shown_selection()
 
     def action_platform_down(self) -> None:
         self._demo("take_down")

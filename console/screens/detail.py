@@ -19,10 +19,9 @@ from breakerdeck.console.messages import (
     ExportRequested,
     FixRequested,
     ResetRequested,
-    SteerRequested,
 )
 from breakerdeck.console.states import BY_NAME
-from breakerdeck.console.steers import STEERS, steer_bindings
+from breakerdeck.console.steers import STEERS, SteerActions, steer_bindings
 from breakerdeck.console.timeline import (
     CARD_STEP,
     LEGEND,
@@ -71,7 +70,7 @@ def led_by(failures: list[Event]) -> str:
     return f"{kinds} ({when})"
 
 
-class DetailScreen(Screen[None]):
+class DetailScreen(SteerActions, Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,backspace", "app.pop_screen", "Back", id="back"),
         Binding("r", "reset", "Reset", id="detail-reset"),
@@ -283,14 +282,8 @@ class DetailScreen(Screen[None]):
     def action_export(self) -> None:
         self.post_message(ExportRequested(self.card))
 
-    def action_hold(self) -> None:
-        self.post_message(SteerRequested(self.card, "hold"))
-
-    def action_release(self) -> None:
-        self.post_message(SteerRequested(self.card, "release"))
-
-    def action_mode(self) -> None:
-        self.post_message(SteerRequested(self.card, "mode"))
+    def steer_card(self) -> Card | None:
+        return self.card
 
 
 def _cell_style(kind: str) -> str:

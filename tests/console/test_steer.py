@@ -207,3 +207,17 @@ async def test_a_viewers_console_offers_no_hold_release_or_mode(agent_world, as_
         assert "(O)" not in cards_text(app)
     assert agent_world.engine.view("ava").state == "held"
     assert written(agent_world.engine, "ava", ev.MODE) == []
+
+
+async def test_the_table_and_the_details_offer_o_too(agent_world):
+    await agent_world.call("ava", "payments")
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        for opening in ("t", "enter"):
+            await pilot.press(opening)
+            await settle(pilot)
+            await open_dialog(pilot, "o")
+            await pilot.press("escape", "escape")
+            await settle(pilot)
+            assert isinstance(app.screen, DashboardScreen)
