@@ -21,10 +21,15 @@ def card_lines(text: str, name: str) -> list[str]:
     return [line.strip() for line in lines[at : at + 5]]
 
 
+async def held_console(world, reason: str, seconds: float):
+    """A console on ava's breaker, held by oncall:dana for `seconds` with `reason`."""
+    await world.call("ava", "payments")
+    world.engine.hold("ava", "oncall:dana", reason, seconds)
+    return make_app(world.engine)
+
+
 async def test_a_held_card_says_held_who_why_and_the_time_left(agent_world):
-    await agent_world.call("ava", "payments")
-    agent_world.engine.hold("ava", "oncall:dana", HOSTILE, 30 * 60)
-    app = make_app(agent_world.engine)
+    app = await held_console(agent_world, HOSTILE, 30 * 60)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         title, until, who, *_ = card_lines(cards_text(app), "ava")
@@ -35,9 +40,7 @@ async def test_a_held_card_says_held_who_why_and_the_time_left(agent_world):
 
 
 async def test_a_held_cards_time_left_counts_down_on_screen(agent_world):
-    await agent_world.call("ava", "payments")
-    agent_world.engine.hold("ava", "oncall:dana", "vendor window", 30 * 60)
-    app = make_app(agent_world.engine)
+    app = await held_console(agent_world, "vendor window", 30 * 60)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         agent_world.clock.advance(61)
@@ -47,9 +50,7 @@ async def test_a_held_cards_time_left_counts_down_on_screen(agent_world):
 
 
 async def test_a_held_cards_details_say_who_why_and_the_time_left(agent_world):
-    await agent_world.call("ava", "payments")
-    agent_world.engine.hold("ava", "oncall:dana", HOSTILE, 90)
-    app = make_app(agent_world.engine)
+    app = await held_console(agent_world, HOSTILE, 90)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         await pilot.press("enter")
@@ -61,9 +62,7 @@ async def test_a_held_cards_details_say_who_why_and_the_time_left(agent_world):
 
 
 async def test_the_reset_dialog_says_a_reset_ends_the_hold(agent_world):
-    await agent_world.call("ava", "payments")
-    agent_world.engine.hold("ava", "oncall:dana", "vendor window", 600)
-    app = make_app(agent_world.engine)
+    app = await held_console(agent_world, "vendor window", 600)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         await pilot.press("r")
