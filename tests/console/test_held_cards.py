@@ -97,3 +97,16 @@ async def test_a_mode_switch_leaves_an_open_cards_since_at_its_trip(agent_world)
         await settle(pilot)
         _title, counter, *_ = card_lines(cards_text(app), "ava")
         assert counter.endswith("since 12:00:00")
+
+
+async def test_the_event_log_shows_the_hold_release_and_mode_with_who_and_why(agent_world):
+    app = await held_console(agent_world, HOSTILE, 600)
+    agent_world.engine.release("ava", "oncall:dana", "done", close=False)
+    agent_world.engine.set_mode("ava", "shadow", "oncall:dana", "trial week")
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        shown = screen_text(app)
+        # as typed, markup shown literally (the log's width cuts the rest)
+        assert "HOLD    ava                by oncall:dana until 12:10:00: vendor [bol…" in shown
+        assert "RELEASE ava                by oncall:dana" in shown
+        assert "MODE    ava                enforce → shadow by oncall:dana: trial week" in shown
