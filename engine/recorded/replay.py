@@ -167,7 +167,8 @@ class _Key:
     #: Transitions the core made on the last call, waiting for their recorded lines.
     owed: list[Transition] = field(default_factory=list)
     shown: BreakerView | None = None
-    #: `enforce` or `shadow`, as the last recorded `circuit_breaker.mode` set it.
+    #: `enforce` or `shadow`: as the last `circuit_breaker.mode` set it, or as the key's last
+    #: transition (`"shadow": true`) or would-be refusal proves it.
     mode: str = "enforce"
 
 
@@ -229,7 +230,11 @@ class Folder:
         if event.type in _CALLS:
             _call(replay, k, event, self.tripped_by)
         elif event.type in ev.TRANSITIONS:
+            if event.type != ev.MODE:  # a shadow breaker's transitions say so
+                k.mode = "shadow" if event.fields.get("shadow") else "enforce"
             _transition(replay, k, event)
+        elif event.type == ev.CALL_WOULD_DENY:
+            k.mode = "shadow"  # only a shadow breaker would refuse without refusing
         elif event.type == ev.CREDENTIAL_REVOKED:
             k.paused = True
         elif event.type == ev.CREDENTIAL_RESTORED:
