@@ -18,6 +18,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Input, Static
 
 from breakerdeck.console.screens.confirm import DialogWords, Live
+from breakerdeck.engine.core.holds import MAX_REASON
 from breakerdeck.engine.text import printable
 
 
@@ -72,7 +73,7 @@ class WriteScreen(ModalScreen[bool]):
         form = self.form
         with Vertical(id="write-box"):
             yield DialogWords("write", form.title, form.lines, form.warning, form.live)
-            yield Input(placeholder=form.reason_hint, id="write-reason", max_length=500)
+            yield Input(placeholder=form.reason_hint, id="write-reason", max_length=MAX_REASON)
             if form.duration_hint is not None:
                 yield Input(placeholder=form.duration_hint, id="write-duration", max_length=16)
             if form.close_choice is not None:
