@@ -39,6 +39,7 @@ from breakerdeck.console.messages import (
     ExportRequested,
     FixRequested,
     ResetRequested,
+    SteerRequested,
     TableRequested,
 )
 from breakerdeck.console.operator_actions import OperatorActions
@@ -51,6 +52,7 @@ from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.screens.help import HelpScreen
 from breakerdeck.console.screens.pulse import PulseScreen
 from breakerdeck.console.screens.table import TableScreen
+from breakerdeck.console.screens.write import WriteScreen
 from breakerdeck.console.source import FaultControls, Notice, Restart, Source
 from breakerdeck.console.tab import Tab
 from breakerdeck.console.view_commands import ViewCommands
@@ -285,7 +287,7 @@ class BreakerdeckApp(OperatorActions, Exports):
     def _repaint(self) -> None:
         self._repainted_at = time.monotonic()
         self._frame.clear()
-        if isinstance(self.screen, ConfirmScreen):
+        if isinstance(self.screen, ConfirmScreen | WriteScreen):
             self.screen.tick()  # the card beneath is about to show a fresher countdown
         touched, self.tab.pending = self.tab.pending, set()
         for tab in self.tabs:
@@ -305,7 +307,7 @@ class BreakerdeckApp(OperatorActions, Exports):
         for tab in self.tabs:
             self._read_probes(tab)
         current = self.screen
-        if isinstance(current, ConfirmScreen):
+        if isinstance(current, ConfirmScreen | WriteScreen):
             current.tick()
         screen: DashboardScreen | DetailScreen | TableScreen | PulseScreen | None = (
             current
@@ -490,6 +492,11 @@ class BreakerdeckApp(OperatorActions, Exports):
     def _reset_requested(self, message: ResetRequested) -> None:
         if not self.read_only:
             self.request_reset(message.card, every=message.every)
+
+    @on(SteerRequested)
+    def _steer_requested(self, message: SteerRequested) -> None:
+        if not self.read_only:
+            self.request_steer(message.what, message.card)
 
     @on(FixRequested)
     def _fix_requested(self, message: FixRequested) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from breakerdeck.console.states import BY_NAME, CLOSED, StateLook, look_of
+from breakerdeck.console.states import BY_NAME, CLOSED, SHADOW, StateLook, look_of, mode_of
 from breakerdeck.console.timeline import Mark, Point
-from breakerdeck.console.words import cause_word, clock_text
+from breakerdeck.console.words import cause_word, clock_text, mmss
 from breakerdeck.engine.events import BreakerView
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
 from breakerdeck.engine.state import State
@@ -50,10 +50,13 @@ class Denied:
     platform: str
     reason: str
     agent: str | None
+    #: A shadow breaker's would-be refusal (`call.would_deny`): the call went through.
+    would: bool = False
 
     @property
     def text(self) -> str:
-        return f"{clock_text(self.wall)} {self.platform} {_REASONS.get(self.reason, self.reason)}"
+        said = f"{clock_text(self.wall)} {self.platform} {_REASONS.get(self.reason, self.reason)}"
+        return f"{said} (would-be)" if self.would else said
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +189,26 @@ class Card:
         if self.view.state != State.OPEN or self.view.reopens_at is None:
             return None
         return max(0.0, self.view.reopens_at - now)
+
+    def hold_left(self, now: float) -> float | None:
+        """Held: the seconds until the hold runs out; None when not held."""
+        if self.view.state != State.HELD or self.view.held_until is None:
+            return None
+        return max(0.0, self.view.held_until - now)
+
+    def held_words(self, now: float) -> str:
+        """`held by oncall:dana until 12:05:00 (04:12 left): vendor window`, as typed: the
+        screens escape it."""
+        view = self.view
+        left = self.hold_left(now)
+        until = f" until {clock_text(view.held_until)}" if view.held_until is not None else ""
+        remaining = f" ({mmss(left)} left)" if left is not None else ""
+        return f"held by {view.held_by or '?'}{until}{remaining}: {view.held_reason or '-'}"
+
+    @property
+    def shadow(self) -> bool:
+        """The breaker decides in shadow: it refuses nothing, its refusals would-be ones."""
+        return mode_of(self.view) == SHADOW
 
     @property
     def auth_trip(self) -> bool:

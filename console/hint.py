@@ -44,17 +44,21 @@ def hint(
     keys: bool = False,
     fixable: bool = False,
     resettable: bool = False,
+    releasable: bool = False,
     fixed: bool = False,
     short: bool = False,
 ) -> str:
     """The plain hint at the cause, as the design words it; `keys` adds the keys that act,
-    those this console offers on the card (`fixable`, `resettable`: a viewer's web console and
-    a replay offer neither); `fixed`: the credential behind an auth trip was fixed since, so
-    reset is what is left; `short`: a closed card's last failure in fewer words, for a card
-    line that has no room for the long form."""
+    those this console offers on the card (`fixable`, `resettable`, `releasable`: a viewer's
+    web console and a replay offer none); `fixed`: the credential behind an auth trip was fixed
+    since, so reset is what is left; `short`: a closed card's last failure in fewer words, for
+    a card line that has no room for the long form."""
     view = card.view
     f_key = " (f)" if keys and fixable else ""
-    r_key = " (r)" if keys and resettable else ""
+    if view.state == State.HELD:  # an operator's hold: who; the card's line above says why
+        o_key = " (O)" if keys and releasable else ""
+        who = view.held_by or "?"
+        return f"held by {who}: every call is refused until release{o_key} or expiry"
     if view.paused:
         where = _on(card.platform)
         return f"credential revoked{where}: reconnect it, then mark it fixed{f_key}"
@@ -66,6 +70,15 @@ def hint(
             last_failure = "last:" if short else "last failure"
             return f"{last_failure} {cause_word(last.outcome)} on {last.platform}"
         return "healthy"
+    said = _trip_hint(card, f_key, " (r)" if keys and resettable else "", fixed=fixed)
+    # A shadow breaker refuses nothing: its would-be refusals are listed, marked.
+    return f"shadow, nothing refused · {said}" if card.shadow else said
+
+
+def _trip_hint(card: Card, f_key: str, r_key: str, *, fixed: bool) -> str:
+    """The hint at what tripped an open or half-open breaker (`f_key`, `r_key`: the keys
+    offered, as the hint names them)."""
+    view = card.view
     cause = view.trip_cause or ""
     counted = [f for f in card.failures if f.counted]
     platforms = sorted({f.platform for f in counted[: max(view.count, 1)]}) or (

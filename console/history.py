@@ -14,6 +14,9 @@ from breakerdeck.engine.events import BreakerView, Event
 
 #: Denied calls, failures and trips kept per key for the cards.
 HISTORY = 6
+#: Transitions that leave the breaker's state as it was: a page, a mode switch (a card's
+#: "since" is when its state changed, not when its mode did).
+_NO_STATE_CHANGE = frozenset({ev.PAGE, ev.MODE})
 #: Timeline points and marks kept per key: days of a flapping breaker's episodes.
 TIMELINE = 256
 
@@ -68,6 +71,17 @@ class History:
                         bool(f.get("counted")),
                     )
                 )
+        elif kind == ev.CALL_WOULD_DENY:  # shadow: listed with the refusals, marked
+            self.platform = f.get("platform") or self.platform
+            self.denied.appendleft(
+                Denied(
+                    event.wall,
+                    f.get("platform") or "?",
+                    f.get("reason") or "?",
+                    event.agent,
+                    would=True,
+                )
+            )
         elif kind == ev.CALL_DENIED:
             self.platform = f.get("platform") or self.platform
             if f.get("reason") == "probe_in_flight" and self.half_open is not None:
@@ -82,7 +96,7 @@ class History:
     def _fold_transition(self, event: Event, held: BreakerView | None) -> None:
         f = event.fields
         kind = event.type
-        if kind in ev.TRANSITIONS and kind != ev.PAGE:
+        if kind in ev.TRANSITIONS and kind not in _NO_STATE_CHANGE:
             self.changed = event.wall
         if event.view is None and kind in TRANSITION_STATE:  # read back from the audit log
             self.point(event.wall, TRANSITION_STATE[kind])
@@ -104,7 +118,7 @@ class History:
         elif kind in (ev.RESET, ev.TRIPPED):
             self.half_open = None
             self.last_probe = None
-        if kind in ev.TRANSITIONS and kind != ev.PAGE:
+        if kind in ev.TRANSITIONS and kind not in _NO_STATE_CHANGE:
             self.probe_seen = None  # a new episode, or the probe's outcome
         if kind == ev.TRIPPED:
             self.trip_total += 1

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
+from datetime import datetime
 
 from breakerdeck.console.card import Failure
 from breakerdeck.console.states import BY_NAME
-from breakerdeck.console.words import cause_word
+from breakerdeck.console.words import cause_word, clock_text
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import BreakerView, Event
 
@@ -25,6 +27,9 @@ LOG_KINDS = {
     ev.RESTORED: ("RESTORE", None),
     ev.CREDENTIAL_REVOKED: ("REVOKED", "paused"),
     ev.CREDENTIAL_RESTORED: ("FIXED", None),
+    ev.HELD: ("HOLD", "held"),
+    ev.RELEASED: ("RELEASE", None),  # its HALF (or RESET) line follows
+    ev.MODE: ("MODE", None),
 }
 
 
@@ -37,7 +42,9 @@ class LogRow:
     wall: float
     ident: str  # the source's id for the breaker
     name: str  # as its card names it: the agent, or under `tool` the key
-    kind: str  # TRIP, HALF, PROBE, REOPEN, RECOVER, RESET, PAGE, RESTORE, REVOKED, FIXED
+    #: TRIP, HALF, PROBE, REOPEN, RECOVER, RESET, PAGE, RESTORE, REVOKED, FIXED, HOLD,
+    #: RELEASE, MODE
+    kind: str
     text: str
     state: str | None  # the state it led to (what a state word in the filter matches)
     haystack: str = ""  # what the filter's bare words are looked for in
@@ -144,6 +151,19 @@ def _log_text(event: Event, cause: Failure | None) -> str:
     return describe(event)
 
 
+def held_until(event: Event) -> float | None:
+    """When a `circuit_breaker.held` line's hold runs out (wall): its view says so; an audit
+    row keeps it as a UTC time; the engine's own event as a wall time."""
+    if event.view is not None and event.view.held_until is not None:
+        return event.view.held_until
+    until = event.fields.get("until")
+    if isinstance(until, str):
+        with contextlib.suppress(ValueError):
+            return datetime.fromisoformat(until.replace("Z", "+00:00")).timestamp()
+    wall = getattr(event, "until", None)
+    return wall if isinstance(wall, float | int) else None
+
+
 def short_type(kind: str) -> str:
     """`tripped`, `reset`, `call.denied`: an event's type as the audit tables write it."""
     return "reset" if kind == ev.RESET else kind.removeprefix("circuit_breaker.")
@@ -196,5 +216,15 @@ def describe(event: Event) -> str:
         return f"by {f.get('actor')}: {f.get('reason')}"
     if event.type == ev.CREDENTIAL_RESTORED:
         return f"marked fixed by {f.get('actor')}"
+    if event.type == ev.HELD:
+        until = held_until(event)
+        return f"by {f.get('actor')} until {clock_text(until)}: {f.get('reason')}"
+    if event.type == ev.RELEASED:
+        if f.get("actor") == "expiry":
+            return "the hold ran out: released"
+        return f"by {f.get('actor')}"
+    if event.type == ev.MODE:
+        why = f": {f['reason']}" if f.get("reason") else ""
+        return f"{f.get('from')} → {f.get('to')} by {f.get('actor')}{why}"
     shown = [f"{k}={f[k]}" for k in _SHOWN_FIELDS if k in f and f[k] is not None]
     return " ".join(shown)

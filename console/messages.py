@@ -72,6 +72,10 @@ class Deck(Protocol):
 
     def reset_offer(self, card: Card | None) -> bool | None: ...
 
+    def steer_offer(self, what: str, card: Card | None) -> bool | None:
+        """`hold`, `release` or `mode` on this card (the same gate as `reset_offer`)."""
+        ...
+
     def fix_offer(self, card: Card | None) -> bool | None: ...
 
     def fault_offer(self) -> bool: ...
@@ -113,6 +117,15 @@ class ResetRequested(CardMessage):
     def __init__(self, card: Card, *, every: bool = False) -> None:
         super().__init__(card)
         self.every = every
+
+
+class SteerRequested(CardMessage):
+    """Ask to hold the card's breaker, release it or switch its mode (`what`: `hold`,
+    `release` or `mode`)."""
+
+    def __init__(self, card: Card, what: str) -> None:
+        super().__init__(card)
+        self.what = what
 
 
 class ExportRequested(CardMessage):

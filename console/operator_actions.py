@@ -5,15 +5,17 @@ dialogs, what their answers send, and the demo's fault keys. `BreakerdeckApp` is
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from textual.app import App
 
 from breakerdeck.console.board import Board
-from breakerdeck.console.card import Card
+from breakerdeck.console.card import RANK_CLOSED, Card
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
+from breakerdeck.console.screens.write import Answer, WriteForm, WriteScreen
 from breakerdeck.console.source import (
     REVOKED,
     FaultControls,
@@ -23,8 +25,12 @@ from breakerdeck.console.source import (
     Source,
     Writes,
 )
+from breakerdeck.console.states import ENFORCE, SHADOW, mode_of, word_for
+from breakerdeck.console.steers import STEERS
 from breakerdeck.console.tab import Tab
+from breakerdeck.console.timeline import span_text
 from breakerdeck.console.words import clock_text, mmss
+from breakerdeck.engine.core import holds
 from breakerdeck.engine.state import State
 
 
@@ -108,18 +114,25 @@ class OperatorActions(App[None]):
         """The demo's fault keys: in demo mode, to anyone who may write."""
         return self.controls is not None and not self.read_only
 
-    def can_reset(self, card: Card) -> bool:
-        return card.state != State.CLOSED and self.may_write(card.id)
-
-    # `check_action` answers for `r` and `f`, on whichever screen shows the card: False keeps
+    # `check_action` answers for the writes, on whichever screen shows the card: False keeps
     # the key out of the footer (it never applies here), None greys it out (not on this card).
 
-    def reset_offer(self, card: Card | None) -> bool | None:
+    def write_offer(self, card: Card | None, applies: Callable[[Card], bool]) -> bool | None:
+        """Every operator write's one gate (`r`, `o`, `O`, `m`): never in a replay, a web
+        viewer's console, a read-only context or over a viewer token; on a card only where
+        `applies`."""
         if self.writes is None or self.read_only:
-            return False  # a replay or a web viewer's console: never offered
+            return False  # a replay, a web viewer's console or a read-only context
         if card is not None and not self.may_write(card.id):
             return False  # a viewer token
-        return True if card is not None and self.can_reset(card) else None
+        return True if card is not None and applies(card) else None
+
+    def reset_offer(self, card: Card | None) -> bool | None:
+        return self.write_offer(card, lambda c: c.state != State.CLOSED)
+
+    def steer_offer(self, what: str, card: Card | None) -> bool | None:
+        """`o` hold (not on a held breaker), `O` release (only a held one), `m` the mode."""
+        return self.write_offer(card, STEERS[what])
 
     def fix_offer(self, card: Card | None) -> bool | None:
         if self.read_only or not (self.marks_fixed or self.controls is not None):
@@ -172,16 +185,21 @@ class OperatorActions(App[None]):
             return False
         return card.auth_trip or REVOKED in self.controls.status().get(platform, "")
 
-    def request_reset(self, card: Card, *, every: bool = False) -> None:
+    def _unreachable(self, card: Card, what: str) -> bool:
+        """Said and refused before the dialog, not after `y`: nothing can reach that engine
+        now."""
         stale = self.fleet.stale_for(card.id)
         if stale is not None:
-            # Refused before the dialog, not after `y`: nothing can reach that engine now.
             self.notify(
-                f"Cannot reset {self.named(card.id)}: its source is stale since "
+                f"Cannot {what} {self.named(card.id)}: its source is stale since "
                 f"{clock_text(stale)} (reconnecting). Try again once it is back.",
                 severity="error",
                 timeout=6,
             )
+        return stale is not None
+
+    def request_reset(self, card: Card, *, every: bool = False) -> None:
+        if self._unreachable(card, "reset"):
             return
         if every:
             self._request_reset_every(card)
@@ -217,6 +235,11 @@ class OperatorActions(App[None]):
             )
         elif view.paused:
             warning = "the credential is revoked: calls stay paused until it is marked fixed (f)."
+        if card.state == State.HELD:
+            warning = (
+                f"it is {card.held_words(self.now_for(card.id))}. A reset ends the hold "
+                "(released, then reset): calls go through at once."
+            )
         reason = f"reset from the console ({card.word} on {cause})"
 
         title = f"Reset {card.key}" + (f" on {where}?" if where else "?")
@@ -225,6 +248,10 @@ class OperatorActions(App[None]):
         self.push_screen(screen, self._then_reset(card, [card], reason))
 
     def _state_line(self, card: Card) -> str:
+        if card.state == State.HELD:
+            return f"State: {card.word}, {card.held_words(self.now_for(card.id))}"
+        if card.state == State.CLOSED:
+            return f"State: {card.word}"
         state = card.word
         left = card.seconds_left(self.now_for(card.id))
         if left is not None:
@@ -294,6 +321,118 @@ class OperatorActions(App[None]):
             self.notify(f"{cards[0].key} reset on {done} sources by {self.operator}.", timeout=4)
         for c, error in failed:
             self.notify(f"Reset of {self.named(c.id)} failed: {error}", severity="error", timeout=8)
+
+    # -- hold, release, mode: the dialogs that take words (`screens/write.py`) ---------------
+
+    def request_steer(self, what: str, card: Card) -> None:
+        """`o`, `O` or `m` on a card: its dialog, whose `y` sends the write to the tab the
+        dialog was about, whichever is shown when it is answered."""
+        verb = {"hold": "hold", "release": "release", "mode": "switch the mode of"}[what]
+        writes = self.writes
+        if writes is None or self._unreachable(card, verb):
+            return
+        form = {"hold": self._hold_form, "release": self._release_form, "mode": self._mode_form}
+        self.push_screen(WriteScreen(form[what](card, writes)), self._then_steer(card))
+
+    def _then_steer(self, card: Card) -> Callable[[bool | None], None]:
+        def answered(sent: bool | None) -> None:
+            if not sent:
+                self.notify(f"Cancelled: {card.key} is unchanged.", timeout=2)
+
+        return answered
+
+    def _where(self, card: Card) -> str:
+        where = self.fleet.source_name(card.id)
+        return f" on {where}" if where else ""
+
+    def _hold_form(self, card: Card, writes: Writes) -> WriteForm:
+        most = writes.max_hold_seconds(card.id)
+        bound = f", at most {span_text(most)} (max_hold_seconds)" if most is not None else ""
+        lines = [
+            _agent_line(card),
+            self._state_line(card),
+            "Every call is refused without reaching the platform (no probe, nothing counted) "
+            "until released (O) or the hold ends; then it half-opens.",
+            f"Duration: 90s, 30m or 2h{bound}.",
+            f"The audit log records circuit_breaker.held by {self.operator}.",
+        ]
+
+        async def send(answer: Answer) -> None:
+            reason, duration = answer.reason.strip(), answer.duration.strip()
+            if not reason:
+                raise ValueError("a hold needs a reason (the audit log and every refusal say it)")
+            if not duration:
+                raise ValueError("a hold needs a duration: 90s, 30m or 2h")
+            holds.duration_seconds(duration, math.inf if most is None else most)
+            await writes.hold(card.id, self.operator, reason, duration)
+            self.notify(f"{self.named(card.id)} held for {duration} by {self.operator}.", timeout=4)
+
+        return WriteForm(
+            f"Hold {card.key}{self._where(card)} open?",
+            lines,
+            "Hold",
+            send,
+            reason_hint="reason (required): why calls are refused",
+            duration_hint="duration (required): 90s, 30m, 2h",
+            warning="it is in shadow, but a hold refuses calls in either mode."
+            if card.shadow
+            else None,
+            live=self._live_state(card, 1),
+        )
+
+    def _release_form(self, card: Card, writes: Writes) -> WriteForm:
+        lines = [
+            _agent_line(card),
+            self._state_line(card),
+            f"The audit log records circuit_breaker.released by {self.operator}.",
+        ]
+
+        async def send(answer: Answer) -> None:
+            await writes.release(card.id, self.operator, answer.reason.strip(), close=answer.close)
+            into = "closed" if answer.close else "half-open"
+            self.notify(f"{self.named(card.id)} released ({into}) by {self.operator}.", timeout=4)
+
+        return WriteForm(
+            f"Release {card.key}{self._where(card)}?",
+            lines,
+            "Release",
+            send,
+            close_choice=(
+                f"Then: {word_for('half_open')}, the next call is the probe (c: closed instead)",
+                f"Then: {word_for('closed')}, calls go through: you vouch for the platform "
+                "(c: half-open)",
+            ),
+            live=self._live_state(card, 1),
+        )
+
+    def _mode_form(self, card: Card, writes: Writes) -> WriteForm:
+        now = mode_of(card.view)
+        to = ENFORCE if now == SHADOW else SHADOW
+        if to == SHADOW:
+            does = (
+                "In shadow it counts, trips and probes as it would, but refuses nothing: a call "
+                "it would refuse goes through, written as call.would_deny."
+            )
+        elif card.rank != RANK_CLOSED:
+            does = (
+                f"Enforcing, it refuses calls while open: it is {card.word} now, so from the "
+                "next call on."
+            )
+        else:
+            does = "Enforcing, it refuses calls while open."
+        lines = [
+            _agent_line(card),
+            f"Mode: {now} → {to}   (state {card.word})",
+            does,
+            f"The audit log records circuit_breaker.mode by {self.operator}.",
+        ]
+
+        async def send(answer: Answer) -> None:
+            reason = answer.reason.strip() or f"switched to {to} from the console"
+            await writes.set_mode(card.id, to, self.operator, reason)
+            self.notify(f"{self.named(card.id)} switched to {to} by {self.operator}.", timeout=4)
+
+        return WriteForm(f"Switch {card.key}{self._where(card)} to {to}?", lines, "Switch", send)
 
     def request_fix(self, card: Card) -> None:
         platform = self.card_platform(card)

@@ -328,12 +328,24 @@ class RemoteSource(Source, Writes, SharedStores, Fleet):
             engine_key, reason="marked fixed from the console", actor=actor
         )
 
+    async def hold(self, key: str, actor: str, reason: str, duration: str) -> None:
+        feed, engine_key = self._require(key)
+        await feed.client.request("hold", engine_key, reason=reason, actor=actor, duration=duration)
+
+    async def release(self, key: str, actor: str, reason: str, *, close: bool) -> None:
+        feed, engine_key = self._require(key)
+        await feed.client.request("release", engine_key, reason=reason, actor=actor, close=close)
+
+    async def set_mode(self, key: str, mode: str, actor: str, reason: str) -> None:
+        feed, engine_key = self._require(key)
+        await feed.client.request("mode", engine_key, reason=reason, actor=actor, mode=mode)
+
     def _require(self, ident: str) -> tuple[RemoteFeed, str]:
         feed, key = self._locate(ident)
         if feed is None:
             raise FeedError(f"no source for {ident!r}")
         if feed.role != "operator":
-            raise FeedError(f"{feed.label}: a viewer token cannot reset; use the operator token")
+            raise FeedError(f"{feed.label}: a viewer token cannot write; use the operator token")
         return feed, key
 
     # -- ids -------------------------------------------------------------------------------------
@@ -481,6 +493,10 @@ class RemoteSource(Source, Writes, SharedStores, Fleet):
             last_failure_at=self._local(feed, info.last_failure_at),
             seq=seq,
             probe_since=self._local(feed, info.probe_since),
+            held_by=info.held_by,
+            held_reason=info.held_reason,
+            held_until=self._local(feed, info.held_until),
+            mode=info.mode,
         )
 
     def _fold(self, feed: RemoteFeed, record: p.EventRecord) -> Event:

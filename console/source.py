@@ -18,6 +18,7 @@ from typing import Protocol
 
 from breakerdeck.console.card import Thresholds
 from breakerdeck.engine import events as ev
+from breakerdeck.engine.core import holds
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.events import BreakerView, Event
 from breakerdeck.engine.feed.bus import EventBus, Missed, Subscription
@@ -31,7 +32,7 @@ TRIP_ROWS = 2000
 TRIP_TYPES = (*sorted(ev.TRANSITIONS), ev.CALL_FAILED)
 
 #: Events fed to a fresh board so cards show recent denials and trips from the audit log.
-SEED_TYPES = (*sorted(ev.TRANSITIONS), ev.CALL_DENIED, ev.CALL_FAILED)
+SEED_TYPES = (*sorted(ev.TRANSITIONS), ev.CALL_DENIED, ev.CALL_WOULD_DENY, ev.CALL_FAILED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +111,9 @@ class Source(abc.ABC):
 
 
 class Writes(abc.ABC):
-    """A source the operator can write to: reset, and mark a credential fixed. A replay has
-    nothing to write to, so it is not one."""
+    """A source the operator can write to: reset, mark a credential fixed, hold, release and
+    switch a breaker's mode (DESIGN, "Operator control"). A replay has nothing to write to, so
+    it is not one. A write the engine refuses raises, with its reason as the error's words."""
 
     @property
     @abc.abstractmethod
@@ -127,6 +129,21 @@ class Writes(abc.ABC):
 
     @abc.abstractmethod
     async def mark_credential_fixed(self, key: str, actor: str) -> None: ...
+
+    def max_hold_seconds(self, ident: str) -> float | None:
+        """The longest hold this breaker's engine takes (None: only the engine knows, and
+        says so when it refuses a longer one)."""
+        return None
+
+    @abc.abstractmethod
+    async def hold(self, key: str, actor: str, reason: str, duration: str) -> None:
+        """Hold open for `duration` (`90s`, `30m`, `2h`)."""
+
+    @abc.abstractmethod
+    async def release(self, key: str, actor: str, reason: str, *, close: bool) -> None: ...
+
+    @abc.abstractmethod
+    async def set_mode(self, key: str, mode: str, actor: str, reason: str) -> None: ...
 
 
 class FreshViews(abc.ABC):
@@ -330,6 +347,19 @@ class InProcessSource(Source, Writes, FreshViews, SharedStores):
 
     async def mark_credential_fixed(self, key: str, actor: str) -> None:
         self.engine.restore_credential(key, actor)
+
+    def max_hold_seconds(self, ident: str) -> float | None:
+        return self.engine.policy.max_hold_seconds
+
+    async def hold(self, key: str, actor: str, reason: str, duration: str) -> None:
+        seconds = holds.duration_seconds(duration, self.engine.policy.max_hold_seconds)
+        self.engine.hold(key, actor, reason, seconds)
+
+    async def release(self, key: str, actor: str, reason: str, *, close: bool) -> None:
+        self.engine.release(key, actor, reason, close=close)
+
+    async def set_mode(self, key: str, mode: str, actor: str, reason: str) -> None:
+        self.engine.set_mode(key, mode, actor, reason)
 
     def close(self) -> None:
         for subscription in self._subscriptions:

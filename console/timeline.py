@@ -41,6 +41,7 @@ TRANSITION_STATE = {
     ev.HALF_OPEN: "half_open",
     ev.RECOVERED: "closed",
     ev.RESET: "closed",
+    ev.HELD: "held",
 }
 
 #: A card's strip: one cell per half minute.

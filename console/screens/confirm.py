@@ -14,6 +14,43 @@ from textual.widgets import Button, Footer, Static
 
 from breakerdeck.engine.text import printable
 
+#: Redraws a dialog's lines as the clock moves (a countdown in them).
+Live = Callable[[list[str]], list[str]]
+
+
+class DialogWords(Vertical):
+    """A dialog's title, lines and warning (`<prefix>-title`, `-body`, `-warning`): keys,
+    agents, sources, causes and reasons come from outside, so all are shown escaped, never as
+    markup. `live` redraws the lines each tick, so the dialog is never frozen."""
+
+    DEFAULT_CSS = "DialogWords { height: auto; }"
+
+    def __init__(
+        self, prefix: str, title: str, lines: list[str], warning: str | None, live: Live | None
+    ) -> None:
+        super().__init__()
+        self.prefix, self.title_text, self.lines = prefix, title, lines
+        self.warning, self.live = warning, live
+
+    def compose(self) -> ComposeResult:
+        prefix = self.prefix
+        yield Static(printable(self.title_text), id=f"{prefix}-title", markup=False)
+        yield Static(self._body(), id=f"{prefix}-body", markup=False)
+        if self.warning:
+            warning = f"WARNING: {printable(self.warning)}"
+            yield Static(warning, id=f"{prefix}-warning", markup=False)
+
+    def _body(self) -> str:
+        return "\n".join(printable(line) for line in self.lines)
+
+    def tick(self) -> None:
+        if self.live is None:
+            return
+        lines = self.live(self.lines)
+        if lines != self.lines:
+            self.lines = lines
+            self.query_one(f"#{self.prefix}-body", Static).update(self._body())
+
 
 class ConfirmScreen(ModalScreen[bool]):
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -30,7 +67,7 @@ class ConfirmScreen(ModalScreen[bool]):
         *,
         warning: str | None = None,
         yes: str = "Yes",
-        live: Callable[[list[str]], list[str]] | None = None,
+        live: Live | None = None,
     ) -> None:
         super().__init__(id="confirm")
         self.title_text = title
@@ -41,13 +78,8 @@ class ConfirmScreen(ModalScreen[bool]):
         self.live = live
 
     def compose(self) -> ComposeResult:
-        # Keys, agents, sources and causes come from outside: shown escaped, never as markup.
         with Vertical(id="confirm-box"):
-            yield Static(printable(self.title_text), id="confirm-title", markup=False)
-            yield Static(self._body(), id="confirm-body", markup=False)
-            if self.warning:
-                warning = f"WARNING: {printable(self.warning)}"
-                yield Static(warning, id="confirm-warning", markup=False)
+            yield DialogWords("confirm", self.title_text, self.lines, self.warning, self.live)
             with Horizontal(id="confirm-buttons"):
                 yield Button("No (n)", id="no", variant="primary")
                 yield Button(f"{self.yes} (y)", id="yes", variant="error")
@@ -56,19 +88,11 @@ class ConfirmScreen(ModalScreen[bool]):
             show_command_palette=False
         )  # this dialog's keys, not the dashboard's beneath it
 
-    def _body(self) -> str:
-        return "\n".join(printable(line) for line in self.lines)
-
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()
 
     def tick(self) -> None:
-        if self.live is None:
-            return
-        lines = self.live(self.lines)
-        if lines != self.lines:
-            self.lines = lines
-            self.query_one("#confirm-body", Static).update(self._body())
+        self.query_one(DialogWords).tick()
 
     def action_answer(self, answer: bool) -> None:
         self.dismiss(answer)

@@ -11,6 +11,7 @@ from textual.containers import Container
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
+from breakerdeck.console.card import Card
 from breakerdeck.console.export import EXPORT_TIP
 from breakerdeck.console.filters import Filter, parse
 from breakerdeck.console.messages import (
@@ -22,6 +23,7 @@ from breakerdeck.console.messages import (
     ResetRequested,
     TableRequested,
 )
+from breakerdeck.console.steers import STEERS, SteerActions, steer_bindings
 from breakerdeck.console.widgets.bars import SelectionHint, StatusLine, SummaryBar
 from breakerdeck.console.widgets.cards import CardList
 from breakerdeck.console.widgets.log import EventLog
@@ -35,10 +37,18 @@ CARD_COLUMN, LOG_MIN, LOG_MAX = 78, 60, 80
 ROWS_AT_80X24 = 24
 
 #: The actions whose offer (`check_action`) depends on the selected card or the filter.
-_CHANGING_ACTIONS = ("reset", "reset_every", "details", "export", "fix", "clear_filter")
+_CHANGING_ACTIONS = (
+    "reset",
+    "reset_every",
+    "details",
+    "export",
+    "fix",
+    "clear_filter",
+    *STEERS,
+)
 
 
-class DashboardScreen(Screen[None]):
+class DashboardScreen(SteerActions, Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "app.help", "Help", id="help"),
         # Second, not last: at 80 columns the demo's keys would push it off the footer.
@@ -51,6 +61,7 @@ class DashboardScreen(Screen[None]):
         Binding("r", "reset", "Reset", id="reset"),
         Binding("R", "reset_every", "Reset all", id="reset-every", tooltip="on every source"),
         Binding("f", "fix", "Fixed", id="fix", tooltip="credential fixed"),
+        *steer_bindings(),
         # One footer entry for the three demo keys: three of their own ran past 80 columns
         # and left a lone `x` at the edge (the help lists each).
         Binding(
@@ -95,6 +106,7 @@ class DashboardScreen(Screen[None]):
                 now_for=lambda card: app.now_for(card.id),
                 fix_key=lambda card: bool(app.fix_offer(card)),
                 reset_key=lambda card: bool(app.reset_offer(card)),
+                release_key=lambda card: bool(app.steer_offer("release", card)),
                 fixed=app.fixed,
                 stale_since=lambda card: app.fleet.stale_for(card.id),
                 approximate=app.source.approximate_counts,
@@ -224,6 +236,8 @@ class DashboardScreen(Screen[None]):
             return card is not None or None
         if action == "fix":
             return self.deck.fix_offer(card)
+        if action in STEERS:
+            return self.deck.steer_offer(action, card)
         if action in ("platform_down", "platform_up", "revoke"):
             return self.deck.fault_offer()  # hidden outside demo mode and from web viewers
         if action == "clear_filter":  # the filter, else any toasts
@@ -319,6 +333,9 @@ class DashboardScreen(Screen[None]):
         card = self.cards.shown_selection()
         if card is not None:
             self.post_message(FixRequested(card))
+
+    def steer_card(self) -> Card | None:
+        return self.cards.shown_selection()
 
     def action_platform_down(self) -> None:
         self._demo("take_down")

@@ -14,8 +14,14 @@ from breakerdeck.console.card import Card
 from breakerdeck.console.export import EXPORT_TIP
 from breakerdeck.console.hint import hint
 from breakerdeck.console.log_rows import describe, short_type
-from breakerdeck.console.messages import Deck, ExportRequested, FixRequested, ResetRequested
+from breakerdeck.console.messages import (
+    Deck,
+    ExportRequested,
+    FixRequested,
+    ResetRequested,
+)
 from breakerdeck.console.states import BY_NAME
+from breakerdeck.console.steers import STEERS, SteerActions, steer_bindings
 from breakerdeck.console.timeline import (
     CARD_STEP,
     LEGEND,
@@ -24,7 +30,7 @@ from breakerdeck.console.timeline import (
     span_text,
     strip,
 )
-from breakerdeck.console.widgets.card_lines import countdown_words
+from breakerdeck.console.widgets.card_lines import countdown_words, state_words
 from breakerdeck.console.words import cause_word, clock_text, mmss
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import Event
@@ -64,12 +70,13 @@ def led_by(failures: list[Event]) -> str:
     return f"{kinds} ({when})"
 
 
-class DetailScreen(Screen[None]):
+class DetailScreen(SteerActions, Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,backspace", "app.pop_screen", "Back", id="back"),
         Binding("r", "reset", "Reset", id="detail-reset"),
         Binding("f", "fix", "Cred fixed", id="detail-fix"),
         Binding("h", "hide_denied", "Hide denied", id="detail-hide-denied"),
+        *steer_bindings("detail-"),
         Binding("e", "export", "Export", show=False, id="detail-export", tooltip=EXPORT_TIP),
         Binding("j", "cursor(1)", "Down", show=False, id="detail-down"),
         Binding("k", "cursor(-1)", "Up", show=False, id="detail-up"),
@@ -135,10 +142,11 @@ class DetailScreen(Screen[None]):
     def _show_card(self) -> None:
         card = self.card
         title = Text(no_wrap=True, overflow="ellipsis")
-        title.append(f" {card.word} ", style="bold reverse")
-        left = card.seconds_left(self.deck.now_for(card.id))
+        title.append(f" {state_words(card)} ", style="bold reverse")
+        now = self.deck.now_for(card.id)
+        left = card.seconds_left(now) if card.state == State.OPEN else card.hold_left(now)
         if left is not None:
-            title.append(f" {countdown_words(mmss(left))}", style="bold")
+            title.append(f" {countdown_words(mmss(left), card.state)}", style="bold")
         title.append(f"  {printable(card.agent)}", style="bold")
         if card.key != card.agent:
             title.append(f" · {printable(card.key)}")
@@ -156,7 +164,10 @@ class DetailScreen(Screen[None]):
         approximate = self.deck.source.approximate_counts
         title.append(f"   {limits.counter(card.view.count, approximate=approximate)}")
         self.query_one("#detail-title", Static).update(title)
-        self.query_one("#detail-hint", Static).update(f"→ {printable(hint(card))}")
+        said = [f"→ {hint(card)}"]
+        if card.state == State.HELD:  # who, until when and why, as typed
+            said.append(f"  {card.held_words(now)}")
+        self.query_one("#detail-hint", Static).update("\n".join(map(printable, said)))
 
     def _show_timeline(self) -> None:
         """The whole of the last episode, from its trip to its end (or now), one line of
@@ -238,7 +249,7 @@ class DetailScreen(Screen[None]):
             table.move_cursor(row=min(cursor, len(rows) - 1))
 
     def tick(self) -> None:
-        if self.card.state == State.OPEN:
+        if self.card.state in (State.OPEN, State.HELD):  # their countdowns
             self._show_card()
         if self.card.state != State.CLOSED:
             self._show_timeline()  # an episode under way grows with the clock
@@ -250,6 +261,8 @@ class DetailScreen(Screen[None]):
             return self.deck.reset_offer(self.card)
         if action == "fix":
             return self.deck.fix_offer(self.card)
+        if action in STEERS:
+            return self.deck.steer_offer(action, self.card)
         return True
 
     def action_hide_denied(self) -> None:
@@ -268,6 +281,9 @@ class DetailScreen(Screen[None]):
 
     def action_export(self) -> None:
         self.post_message(ExportRequested(self.card))
+
+    def steer_card(self) -> Card | None:
+        return self.card
 
 
 def _cell_style(kind: str) -> str:

@@ -28,6 +28,9 @@ KEYS: list[tuple[str, str]] = [
     ("r", "reset the selected breaker (asks first; No is focused)"),
     ("R", "watching several engines: reset the key on every source where it is not closed"),
     ("f", "credential fixed: mark a PAUSED credential fixed; in demo, fix the platform's"),
+    ("o", "hold the selected breaker open: a reason and a duration (30m), No focused"),
+    ("O", "release a HELD breaker: half-open (the next call probes), or closed (c)"),
+    ("m", "switch its mode: enforce ↔ shadow (shadow refuses nothing, counts would-be)"),
     ("e", "export the incident as Markdown and JSON (files here; a download in a browser)"),
     ("escape", "clear the filter; with none, dismiss the toasts"),
     (
@@ -49,6 +52,7 @@ KEYS: list[tuple[str, str]] = [
     ("Details", ""),
     ("escape / backspace", "back to the dashboard"),
     ("r / f", "reset / credential fixed, as on the dashboard"),
+    ("o / O / m", "hold / release / mode, as on the dashboard"),
     ("j / k", "move through the audit log"),
     ("h", "hide / show the denied calls in the audit log"),
     ("Timeline", ""),
@@ -66,6 +70,8 @@ KEYS: list[tuple[str, str]] = [
     ("Dialogs", ""),
     ("y", "confirm"),
     ("n / escape", "cancel (the default: No is focused, so enter cancels too)"),
+    ("tab", "hold, release, mode: the next field; enter in the last field sends, as y does"),
+    ("c", "release: close instead of half-open (the operator vouches for the platform)"),
 ]
 
 FLOW = (

@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Footer
 from breakerdeck.console.card import RANK_PAGED, Card
 from breakerdeck.console.export import EXPORT_TIP
 from breakerdeck.console.messages import Deck, DetailsRequested, ExportRequested, ResetRequested
+from breakerdeck.console.steers import STEERS, SteerActions, steer_bindings
 from breakerdeck.console.widgets.bars import StatusLine, SummaryBar
 from breakerdeck.console.words import cause_word, clock_text, mmss
 from breakerdeck.engine.state import State
@@ -59,12 +60,13 @@ COLUMNS: list[Column] = [
 ]  # fmt: skip
 
 
-class TableScreen(Screen[None]):
+class TableScreen(SteerActions, Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("t,escape", "app.pop_screen", "Cards", id="table-cards"),
         Binding("enter", "details", "Details", id="table-details"),
         Binding("r", "reset", "Reset", id="table-reset"),
         Binding("s", "sort", "Sort", id="table-sort", tooltip="next column"),
+        *steer_bindings("table-"),
         Binding("e", "export", "Export", show=False, id="table-export", tooltip=EXPORT_TIP),
         Binding("question_mark", "app.help", "Help", id="table-help"),
         Binding("q", "app.quit", "Quit", id="table-quit"),
@@ -168,6 +170,8 @@ class TableScreen(Screen[None]):
             return self.deck.reset_offer(self.selected_card)
         if action in ("details", "export") and self.is_mounted:
             return self.selected_card is not None or None
+        if action in STEERS and self.is_mounted:
+            return self.deck.steer_offer(action, self.selected_card)
         return True
 
     def action_sort(self) -> None:
@@ -199,6 +203,9 @@ class TableScreen(Screen[None]):
         card = self.selected_card
         if card is not None:
             self.post_message(ResetRequested(card))
+
+    def steer_card(self) -> Card | None:
+        return self.selected_card
 
     def action_export(self) -> None:
         card = self.selected_card

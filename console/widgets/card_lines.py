@@ -58,9 +58,10 @@ class CardLines(ScrollView):
     thresholds: Thresholds
     approximate: bool
     now_for: Callable[[Card], float]
-    #: Whether this console offers `f` and `r` on the card: its hint names only those keys.
+    #: Whether this console offers `f`, `r` and `O` on the card: its hint names only those.
     fix_key: Callable[[Card], bool]
     reset_key: Callable[[Card], bool]
+    release_key: Callable[[Card], bool]
 
     def _draw(
         self,
@@ -117,7 +118,7 @@ class CardLines(ScrollView):
         name = printable(name)
         segments = [
             Segment("▶ " if selected else "  "),
-            Segment(f"{card.word:<{STATE_WIDTH}}", state_style + Style(bold=True)),
+            Segment(f"{state_words(card):<{STATE_WIDTH}}", state_style + Style(bold=True)),
             Segment(" "),
             Segment(name, self.get_component_rich_style("cards--name")),
         ]
@@ -135,7 +136,7 @@ class CardLines(ScrollView):
         if countdown is not None:
             # What the time is (`OPEN 04:28` read as "open for 4m28s"): always shown, the
             # name cut for it if it must be; in the state's colour, never reversed.
-            right = countdown_words(countdown)
+            right = countdown_words(countdown, card.state)
             over = sum(segment.cell_length for segment in segments) - (width - len(right) - 2)
             if over > 0:  # the name gives way (never the state, PAGED or STALE)
                 kept = max(1, len(name) - over - 1)
@@ -207,6 +208,9 @@ class CardLines(ScrollView):
                 return [
                     Segment(said if len(said) <= room else f"{counter} · {hint(card, short=True)}")
                 ]
+            if view.state == State.HELD:  # until when and why (as typed); the hint says who
+                reason = view.held_reason or "no reason given"
+                return [Segment(f"until {clock_text(view.held_until)} · why: “{reason}”")]
             # The longest line that fits: the probe's words must never be cut, and the cause
             # goes first where they need its room (the hint and the trips line say it too).
             cause = f"cause {cause_word(view.trip_cause)}"
@@ -217,7 +221,11 @@ class CardLines(ScrollView):
         if card.rank == RANK_CLOSED:  # a closed card's last line: its trips
             return self._trips(card, dim, room)
         if line == 2:
-            offers = {"fixable": self.fix_key(card), "resettable": self.reset_key(card)}
+            offers = {
+                "fixable": self.fix_key(card),
+                "resettable": self.reset_key(card),
+                "releasable": self.release_key(card),
+            }
             text = "→ " + hint(card, keys=True, fixed=fixed, **offers)
             return [Segment(text, self.get_component_rich_style("cards--hint"))]
         if line == 3:
@@ -240,9 +248,16 @@ class CardLines(ScrollView):
         return segments
 
 
-def countdown_words(countdown: str) -> str:
-    """An open card's countdown, said: the probe goes out when it ends."""
-    return f"probe in {countdown}"
+def countdown_words(countdown: str, state: str = State.OPEN) -> str:
+    """A card's countdown, said: an open one's probe goes out when it ends, a held one's hold
+    runs out."""
+    return f"{countdown} left" if state == State.HELD else f"probe in {countdown}"
+
+
+def state_words(card: Card) -> str:
+    """The title's state: its word, and SHADOW beside the state a shadow breaker would be in
+    (words, so it reads without colour)."""
+    return f"{card.word} · SHADOW" if card.shadow else card.word
 
 
 def strip_step(cells: int) -> float:

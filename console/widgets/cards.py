@@ -39,6 +39,8 @@ from breakerdeck.engine.state import State
 from breakerdeck.engine.text import printable
 
 MIN_CARD_WIDTH = 76
+#: The states whose title counts down: an open breaker's probe, a held one's hold.
+_COUNTING = (State.OPEN, State.HELD)
 _CACHE_LIMIT = 4096
 _NEAR = 64  # places either side of where the selected card was, searched first
 
@@ -95,6 +97,7 @@ class CardList(CardLines, can_focus=True):
         now_for: Callable[[Card], float] | None = None,
         fix_key: Callable[[Card], bool] | None = None,
         reset_key: Callable[[Card], bool] | None = None,
+        release_key: Callable[[Card], bool] | None = None,
         fixed: Callable[[Card], bool] | None = None,
         stale_since: Callable[[Card], float | None] | None = None,
         approximate: bool = False,
@@ -109,6 +112,7 @@ class CardList(CardLines, can_focus=True):
         self.now_for = now_for or (lambda card: now())
         self.fix_key = fix_key or (lambda card: False)
         self.reset_key = reset_key or (lambda card: False)
+        self.release_key = release_key or (lambda card: False)
         #: The credential behind the card's auth trip was fixed since: its hint says reset.
         self.fixed = fixed or (lambda card: False)
         #: When the card's source lost its engine (None while live): drawn on its title line.
@@ -332,7 +336,7 @@ class CardList(CardLines, can_focus=True):
                 strip_moved = slid and busy(card.timeline, card.marks, since)
                 if self.stale_since(card) is not None or strip_moved:
                     self.refresh(Region(column * card_width, y, card_width, 1))
-                elif card.state == State.OPEN:
+                elif card.state in _COUNTING:
                     right = (column + 1) * card_width - COUNTDOWN_CELLS
                     self.refresh(Region(right, y, COUNTDOWN_CELLS, 1))
                 else:
@@ -382,9 +386,8 @@ class CardList(CardLines, can_focus=True):
             now = self.now_for(card)
             if card.timeline:
                 slot = int(now // CARD_STEP)
-            if card.state == State.OPEN:
-                left = card.seconds_left(now)
-                countdown = mmss(left) if left is not None else None
+            left = card.seconds_left(now) if card.state == State.OPEN else card.hold_left(now)
+            countdown = mmss(left) if left is not None else None
             since = self.stale_since(card)
             if since is not None:
                 stale = f" STALE since {clock_text(since)} ({ago(now - since)} ago) "

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
@@ -36,6 +37,15 @@ log = logging.getLogger(__name__)
 
 #: Snapshots of big engines are large; a client accepts far more than it may send.
 CLIENT_MAX_SIZE = 64 * 1024 * 1024
+
+#: The operator writes `FeedClient.request` sends, by their wire `type`.
+_REQUESTS: dict[str, type[p.ClientRequest]] = {
+    "reset": p.ResetRequest,
+    "mark_fixed": p.MarkFixedRequest,
+    "hold": p.HoldRequest,
+    "release": p.ReleaseRequest,
+    "mode": p.ModeRequest,
+}
 
 Message = p.SnapshotMessage | p.EventMessage | p.EventsMessage | p.AckMessage | p.ErrorMessage
 
@@ -260,17 +270,30 @@ class FeedClient:
         reason: str = "",
         actor: str | None = None,
         timeout: float = 10.0,
+        **fields: object,
     ) -> p.AckMessage:
-        """Send `reset` or `mark_fixed` on the current connection and wait for its answer.
+        """Send an operator write (`reset`, `mark_fixed`, `hold`, `release`, `mode`; `fields`:
+        its own, e.g. `duration="30m"`, `close=True`, `mode="shadow"`) on the current
+        connection and wait for its answer.
 
         Needs `messages()` to be running (it reads the answer). Raises `FeedRequestError` for
-        an `error` answer and `FeedUnreachable` when not connected or the answer never came.
+        an `error` answer, or for a request this client cannot send as given (code
+        `invalid_message`, nothing sent), and `FeedUnreachable` when not connected or the
+        answer never came.
         """
         if self._ws is None:
             raise FeedUnreachable(f"not connected to {self.url}")
         rid = f"r{next(self._ids)}"
-        model = p.ResetRequest if kind == "reset" else p.MarkFixedRequest
-        message = model(key=key, request_id=rid, reason=reason, actor=actor)
+        model = _REQUESTS.get(kind)
+        if model is None:
+            raise ValueError(f"not an operator write: {kind!r}")
+        try:
+            message = model.model_validate(
+                {"key": key, "request_id": rid, "reason": reason, "actor": actor, **fields}
+            )
+        except ValidationError as error:
+            said = "; ".join(problem["msg"] for problem in error.errors())
+            raise FeedRequestError(p.INVALID, f"invalid {kind} message: {said}") from None
         future: asyncio.Future[p.AckMessage] = asyncio.get_running_loop().create_future()
         self._pending[rid] = future
         try:

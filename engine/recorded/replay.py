@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.core.breaker import Breaker, BreakerState, picture
+from breakerdeck.engine.core.breaker import Breaker, BreakerState, Hold, picture
 from breakerdeck.engine.events import BreakerView, Event, Transition, decoded
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy, ToolPolicy
@@ -167,6 +167,9 @@ class _Key:
     #: Transitions the core made on the last call, waiting for their recorded lines.
     owed: list[Transition] = field(default_factory=list)
     shown: BreakerView | None = None
+    #: `enforce` or `shadow`: as the last `circuit_breaker.mode` set it, or as the key's last
+    #: transition (`"shadow": true`) or would-be refusal proves it.
+    mode: str = "enforce"
 
 
 class Folder:
@@ -201,6 +204,7 @@ class Folder:
                 k.probe,
                 list(k.owed),
                 k.shown,
+                k.mode,
             )
             for key, k in self.keys.items()
         }
@@ -226,7 +230,11 @@ class Folder:
         if event.type in _CALLS:
             _call(replay, k, event, self.tripped_by)
         elif event.type in ev.TRANSITIONS:
+            if event.type != ev.MODE:  # a shadow breaker's transitions say so
+                k.mode = "shadow" if event.fields.get("shadow") else "enforce"
             _transition(replay, k, event)
+        elif event.type == ev.CALL_WOULD_DENY:
+            k.mode = "shadow"  # only a shadow breaker would refuse without refusing
         elif event.type == ev.CREDENTIAL_REVOKED:
             k.paused = True
         elif event.type == ev.CREDENTIAL_RESTORED:
@@ -394,12 +402,40 @@ def _transition(replay: Replay, k: _Key, event: Event) -> None:
     if kind == ev.RESTORED:
         _restored(k, event, replay.epoch)
         return
+    if kind in (ev.HELD, ev.RELEASED, ev.MODE):
+        _operator(k, event, replay.epoch)
+        return
     # A transition no call of this recording caused: relayed from a replica sharing the
     # breaker, or a success or probe outcome the log does not hold. Taken as recorded.
     if kind == ev.RECOVERED:
         _succeed(k, event.wall)
     else:
         _adopt(k, event)
+
+
+def _operator(k: _Key, event: Event, epoch: float | None) -> None:
+    """An operator's hold, release or mode switch, taken as recorded (the line that follows a
+    release, its half-open or reset, is folded as any other)."""
+    f, breaker = event.fields, k.breaker
+    if event.type == ev.MODE:
+        k.mode = str(f.get("to") or k.mode)
+        return
+    k.probe = None
+    if event.type == ev.RELEASED:
+        if breaker.state is State.HELD:
+            breaker.release(str(f.get("actor")), "", close=False)
+        return
+    until = _held_until(f, epoch)
+    breaker.hold_open(Hold(str(f.get("actor")), str(f.get("reason") or ""), until, until))
+
+
+def _held_until(fields: dict[str, Any], epoch: float | None) -> float:
+    """A hold's end as a wall time: an audit row keeps it as a UTC time, a trace line in the
+    run's seconds (`until_t`)."""
+    until = fields.get("until")
+    if isinstance(until, str):
+        return parse_iso(until)
+    return (epoch or 0.0) + float(fields.get("until_t") or 0.0)
 
 
 def _succeed(k: _Key, wall: float) -> None:
@@ -498,7 +534,15 @@ def _view(k: _Key, seq: int) -> BreakerView:
     """The key's breaker as the engine's `_view` pictures it (its times are walls here)."""
     b = k.breaker.snapshot()
     probe = k.probe[1] if k.probe is not None and b.state is State.HALF_OPEN else None
-    return picture(k.breaker.key, tuple(k.agents), b, paused=k.paused, seq=seq, probe_since=probe)
+    return picture(
+        k.breaker.key,
+        tuple(k.agents),
+        b,
+        paused=k.paused,
+        seq=seq,
+        probe_since=probe,
+        mode=k.mode,
+    )
 
 
 def _differs(a: BreakerView, b: BreakerView) -> bool:
@@ -515,6 +559,8 @@ def _differs(a: BreakerView, b: BreakerView) -> bool:
         or a.probe_since != b.probe_since
         or a.trip_cause != b.trip_cause
         or a.agents != b.agents
+        or a.held_until != b.held_until
+        or a.mode != b.mode
     )
 
 

@@ -14,6 +14,7 @@ import pytest_asyncio
 from breakerdeck.console import cli
 from breakerdeck.console.app import BreakerdeckApp
 from breakerdeck.console.source import InProcessSource
+from breakerdeck.console.web_role import ACTOR_VARIABLE, ROLE_VARIABLE
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.gateway import Gateway
@@ -34,6 +35,21 @@ if TYPE_CHECKING:
 
 PLATFORMS = ("payments", "crm", "email", "search")
 OPERATOR = "oncall-ann"
+
+
+#: The actor a `breakerdeck web` console's writes carry (`as_web`).
+WEB_ACTOR = "web:203.0.113.7"
+
+
+@pytest.fixture
+def as_web(monkeypatch):
+    """Run the console as `breakerdeck web` starts it, in the given role."""
+
+    def role(name: str) -> None:
+        monkeypatch.setenv(ROLE_VARIABLE, name)
+        monkeypatch.setenv(ACTOR_VARIABLE, WEB_ACTOR)
+
+    return role
 
 
 @pytest.fixture(autouse=True)

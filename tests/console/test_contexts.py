@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 from breakerdeck.console import cli
 from breakerdeck.console.app import BreakerdeckApp
-from breakerdeck.console.messages import FixRequested, ResetRequested
+from breakerdeck.console.messages import FixRequested, ResetRequested, SteerRequested
 from breakerdeck.console.remote import watch_app
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
@@ -121,8 +121,11 @@ async def test_a_read_only_context_sends_no_write_whatever_the_token_and_says_so
             for message in (ResetRequested(card), ResetRequested(card, every=True)):
                 app.post_message(message)  # what a palette command or a click would post
             app.post_message(FixRequested(card))
+            for what in ("hold", "release", "mode"):
+                app.post_message(SteerRequested(card, what))
             await pilot.pause()
             assert isinstance(app.screen, DashboardScreen)
+            assert app.screen.check_action("hold", ()) is False
             await pilot.press("enter")  # the detail screen's r
             await pilot.press("r")
             await pilot.pause()

@@ -56,11 +56,11 @@ async def tell_the_story(world: AgentWorld) -> None:
 
 # The story is told after the app started; until a key moves it, the selection follows the top
 # card (issue 22), so the dashboard's snapshots are the state no key reached.
-def story_app(world: AgentWorld, *, toasts: bool = True):
+def story_app(world: AgentWorld, *, toasts: bool = True, story=tell_the_story):
     app = make_app(world.engine, speed=5.0)
 
     async def run_before(pilot) -> None:
-        await tell_the_story(world)
+        await story(world)
         await settle(pilot, 6)
         if not toasts:  # the page's toast would cover the screen under test
             app.clear_notifications()

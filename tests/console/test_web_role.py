@@ -3,28 +3,16 @@ palette or a message; as an operator its resets are audited under the web actor.
 
 from __future__ import annotations
 
-import pytest
 from textual.command import CommandPalette
 
 from breakerdeck.console.hint import hint
 from breakerdeck.console.messages import DemoFaultRequested, FixRequested, ResetRequested
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
-from breakerdeck.console.web_role import ACTOR_VARIABLE, ROLE_VARIABLE, web_session
-from tests.console.conftest import make_app, settle
+from breakerdeck.console.web_role import ROLE_VARIABLE, web_session
+from tests.console.conftest import WEB_ACTOR, make_app, settle
 from tests.console.helpers import cards_text
 from tests.console.test_operator import FakeControls, resets
-
-WEB_ACTOR = "web:203.0.113.7"
-
-
-@pytest.fixture
-def as_web(monkeypatch):
-    def role(name: str) -> None:
-        monkeypatch.setenv(ROLE_VARIABLE, name)
-        monkeypatch.setenv(ACTOR_VARIABLE, WEB_ACTOR)
-
-    return role
 
 
 async def test_a_viewers_console_opens_no_dialog_on_any_write_key(agent_world, as_web):
