@@ -357,7 +357,8 @@ class Operations:
         return self._first(key, Write("mode", args, switch))
 
     def configure_mode(self, key: str, mode: str | None) -> None:
-        slot = self._keys.slot(key, None)
+        # under `agent` a key is its agent: `status` names it before its first call
+        slot = self._keys.slot(key, key if self._agent_policy else None)
         with slot.lock:
             modes.configure(slot, self._keys.mode if mode is None else mode)
 

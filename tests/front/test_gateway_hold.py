@@ -70,6 +70,14 @@ async def test_an_agent_can_be_held_before_its_first_call(
     assert (answer.status_code, body(answer)) == (403, _held_body(rig, "vendor maintenance", HOUR))
 
 
+async def test_a_configured_agent_is_named_before_its_first_call(
+    tmp_path: Path, platform: Recorder, start_gateway: StartRig
+) -> None:
+    rig: Rig = await start_gateway(_config(tmp_path, platform))
+    view = rig.engine.view("billing")
+    assert (view.state, view.agents, view.count) == ("closed", ("billing",), 0)
+
+
 async def test_a_held_refusal_says_at_least_5_seconds_near_the_holds_end(
     tmp_path: Path, platform: Recorder, start_gateway: StartRig
 ) -> None:
