@@ -78,6 +78,11 @@ class AgentWorld:
             statuses.append(response.status)
         return statuses
 
+    async def call_once(self, *agents: str, platform: str = "crm") -> None:
+        """One call each: a closed card per agent."""
+        for agent in agents:
+            await self.call(agent, platform)
+
     async def trip_upstream(self, agent: str, platform: str = "payments") -> None:
         self.platforms[platform].set_fault(Fault(FaultKind.REFUSED))
         await self.call(agent, platform, 5)
@@ -168,6 +173,12 @@ async def settle(pilot, rounds: int = 4) -> None:
     """Let the source reader and the message queue catch up with the engine."""
     for _ in range(rounds):
         await pilot.pause()
+
+
+async def filter_by(pilot, text: str) -> None:
+    """Type `text` after `/` and enter it, as a user filters the dashboard."""
+    await pilot.press("slash", *text, "enter")
+    await settle(pilot)
 
 
 @pytest.fixture

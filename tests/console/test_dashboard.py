@@ -8,8 +8,8 @@ from breakerdeck.console.app import BoardChanged
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.widgets.cards import CardList
 from breakerdeck.engine import events as ev
-from tests.console.conftest import make_app, settle
-from tests.console.helpers import cards_text, countdown_of, header_text
+from tests.console.conftest import filter_by, make_app, settle
+from tests.console.helpers import card_agents, cards_text, countdown_of, header_text
 
 
 async def test_a_tripped_breaker_shows_open_and_its_countdown(agent_world):
@@ -82,14 +82,12 @@ async def test_denied_calls_show_time_platform_and_reason(agent_world):
 
 
 async def test_trouble_comes_first(agent_world):
-    for agent in ("aaron", "abby", "zed"):
-        await agent_world.call(agent, "crm")
+    await agent_world.call_once("aaron", "abby", "zed")
     await agent_world.trip_upstream("zed")
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        order = [card.agent for card in app.screen.query_one(CardList).cards]
-        assert order == ["zed", "aaron", "abby"]
+        assert card_agents(app) == ["zed", "aaron", "abby"]
 
 
 async def test_a_paged_breaker_shouts_in_the_header(agent_world):
@@ -122,14 +120,13 @@ async def test_at_80_columns_a_long_paged_name_never_pushes_the_counts_off(agent
 
 
 async def test_slash_filters_by_agent(agent_world):
-    for agent in ("ava", "bo", "cy"):
-        await agent_world.call(agent, "crm")
+    await agent_world.call_once("ava", "bo", "cy")
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         await pilot.press("slash", "b", "o")
         await settle(pilot)
-        assert [c.agent for c in app.screen.query_one(CardList).cards] == ["bo"]
+        assert card_agents(app) == ["bo"]
         await pilot.press("enter")
         await settle(pilot)
         assert "filter “bo”: 1 of 3" in str(app.screen.query_one("#status").content)
@@ -137,23 +134,20 @@ async def test_slash_filters_by_agent(agent_world):
 
 
 async def test_slash_filters_by_state_and_escape_clears(agent_world):
-    for agent in ("ava", "bo", "cy"):
-        await agent_world.call(agent, "crm")
+    await agent_world.call_once("ava", "bo", "cy")
     await agent_world.trip_auth("cy")
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("slash", *"open", "enter")
-        await settle(pilot)
-        assert [c.agent for c in app.screen.query_one(CardList).cards] == ["cy"]
+        await filter_by(pilot, "open")
+        assert card_agents(app) == ["cy"]
         await pilot.press("escape")
         await settle(pilot)
         assert len(app.screen.query_one(CardList).cards) == 3
 
 
 async def test_j_and_k_move_the_selection(agent_world):
-    for agent in ("ava", "bo", "cy"):
-        await agent_world.call(agent, "crm")
+    await agent_world.call_once("ava", "bo", "cy")
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
@@ -263,9 +257,8 @@ async def test_the_filter_also_matches_the_platform(agent_world):
         await agent_world.call("ava", "crm")  # the card learns its platform from the calls
         await agent_world.call("bo", "email")
         await settle(pilot)
-        await pilot.press("slash", *"email", "enter")
-        await settle(pilot)
-        assert [c.agent for c in app.screen.query_one(CardList).cards] == ["bo"]
+        await filter_by(pilot, "email")
+        assert card_agents(app) == ["bo"]
 
 
 async def test_the_footer_is_redrawn_only_when_a_key_offer_changes(agent_world):
@@ -309,8 +302,7 @@ async def test_news_while_a_repaint_is_due_waits_for_it(agent_world):
 
 
 async def test_the_selection_follows_its_card_when_the_order_changes(agent_world):
-    for agent in ("ava", "bo", "cy"):
-        await agent_world.call(agent, "crm")
+    await agent_world.call_once("ava", "bo", "cy")
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)

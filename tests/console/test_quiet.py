@@ -29,8 +29,7 @@ def spy(cards: CardList) -> list[object]:
 
 
 async def test_news_on_one_card_repaints_only_its_changed_lines(agent_world):
-    for agent in ("ava", "bo", "cy", "dee"):
-        await agent_world.call(agent, "crm")
+    await agent_world.call_once("ava", "bo", "cy", "dee")
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)

@@ -12,8 +12,7 @@ AGENTS = [f"agent-{i:02d}" for i in range(12)]  # 12 closed cards: 36 lines, mor
 
 
 async def many_cards(world: AgentWorld) -> None:
-    for agent in AGENTS:
-        await world.call(agent, "crm")
+    await world.call_once(*AGENTS)
 
 
 def selected_line(app) -> str:
@@ -55,8 +54,7 @@ async def test_page_down_end_and_home_move_the_selection(agent_world):
 async def cy_trips_after(world: AgentWorld, *keys: str) -> tuple[str, str] | None:
     """Three healthy cards; the keys pressed; then cy trips and lands on top. The selection
     after that."""
-    for agent in ("ava", "bo", "cy"):
-        await world.call(agent, "crm")
+    await world.call_once("ava", "bo", "cy")
     app = make_app(world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)

@@ -23,8 +23,7 @@ def column(app, name: str) -> list[str]:
 
 
 async def test_t_shows_every_breaker_as_a_row_trouble_first(agent_world):
-    for agent in AGENTS:
-        await agent_world.call(agent, "crm")
+    await agent_world.call_once(*AGENTS)
     await agent_world.trip_upstream("zed")
     app = make_app(agent_world.engine)
     async with app.run_test(size=(200, 50)) as pilot:
@@ -41,8 +40,7 @@ async def test_t_shows_every_breaker_as_a_row_trouble_first(agent_world):
 
 
 async def test_s_sorts_by_the_next_column_and_again_reverses(agent_world):
-    for agent in ("cy", "ava", "bo"):
-        await agent_world.call(agent, "crm")
+    await agent_world.call_once("cy", "ava", "bo")
     app = make_app(agent_world.engine)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot)
