@@ -175,10 +175,15 @@ async def settle(pilot, rounds: int = 4) -> None:
         await pilot.pause()
 
 
+async def press(pilot, *keys: str) -> None:
+    """Press `keys`, then let what they set off settle."""
+    await pilot.press(*keys)
+    await settle(pilot)
+
+
 async def filter_by(pilot, text: str) -> None:
     """Type `text` after `/` and enter it, as a user filters the dashboard."""
-    await pilot.press("slash", *text, "enter")
-    await settle(pilot)
+    await press(pilot, "slash", *text, "enter")
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from breakerdeck.console.app import BoardChanged
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.widgets.cards import CardList
 from breakerdeck.engine import events as ev
-from tests.console.conftest import filter_by, make_app, settle
+from tests.console.conftest import filter_by, make_app, press, settle
 from tests.console.helpers import card_agents, cards_text, countdown_of, header_text
 
 
@@ -124,11 +124,9 @@ async def test_slash_filters_by_agent(agent_world):
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("slash", "b", "o")
-        await settle(pilot)
+        await press(pilot, "slash", "b", "o")
         assert card_agents(app) == ["bo"]
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         assert "filter “bo”: 1 of 3" in str(app.screen.query_one("#status").content)
         assert app.screen.query_one(CardList).has_focus
 
@@ -141,8 +139,7 @@ async def test_slash_filters_by_state_and_escape_clears(agent_world):
         await settle(pilot)
         await filter_by(pilot, "open")
         assert card_agents(app) == ["cy"]
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert len(app.screen.query_one(CardList).cards) == 3
 
 
@@ -167,8 +164,7 @@ async def test_enter_opens_the_detail_screen_with_audit_rows_newest_first(agent_
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         screen = app.screen
         assert isinstance(screen, DetailScreen)
         rows = agent_world.engine.audit.query(key="ava")

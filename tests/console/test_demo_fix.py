@@ -3,7 +3,7 @@ card tripped on auth, or one whose platform's credential was revoked; not a heal
 
 from __future__ import annotations
 
-from tests.console.conftest import make_app, settle
+from tests.console.conftest import make_app, press, settle
 from tests.console.test_operator import FakeControls
 
 
@@ -17,8 +17,7 @@ async def test_f_is_not_offered_on_a_healthy_card_in_demo_mode(agent_world):
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         assert app.screen.check_action("fix", ()) is None
-        await pilot.press("f")
-        await settle(pilot)
+        await press(pilot, "f")
         assert app.screen.id == "dashboard"  # no "Credential for crm fixed?" dialog
 
 

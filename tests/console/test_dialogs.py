@@ -7,7 +7,7 @@ from textual.widgets import Footer
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import Event
-from tests.console.conftest import make_app, settle
+from tests.console.conftest import make_app, press, settle
 from tests.console.helpers import cards_text, header_text, static_text
 from tests.console.test_no_color import page
 from tests.console.test_operator import FakeControls
@@ -23,11 +23,9 @@ async def test_after_f_then_y_the_card_and_the_reset_dialog_say_the_credential_i
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         assert "reconnect that credential (f), then reset (r)" in cards_text(app)
-        await pilot.press("f", "y")
-        await settle(pilot)
+        await press(pilot, "f", "y")
         assert "credential fixed on crm: reset it now (r)" in cards_text(app)
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         dialog = app.screen
         assert isinstance(dialog, ConfirmScreen)
         assert not dialog.query("#confirm-warning")  # no "Fix it first (f)"
@@ -40,8 +38,7 @@ async def test_r_on_a_stale_source_refuses_at_once_without_a_dialog(agent_world)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         app.source.stale_since = agent_world.clock.wall()
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         assert not isinstance(app.screen, ConfirmScreen)
         said = [n.message for n in app._notifications]
         assert any("Cannot reset ava" in text and "stale" in text for text in said)
@@ -53,8 +50,7 @@ async def test_the_reset_dialogs_footer_lists_its_own_keys(agent_world):
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         footer = app.screen.query_one(Footer)
         keys = {binding.key for (_, binding, enabled, _) in footer.screen.active_bindings.values()}
         assert {"y", "n", "escape"} <= keys
@@ -66,8 +62,7 @@ async def test_the_reset_dialogs_countdown_moves_with_the_clock(agent_world):
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         assert "OPEN 05:00 to the probe" in static_text(app.screen, "#confirm-body")
         agent_world.clock.advance(65)
         app.tick()
@@ -99,8 +94,7 @@ async def test_escape_dismisses_the_toasts_when_no_filter_is_set(agent_world):
         app.notify("something to read", timeout=30)
         await settle(pilot)
         assert list(app._notifications)
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert not list(app._notifications)
 
 
@@ -125,8 +119,7 @@ async def test_the_reset_dialog_and_its_card_read_one_countdown_between_ticks(ag
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         app.tick()
         agent_world.clock.advance(7)  # between two ticks, news for another card
         await agent_world.call("bo", "crm")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from breakerdeck.console.widgets.cards import CardList
 from breakerdeck.console.widgets.log import EventLog, LogLines
-from tests.console.conftest import OPERATOR, make_app, settle
+from tests.console.conftest import OPERATOR, make_app, press, settle
 from tests.console.test_snapshots import tell_the_story
 
 
@@ -46,8 +46,7 @@ async def test_the_filter_keeps_the_log_rows_it_keeps_cards_for(agent_world):
         await tell_the_story(agent_world)
         await settle(pilot, 6)
         total = len([line for line in log_lines(app) if line])
-        await pilot.press("slash", *"gus", "enter")
-        await settle(pilot)
+        await press(pilot, "slash", *"gus", "enter")
         rows = [line for line in log_lines(app) if line]
         assert [row.split()[1] for row in rows] == ["RESET", "TRIP"]
         assert log_title(app).endswith(f"filter “gus”: 2 of {total}")

@@ -10,7 +10,7 @@ from breakerdeck.console.filters import parse
 from breakerdeck.console.log_rows import LogRow
 from breakerdeck.console.screens.table import TableScreen
 from breakerdeck.console.widgets.cards import CardList
-from tests.console.conftest import filter_by, make_app, settle
+from tests.console.conftest import filter_by, make_app, press, settle
 from tests.console.helpers import card_agents, cards_text
 from tests.console.test_model import view
 
@@ -131,8 +131,7 @@ async def test_a_bad_term_typed_after_slash_says_why_on_the_list_and_in_a_notice
         assert "state:bogus is not a state" in cards_text(app)
         said = [n.message for n in app._notifications]
         assert any("state:bogus is not a state" in text for text in said)
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert len(app.screen.query_one(CardList).cards) == 2
 
 
@@ -153,8 +152,7 @@ async def test_the_table_keeps_the_breakers_the_dashboards_filter_keeps(agent_wo
         await settle(pilot)
         app.screen.set_filter("agent:billing*")
         await settle(pilot)
-        await pilot.press("t")
-        await settle(pilot)
+        await press(pilot, "t")
         assert isinstance(app.screen, TableScreen)
         assert [c.agent for c in app.screen.cards] == ["billing-a", "billing-b"]
         assert "filter “agent:billing*”: 2 of 3" in str(

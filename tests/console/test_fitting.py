@@ -9,7 +9,7 @@ from textual.widgets import DataTable
 
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.fixtures.faults import Fault, FaultKind
-from tests.console.conftest import OPERATOR, make_app, settle
+from tests.console.conftest import OPERATOR, make_app, press, settle
 from tests.console.helpers import cards_text, static_text, status_text
 from tests.console.test_no_color import page
 from tests.console.test_operator import FakeControls
@@ -40,8 +40,7 @@ async def test_filtering_on_a_platform_keeps_its_own_fault_on_the_status_line(ag
     app = make_app(agent_world.engine, controls=ManyPlatforms(down="platform-zulu"))
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("slash", *"platform-zulu", "enter")
-        await settle(pilot)
+        await press(pilot, "slash", *"platform-zulu", "enter")
         assert "platform-zulu DOWN (refused)" in status_text(app)
 
 
@@ -77,8 +76,7 @@ async def test_details_list_earlier_trips_behind_a_flood_of_denied_calls(agent_w
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         trips = static_text(app.screen, "#detail-trips")
         assert "still open" in trips and "reset by oncall-ann" in trips
 
@@ -89,8 +87,7 @@ async def test_h_hides_the_denied_calls_in_the_audit_table(agent_world):
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         screen = app.screen
         assert isinstance(screen, DetailScreen)
         table = screen.query_one(DataTable)
@@ -99,8 +96,7 @@ async def test_h_hides_the_denied_calls_in_the_audit_table(agent_world):
             return [str(table.get_row_at(i)[2]) for i in range(table.row_count)]
 
         assert "call.denied" in events()
-        await pilot.press("h")
-        await settle(pilot)
+        await press(pilot, "h")
         assert "call.denied" not in events() and "tripped" in events()
 
 
@@ -110,8 +106,7 @@ async def test_audit_rows_cut_at_80_columns_end_in_an_ellipsis(agent_world):
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         table = app.screen.query_one(DataTable)
         lines = [table.render_line(y).text.rstrip() for y in range(table.size.height)]
         reset = next(line for line in lines if "by oncall-ann" in line)

@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Static
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.engine.text import printable
-from tests.console.conftest import make_app, settle
+from tests.console.conftest import make_app, press, settle
 from tests.console.helpers import cards_text, header_text
 from tests.console.test_watch import served, until, watch
 
@@ -66,8 +66,7 @@ async def test_a_reason_with_closing_markup_tags_opens_the_detail_screen(agent_w
     app = make_app(agent_world.engine)
     async with app.run_test(size=(160, 30)) as pilot:
         await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         assert isinstance(app.screen, DetailScreen)
         assert f"by ann: {MARKUP}" in table_text(app.screen)
         assert f"reset by ann ({MARKUP})" in static(app.screen, "#detail-trips")
@@ -79,8 +78,7 @@ async def test_escape_codes_in_a_reason_are_escaped_on_the_detail_screen(agent_w
     app = make_app(agent_world.engine)
     async with app.run_test(size=(160, 30)) as pilot:
         await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         rows = table_text(app.screen)
         trips = static(app.screen, "#detail-trips")
         assert "\x1b" not in rows + trips
@@ -95,8 +93,7 @@ async def test_a_hostile_key_is_escaped_on_its_card_and_detail_title(agent_world
         await settle(pilot)
         assert printable(HOSTILE_KEY) in cards_text(app)
         assert "\x1b" not in cards_text(app)
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         title = static(app.screen, "#detail-title")
         assert printable(HOSTILE_KEY) in title and "\x1b" not in title
 
@@ -106,15 +103,13 @@ async def test_a_hostile_key_in_the_reset_dialog_and_its_toast(agent_world):
     app = make_app(agent_world.engine)
     async with app.run_test(size=(160, 30)) as pilot:
         await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         assert isinstance(app.screen, ConfirmScreen)
         title = static(app.screen, "#confirm-title")
         body = static(app.screen, "#confirm-body")
         assert title == f"Reset {printable(HOSTILE_KEY)}?"
         assert f"Agent: {printable(HOSTILE_KEY)}" in body and "\x1b" not in body
-        await pilot.press("y")
-        await settle(pilot)
+        await press(pilot, "y")
         assert agent_world.engine.view(HOSTILE_KEY).state == "closed"
         [toast] = [n for n in app._notifications if "reset by" in n.message]
         assert toast.message.startswith(printable(HOSTILE_KEY)) and not toast.markup

@@ -12,7 +12,7 @@ from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.screens.help import KEYS, HelpScreen
 from breakerdeck.console.widgets.cards import CardList
 from breakerdeck.engine import events as ev
-from tests.console.conftest import OPERATOR, make_app, settle
+from tests.console.conftest import OPERATOR, make_app, press, settle
 from tests.console.helpers import cards_text, static_text
 
 
@@ -25,11 +25,9 @@ async def test_r_then_n_leaves_the_breaker_open(agent_world):
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("n")
-        await settle(pilot)
+        await press(pilot, "n")
         assert isinstance(app.screen, DashboardScreen)
         view = agent_world.engine.view("ava")
         assert (view.state, view.count) == ("open", 5)
@@ -41,8 +39,7 @@ async def test_r_then_y_closes_it_and_audits_the_operator(agent_world):
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("r", "y")
-        await settle(pilot)
+        await press(pilot, "r", "y")
         view = agent_world.engine.view("ava")
         assert (view.state, view.count) == ("closed", 0)
         [reset] = resets(agent_world.engine, "ava")
@@ -56,11 +53,9 @@ async def test_the_reset_dialog_focuses_no_so_enter_cancels(agent_world):
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         assert isinstance(app.focused, Button) and app.focused.id == "no"
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         assert agent_world.engine.view("ava").state == "open"
         assert resets(agent_world.engine, "ava") == []
 
@@ -70,8 +65,7 @@ async def test_escape_cancels_the_reset(agent_world):
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("r", "escape")
-        await settle(pilot)
+        await press(pilot, "r", "escape")
         assert isinstance(app.screen, DashboardScreen)
         assert agent_world.engine.view("ava").state == "open"
 
@@ -81,8 +75,7 @@ async def test_the_reset_dialog_names_agent_state_cause_and_warns_on_auth_trips(
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         body = static_text(app.screen, "#confirm-body")
         assert "Agent: ava" in body
         assert "State: OPEN" in body and "auth_failure" in body
@@ -95,8 +88,7 @@ async def test_an_upstream_trip_gets_no_credential_warning(agent_world):
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         assert not app.screen.query("#confirm-warning")
 
 
@@ -105,8 +97,7 @@ async def test_reset_is_not_offered_on_a_closed_breaker(agent_world):
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         assert isinstance(app.screen, DashboardScreen)
 
 
@@ -115,11 +106,9 @@ async def test_reset_from_the_detail_screen(agent_world):
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         assert "reconnect that credential" in static_text(app.screen, "#detail-hint")
-        await pilot.press("r", "y")
-        await settle(pilot)
+        await press(pilot, "r", "y")
         assert isinstance(app.screen, DetailScreen)
         assert agent_world.engine.view("ava").state == "closed"
         table = app.screen.query_one("#audit")
@@ -135,8 +124,7 @@ async def test_the_detail_screen_shows_the_failures_that_led_to_the_trip(agent_w
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         trips = static_text(app.screen, "#detail-trips")
         assert "12:00:00 upstream ×5 → still open" in trips
         assert "after: payments refused ×5 (12:00:00)" in trips
@@ -174,11 +162,9 @@ async def test_f_then_y_marks_a_paused_credential_fixed(tool_world):
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         assert "PAUSED      ava · crm@default" in cards_text(app)
-        await pilot.press("f")
-        await settle(pilot)
+        await press(pilot, "f")
         assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("y")
-        await settle(pilot)
+        await press(pilot, "y")
         assert not tool_world.engine.credential_paused("crm@default")
         [restored] = tool_world.engine.audit.query(
             key="crm@default", types=[ev.CREDENTIAL_RESTORED]
@@ -194,8 +180,7 @@ async def test_f_then_n_leaves_the_credential_paused(tool_world):
     app = make_app(tool_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("f", "n")
-        await settle(pilot)
+        await press(pilot, "f", "n")
         assert tool_world.engine.credential_paused("crm@default")
 
 
@@ -234,8 +219,7 @@ async def test_demo_keys_act_on_the_selected_cards_platform(agent_world):
         await settle(pilot)
         assert "demo ok: crm payments" in str(app.screen.query_one("#status").content)
         await pilot.press("d", "u", "x")
-        await pilot.press("f", "y")
-        await settle(pilot)
+        await press(pilot, "f", "y")
         assert controls.calls == [
             ("take_down", "crm"),
             ("bring_back", "crm"),
@@ -251,8 +235,7 @@ async def test_question_mark_lists_every_dashboard_key(agent_world):
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("question_mark")
-        await settle(pilot)
+        await press(pilot, "question_mark")
         assert isinstance(app.screen, HelpScreen)
         listed = set()
         for keys, what in KEYS:
@@ -272,8 +255,7 @@ async def test_q_quits(agent_world):
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("q")
-        await settle(pilot)
+        await press(pilot, "q")
     assert app.return_code == 0
     assert not app.is_running
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.widgets.cards import CardList
-from tests.console.conftest import AgentWorld, make_app, settle
+from tests.console.conftest import AgentWorld, make_app, press, settle
 from tests.console.helpers import cards_text
 
 AGENTS = [f"agent-{i:02d}" for i in range(12)]  # 12 closed cards: 36 lines, more than 80x24 shows
@@ -26,8 +26,7 @@ async def test_down_past_the_screen_moves_the_selection_and_keeps_it_in_view(age
         await settle(pilot)
         cards = app.screen.query_one(CardList)
         for _ in range(9):
-            await pilot.press("down")
-        await settle(pilot)
+            await press(pilot, "down")
         assert cards.selected_index == 9
         assert AGENTS[9] in selected_line(app)
 
@@ -38,16 +37,13 @@ async def test_page_down_end_and_home_move_the_selection(agent_world):
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         cards = app.screen.query_one(CardList)
-        await pilot.press("pagedown")
-        await settle(pilot)
+        await press(pilot, "pagedown")
         assert cards.selected_index == cards.page_cards
         assert AGENTS[cards.page_cards] in selected_line(app)
-        await pilot.press("end")
-        await settle(pilot)
+        await press(pilot, "end")
         assert cards.selected_index == len(AGENTS) - 1
         assert AGENTS[-1] in selected_line(app)
-        await pilot.press("home")
-        await settle(pilot)
+        await press(pilot, "home")
         assert cards.selected_index == 0 and AGENTS[0] in selected_line(app)
 
 
@@ -59,8 +55,7 @@ async def cy_trips_after(world: AgentWorld, *keys: str) -> tuple[str, str] | Non
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         if keys:
-            await pilot.press(*keys)
-            await settle(pilot)
+            await press(pilot, *keys)
         await world.trip_upstream("cy")
         await settle(pilot)
         cards = app.screen.query_one(CardList)
@@ -115,12 +110,10 @@ async def test_a_key_on_a_selected_card_out_of_view_first_brings_it_into_view(ag
         cards.scroll_end(animate=False, immediate=True)  # the wheel: ava is off screen
         await settle(pilot)
         assert "ava" not in cards_text(app)
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         assert app.screen.id == "dashboard"  # no dialog for a card the operator cannot see
         assert "ava" in selected_line(app)
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         assert app.screen.id == "confirm"
 
 
@@ -133,6 +126,5 @@ async def test_j_from_a_selection_pushed_out_of_view_selects_the_top_card_on_scr
         cards.select_index(len(AGENTS) - 1)  # the last card, then back to the top of the list
         cards.scroll_home(animate=False, immediate=True)
         await settle(pilot)
-        await pilot.press("j")
-        await settle(pilot)
+        await press(pilot, "j")
         assert cards.selected_index == 0 and AGENTS[0] in selected_line(app)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from breakerdeck.console.widgets.bars import SelectionHint
 from breakerdeck.console.widgets.cards import CardList
-from tests.console.conftest import make_app, settle
+from tests.console.conftest import make_app, press, settle
 from tests.console.helpers import status_text
 from tests.console.test_selection import AGENTS
 from tests.console.test_selection import many_cards as closed_cards
@@ -56,8 +56,7 @@ async def test_j_brings_the_selection_back_on_screen_and_the_hint_goes(agent_wor
         for agent in AGENTS[4:]:
             await agent_world.trip_upstream(agent)
         await settle(pilot)
-        await pilot.press("j")
-        await settle(pilot)
+        await press(pilot, "j")
         cards = app.screen.query_one(CardList)
         assert cards.selected_index == 0 and cards.selected_card.state == "open"
         assert hint_text(app) == ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.timeline import span_text, strip
-from tests.console.conftest import AgentWorld, make_app, settle
+from tests.console.conftest import AgentWorld, make_app, press, settle
 from tests.console.helpers import cards_text, screen_text, static_text
 
 
@@ -100,8 +100,7 @@ async def test_the_detail_view_shows_the_whole_episode(agent_world):
         agent_world.clock.advance(3600)  # an hour later, far outside the card's window
         await agent_world.call("bo", "crm")
         await settle(pilot)
-        await pilot.press("g", "enter")
-        await settle(pilot)
+        await press(pilot, "g", "enter")
         assert isinstance(app.screen, DetailScreen)
         text = static_text(app.screen, "#detail-timeline")
         assert "the last episode: 12:00:00 to 12:10:00 (10m; a cell is 10s)" in text
