@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 from breakerdeck.console.app import BreakerdeckApp
 from breakerdeck.console.remote_source import RemoteSource
@@ -16,7 +17,7 @@ from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.feed.server import serve_feed
+from breakerdeck.engine.feed.server import FeedServer, serve_feed
 from breakerdeck.fixtures.faults import Fault, FaultKind
 from tests.console.conftest import OPERATOR, AgentWorld, ToolWorld
 from tests.console.helpers import cards_text, countdown_of, header_text, static_text
@@ -34,6 +35,32 @@ def served(world: AgentWorld | ToolWorld, name: str, port: int = 0):
         operator_token=OPERATOR_TOKEN,
         source_name=name,
     )
+
+
+class Replica:
+    """A world's feed that a test stops and starts again on the same port: a replica that dies
+    and comes back. `async with` serves it, and stops it at the end if it is up then."""
+
+    def __init__(self, world: AgentWorld, name: str) -> None:
+        self.world, self.name, self.port = world, name, 0
+        self._served: AbstractAsyncContextManager[FeedServer] | None = None
+
+    async def start(self) -> FeedServer:
+        self._served = served(self.world, self.name, port=self.port)
+        feed = await self._served.__aenter__()
+        self.port = feed.port
+        return feed
+
+    async def stop(self) -> None:
+        up, self._served = self._served, None
+        if up is not None:
+            await up.__aexit__(None, None, None)
+
+    async def __aenter__(self) -> FeedServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
 
 
 async def watch(*urls: str, token: str = OPERATOR_TOKEN) -> BreakerdeckApp:
@@ -122,47 +149,39 @@ async def test_a_lost_source_goes_stale_and_resyncs_without_duplicates(worlds):
     a, b = worlds("a"), worlds("b")
     await a.call("ava", "crm")
     await b.call("bob", "crm")
-    fa_cm = served(a, "replica-a")
-    fa = await fa_cm.__aenter__()
-    port = fa.port
-    try:
-        async with served(b, "replica-b") as fb:
-            app = await watch(fa.url, fb.url)
-            source: RemoteSource = app.source  # type: ignore[assignment]
-            async with app.run_test(size=(100, 40)) as pilot:
-                await until(pilot, lambda: "bob" in cards_text(app))
-                await a.trip_auth("ava")  # a trip and a denial, received live
-                await a.call("ava", "crm")
-                await until(pilot, lambda: "crm breaker open" in cards_text(app))
+    replica_a = Replica(a, "replica-a")
+    async with replica_a as fa, served(b, "replica-b") as fb:
+        app = await watch(fa.url, fb.url)
+        source: RemoteSource = app.source  # type: ignore[assignment]
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(pilot, lambda: "bob" in cards_text(app))
+            await a.trip_auth("ava")  # a trip and a denial, received live
+            await a.call("ava", "crm")
+            await until(pilot, lambda: "crm breaker open" in cards_text(app))
 
-                await fa_cm.__aexit__(None, None, None)  # replica-a dies
-                fa_cm = None
-                await until(pilot, lambda: "STALE since" in cards_text(app))
-                lines = cards_text(app).splitlines()
-                assert any("ava on replica-a" in x and "STALE since" in x for x in lines)
-                assert not any("bob on replica-b" in x and "STALE" in x for x in lines)
-                assert "STALE since" in header_text(app)
-                assert "1 stale" in header_text(app)
+            await replica_a.stop()  # replica-a dies
+            await until(pilot, lambda: "STALE since" in cards_text(app))
+            lines = cards_text(app).splitlines()
+            assert any("ava on replica-a" in x and "STALE since" in x for x in lines)
+            assert not any("bob on replica-b" in x and "STALE" in x for x in lines)
+            assert "STALE since" in header_text(app)
+            assert "1 stale" in header_text(app)
 
-                await a.call("ava", "crm")  # happens while nobody is watching replica-a
-                fa_cm = served(a, "replica-a", port=port)
-                await fa_cm.__aenter__()  # it comes back on the same port
-                await until(pilot, lambda: "STALE" not in cards_text(app))
-                assert source.stale_since is None
-                # the cards read staleness when drawn; the header at the next repaint
-                await until(pilot, lambda: "STALE" not in header_text(app))
-                text = cards_text(app)
-                assert text.count("auth×3 → open") == 1  # history not doubled by the resync
-                await a.call("ava", "crm")  # and live again after the snapshot
-                ident = next(v.key for v in source.snapshot() if v.key.endswith("ava"))
-                await until(pilot, lambda: _received(source, ident) >= 6)
-                rows = await source.audit(ident)
-                seqs = [row.seq for row in rows]
-                assert len(seqs) == len(set(seqs))
-                assert seqs == sorted(seqs, reverse=True)
-    finally:
-        if fa_cm is not None:
-            await fa_cm.__aexit__(None, None, None)
+            await a.call("ava", "crm")  # happens while nobody is watching replica-a
+            await replica_a.start()  # it comes back on the same port
+            await until(pilot, lambda: "STALE" not in cards_text(app))
+            assert source.stale_since is None
+            # the cards read staleness when drawn; the header at the next repaint
+            await until(pilot, lambda: "STALE" not in header_text(app))
+            text = cards_text(app)
+            assert text.count("auth×3 → open") == 1  # history not doubled by the resync
+            await a.call("ava", "crm")  # and live again after the snapshot
+            ident = next(v.key for v in source.snapshot() if v.key.endswith("ava"))
+            await until(pilot, lambda: _received(source, ident) >= 6)
+            rows = await source.audit(ident)
+            seqs = [row.seq for row in rows]
+            assert len(seqs) == len(set(seqs))
+            assert seqs == sorted(seqs, reverse=True)
 
 
 def _received(source: RemoteSource, ident: str) -> int:
