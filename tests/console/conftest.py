@@ -4,12 +4,14 @@ over counting fake platforms. Normal asyncio loops (no simulated-time loop here)
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 import pytest_asyncio
+from textual.pilot import Pilot
 
 from breakerdeck.console import cli
 from breakerdeck.console.app import BreakerdeckApp
@@ -167,6 +169,18 @@ def make_app(engine: Engine, **kwargs) -> BreakerdeckApp:
     return BreakerdeckApp(
         source, operator=OPERATOR, tick_seconds=None, min_repaint_seconds=0, **kwargs
     )
+
+
+@asynccontextmanager
+async def running(
+    engine: Engine, size: tuple[int, int] = (80, 24), **kwargs
+) -> AsyncIterator[tuple[BreakerdeckApp, Pilot]]:
+    """The console on `engine` (`make_app`'s `kwargs`) running at `size`, its first screen
+    settled."""
+    app = make_app(engine, **kwargs)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        yield app, pilot
 
 
 async def settle(pilot, rounds: int = 4) -> None:

@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Static
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.engine.text import printable
-from tests.console.conftest import make_app, press, settle
+from tests.console.conftest import make_app, press, running, settle
 from tests.console.helpers import cards_text, header_text
 from tests.console.test_watch import served, until, watch
 
@@ -52,9 +52,7 @@ async def test_an_actor_with_escape_codes_is_shown_escaped_in_the_event_log(agen
 
     await agent_world.trip_upstream("ava")
     agent_world.engine.reset("ava", ESCAPES, "vault fixed")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(200, 30)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, size=(200, 30)) as (app, _pilot):
         shown = "\n".join(log_lines(app))
         assert "\x1b" not in shown and "\x07" not in shown
         assert f"by {printable(ESCAPES)}:" in shown
@@ -63,9 +61,7 @@ async def test_an_actor_with_escape_codes_is_shown_escaped_in_the_event_log(agen
 async def test_a_reason_with_closing_markup_tags_opens_the_detail_screen(agent_world):
     await agent_world.trip_upstream("ava")
     agent_world.engine.reset("ava", "ann", MARKUP)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(160, 30)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, size=(160, 30)) as (app, pilot):
         await press(pilot, "enter")
         assert isinstance(app.screen, DetailScreen)
         assert f"by ann: {MARKUP}" in table_text(app.screen)
@@ -75,9 +71,7 @@ async def test_a_reason_with_closing_markup_tags_opens_the_detail_screen(agent_w
 async def test_escape_codes_in_a_reason_are_escaped_on_the_detail_screen(agent_world):
     await agent_world.trip_upstream("ava")
     agent_world.engine.reset("ava", ESCAPES, ESCAPES)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(160, 30)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, size=(160, 30)) as (app, pilot):
         await press(pilot, "enter")
         rows = table_text(app.screen)
         trips = static(app.screen, "#detail-trips")
@@ -88,9 +82,7 @@ async def test_escape_codes_in_a_reason_are_escaped_on_the_detail_screen(agent_w
 
 async def test_a_hostile_key_is_escaped_on_its_card_and_detail_title(agent_world):
     await agent_world.trip_upstream(HOSTILE_KEY)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(160, 30)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, size=(160, 30)) as (app, pilot):
         assert printable(HOSTILE_KEY) in cards_text(app)
         assert "\x1b" not in cards_text(app)
         await press(pilot, "enter")
@@ -100,9 +92,7 @@ async def test_a_hostile_key_is_escaped_on_its_card_and_detail_title(agent_world
 
 async def test_a_hostile_key_in_the_reset_dialog_and_its_toast(agent_world):
     await agent_world.trip_upstream(HOSTILE_KEY)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(160, 30)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, size=(160, 30)) as (app, pilot):
         await press(pilot, "r")
         assert isinstance(app.screen, ConfirmScreen)
         title = static(app.screen, "#confirm-title")

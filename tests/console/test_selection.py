@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.widgets.cards import CardList
-from tests.console.conftest import AgentWorld, make_app, press, settle
+from tests.console.conftest import AgentWorld, press, running, settle
 from tests.console.helpers import cards_text
 
 AGENTS = [f"agent-{i:02d}" for i in range(12)]  # 12 closed cards: 36 lines, more than 80x24 shows
@@ -21,9 +21,7 @@ def selected_line(app) -> str:
 
 async def test_down_past_the_screen_moves_the_selection_and_keeps_it_in_view(agent_world):
     await many_cards(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         cards = app.screen.query_one(CardList)
         for _ in range(9):
             await press(pilot, "down")
@@ -33,9 +31,7 @@ async def test_down_past_the_screen_moves_the_selection_and_keeps_it_in_view(age
 
 async def test_page_down_end_and_home_move_the_selection(agent_world):
     await many_cards(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         cards = app.screen.query_one(CardList)
         await press(pilot, "pagedown")
         assert cards.selected_index == cards.page_cards
@@ -51,9 +47,7 @@ async def cy_trips_after(world: AgentWorld, *keys: str) -> tuple[str, str] | Non
     """Three healthy cards; the keys pressed; then cy trips and lands on top. The selection
     after that."""
     await world.call_once("ava", "bo", "cy")
-    app = make_app(world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(world.engine) as (app, pilot):
         if keys:
             await press(pilot, *keys)
         await world.trip_upstream("cy")
@@ -78,9 +72,7 @@ async def test_g_makes_the_selection_follow_the_top_card_again(agent_world):
 
 async def test_a_click_selects_the_card_under_the_pointer(agent_world):
     await many_cards(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         cards = app.screen.query_one(CardList)
         await pilot.click(CardList, offset=(10, 7))  # the third card's lines are 6 to 8
         await settle(pilot)
@@ -90,9 +82,7 @@ async def test_a_click_selects_the_card_under_the_pointer(agent_world):
 
 async def test_a_double_click_opens_the_card(agent_world):
     await many_cards(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         await pilot.click(CardList, offset=(10, 4), times=2)
         await settle(pilot)
         assert isinstance(app.screen, DetailScreen)
@@ -102,9 +92,7 @@ async def test_a_double_click_opens_the_card(agent_world):
 async def test_a_key_on_a_selected_card_out_of_view_first_brings_it_into_view(agent_world):
     await agent_world.trip_upstream("ava")
     await many_cards(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         cards = app.screen.query_one(CardList)
         assert cards.selected == ("ava", "ava")
         cards.scroll_end(animate=False, immediate=True)  # the wheel: ava is off screen
@@ -119,9 +107,7 @@ async def test_a_key_on_a_selected_card_out_of_view_first_brings_it_into_view(ag
 
 async def test_j_from_a_selection_pushed_out_of_view_selects_the_top_card_on_screen(agent_world):
     await many_cards(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         cards = app.screen.query_one(CardList)
         cards.select_index(len(AGENTS) - 1)  # the last card, then back to the top of the list
         cards.scroll_home(animate=False, immediate=True)

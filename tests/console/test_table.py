@@ -9,7 +9,7 @@ from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.screens.table import TableScreen
-from tests.console.conftest import make_app, press, settle
+from tests.console.conftest import press, running, settle
 
 AGENTS = [f"agent-{i:02d}" for i in range(30)]
 
@@ -25,9 +25,7 @@ def column(app, name: str) -> list[str]:
 async def test_t_shows_every_breaker_as_a_row_trouble_first(agent_world):
     await agent_world.call_once(*AGENTS)
     await agent_world.trip_upstream("zed")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(200, 50)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, size=(200, 50)) as (app, pilot):
         await press(pilot, "t")
         assert isinstance(app.screen, TableScreen)
         assert app.screen.query_one(DataTable).row_count == len(AGENTS) + 1
@@ -39,11 +37,8 @@ async def test_t_shows_every_breaker_as_a_row_trouble_first(agent_world):
 
 async def test_s_sorts_by_the_next_column_and_again_reverses(agent_world):
     await agent_world.call_once("cy", "ava", "bo")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(200, 50)) as pilot:
-        await settle(pilot)
-        await pilot.press("t", "s", "s")  # state, then agent
-        await settle(pilot)
+    async with running(agent_world.engine, size=(200, 50)) as (app, pilot):
+        await press(pilot, "t", "s", "s")  # state, then agent
         assert column(app, "agent") == ["ava", "bo", "cy"]
         app.screen._sort(1)  # agent again: reversed
         await settle(pilot)
@@ -52,9 +47,7 @@ async def test_s_sorts_by_the_next_column_and_again_reverses(agent_world):
 
 async def test_the_countdown_column_moves_with_the_clock(agent_world):
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(200, 50)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, size=(200, 50)) as (app, pilot):
         await press(pilot, "t")
         agent_world.clock.advance(61)
         app.tick()
@@ -65,9 +58,7 @@ async def test_the_countdown_column_moves_with_the_clock(agent_world):
 async def test_enter_and_r_act_on_the_selected_row(agent_world):
     await agent_world.trip_upstream("ava")
     await agent_world.call("bo", "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(200, 50)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, size=(200, 50)) as (app, pilot):
         await press(pilot, "t", "r")
         assert isinstance(app.screen, ConfirmScreen)
         await press(pilot, "y")
@@ -80,9 +71,7 @@ async def test_the_denied_column_counts_every_refusal_of_the_episode(agent_world
     """It read `6+` for about 70 denials: it counted the card's last few, kept for its lines."""
     await agent_world.trip_upstream("ava")
     await agent_world.call("ava", "payments", 70)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(200, 50)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, size=(200, 50)) as (app, pilot):
         await press(pilot, "t")
         assert column(app, "denied") == ["70"]
         await agent_world.call("ava", "payments", 2)

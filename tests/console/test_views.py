@@ -16,7 +16,7 @@ from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.screens.pulse import PulseScreen
 from breakerdeck.console.source import InProcessSource
 from breakerdeck.console.widgets.tabs import ContextTabs
-from tests.console.conftest import OPERATOR, AgentWorld, make_app, press, settle
+from tests.console.conftest import OPERATOR, AgentWorld, press, running, settle
 from tests.console.helpers import header_text, screen_text, status_text
 from tests.console.test_no_color import LOUD, contrast, find, screen_segments
 from tests.waiting import eventually
@@ -46,9 +46,7 @@ async def palette(pilot, query: str) -> str:
 async def test_the_palette_offers_the_saved_views_and_one_sets_the_filter(agent_world):
     await agent_world.trip_upstream("ava")
     views = {**builtin_views(), "billing": BILLING}
-    app = make_app(agent_world.engine, views=views)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, views=views) as (app, pilot):
         listed = await palette(pilot, "view")
         for name in ("view: open", "view: held", "view: probing", "view: billing"):
             assert name in listed
@@ -62,9 +60,7 @@ async def test_the_palette_offers_the_saved_views_and_one_sets_the_filter(agent_
 
 async def test_a_view_chosen_from_the_detail_screen_shows_the_filtered_dashboard(agent_world):
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         await press(pilot, "enter")
         assert isinstance(app.screen, DetailScreen)
         await palette(pilot, "view: probing")
@@ -137,9 +133,7 @@ async def test_e_exports_the_breaker_of_the_context_shown(worlds, tmp_path):
 
 
 async def test_a_console_without_contexts_has_no_tabs_and_no_pulse(agent_world):
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         assert not app.screen.query_one(ContextTabs).display
         assert app.check_action("pulse", ()) is False
         await press(pilot, "p", "2")
