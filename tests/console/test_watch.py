@@ -86,6 +86,15 @@ async def watching(
             yield app, pilot
 
 
+def assert_cooling_down(text: str, agent: str) -> None:
+    """`agent`'s card is open, its probe counted down within the 300 s cooldown. The console
+    counts on its own clock: how much of it a loaded machine lets pass before the look is not
+    the behaviour under test."""
+    shown = re.search(rf"OPEN +{agent} .*probe in (\d\d):(\d\d)", text)
+    assert shown, text
+    assert 0 < int(shown[1]) * 60 + int(shown[2]) <= 300, text
+
+
 async def until(pilot, condition: Callable[[], bool], timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -101,11 +110,7 @@ async def test_cards_come_from_the_snapshot_and_look_as_in_demo_mode(worlds):
     async with watching(a, "replica-a") as (app, pilot):
         await until(pilot, lambda: "bob" in cards_text(app))
         text = cards_text(app)
-        # The console counts the 300 s cooldown down on its own clock: how much of it a
-        # loaded machine lets pass before the look is not the behaviour under test.
-        shown = re.search(r"OPEN +ava .*probe in (\d\d):(\d\d)", text)
-        assert shown, text
-        assert 0 < int(shown[1]) * 60 + int(shown[2]) <= 300, text
+        assert_cooling_down(text, "ava")
         assert "3 failures · trips at auth 3 / upstream 5 · cause auth" in text
         assert "CLOSED      bob" in text
         assert "auth×3 → open" in text  # the trip, from the snapshot's fields
@@ -122,11 +127,7 @@ async def test_an_event_updates_its_card(worlds):
         await a.trip_auth("ava")
         await until(pilot, lambda: "OPEN" in cards_text(app))
         text = cards_text(app)
-        # The console counts the 300 s cooldown down on its own clock: how much of it a
-        # loaded machine lets pass before the look is not the behaviour under test.
-        shown = re.search(r"OPEN +ava .*probe in (\d\d):(\d\d)", text)
-        assert shown, text
-        assert 0 < int(shown[1]) * 60 + int(shown[2]) <= 300, text
+        assert_cooling_down(text, "ava")
         assert "reauth_failed on crm" in text
         assert "auth×3 → open" in text
         assert "denied none yet" in text
