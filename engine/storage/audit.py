@@ -171,7 +171,7 @@ class AuditLog(SqliteFile):
         rows = self._read(sql, (*params, limit))
         return [
             decoded(seq, type_, key_, agent_, wall, json.loads(fields))
-            for seq, type_, key_, agent_, wall, fields in rows or ()
+            for seq, type_, key_, agent_, wall, fields in rows
         ]
 
     def max_seq(self) -> int:

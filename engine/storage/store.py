@@ -284,14 +284,14 @@ class SqliteFile:
             self._conn.close()
         atexit.unregister(self.close)
 
-    def _read(self, sql: str, params: tuple[object, ...] = ()) -> list[Any] | None:
+    def _read(self, sql: str, params: tuple[object, ...] = ()) -> list[Any]:
         self.flush()
         try:
             with self._db_lock:
                 return self._conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             self._report(f"The {self.noun} {self.path} could not be read ({exc}).")
-            return None
+            return []
 
     def _report(self, problem: str) -> None:
         raise NotImplementedError
@@ -369,7 +369,7 @@ class VerdictStore(SqliteFile):
         at open, where the whole file is checked."""
         rows = self._read("SELECT key, data FROM verdicts ORDER BY key")
         verdicts = []
-        for key, data in rows or ():
+        for key, data in rows:
             try:
                 verdicts.append(_decode(key, data))
             except ValueError as exc:
