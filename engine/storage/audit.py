@@ -9,7 +9,6 @@ waits. Reads flush first, so a caller always sees its own writes.
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
 import os
@@ -19,10 +18,16 @@ import threading
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from breakerdeck.engine.events import Event, decoded
-from breakerdeck.engine.storage.store import Problems, check_integrity, is_damage, open_sqlite
+from breakerdeck.engine.storage.store import (
+    Problems,
+    SqliteFile,
+    check_integrity,
+    is_damage,
+    open_sqlite,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +78,10 @@ def _prepare(conn: sqlite3.Connection, cutoff: float) -> None:
         conn.execute("DELETE FROM events WHERE wall < ?", (cutoff,))
 
 
-class AuditLog:
+class AuditLog(SqliteFile):
     """Events in SQLite (WAL), newest first on query, older than the retention dropped."""
+
+    noun = "audit log"
 
     def __init__(
         self,
@@ -99,17 +106,7 @@ class AuditLog:
         self._state_lock = threading.Lock()
         self._closed = False
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()  # rows, flushes, the stop
-        self._writer = threading.Thread(
-            target=self._run, name=f"audit-writer:{self.path.name}", daemon=True
-        )
-        self._writer.start()
-        # The writer is a daemon so a forgotten close cannot hang exit; this still commits the
-        # queue on a normal exit.
-        atexit.register(self.close)
-
-    @property
-    def problems(self) -> list[str]:
-        return self._problems.lines()
+        self._start_writer(self._run, "audit-writer")
 
     @property
     def queued(self) -> int:
@@ -179,11 +176,11 @@ class AuditLog:
 
     def max_seq(self) -> int:
         """The highest seq on record (0 when empty), for a restarted engine to count on from."""
-        rows = self._read("SELECT COALESCE(MAX(seq), 0) FROM events", ())
+        rows = self._read("SELECT COALESCE(MAX(seq), 0) FROM events")
         return int(rows[0][0]) if rows else 0
 
     def newest_wall(self) -> float | None:
-        rows = self._read("SELECT MAX(wall) FROM events", ())
+        rows = self._read("SELECT MAX(wall) FROM events")
         return rows[0][0] if rows else None
 
     def close(self) -> None:
@@ -193,29 +190,11 @@ class AuditLog:
                 return
             self._closed = True
             self._queue.put(_STOP)
-        self._writer.join()
-        with self._db_lock:
-            self._conn.close()
-        atexit.unregister(self.close)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        self._stop_writer()
 
     def _open(self) -> tuple[sqlite3.Connection, list[str]]:
         cutoff = self._wall() - self._retention
-        return open_sqlite(self.path, lambda conn: _prepare(conn, cutoff), "audit log")
-
-    def _read(self, sql: str, params: tuple[object, ...]) -> list[Any]:
-        self.flush()
-        try:
-            with self._db_lock:
-                return self._conn.execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
-            self._report(f"The audit log {self.path} could not be read ({exc}).")
-            return []
+        return open_sqlite(self.path, lambda conn: _prepare(conn, cutoff), self.noun)
 
     def _run(self) -> None:
         while True:

@@ -12,6 +12,7 @@ import os
 import secrets
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from breakerdeck.engine.errors import StateDirError
 
@@ -53,17 +54,9 @@ def read_private(path: str | Path) -> str:
     owns the file is what matters, not who made the link.
     """
     path = Path(path)
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError as error:
-        raise StateDirError(f"{path}: {error.strerror or error}") from error
-    with os.fdopen(fd, "rb") as handle:
+    with _opened(path, os.O_RDONLY) as handle:
         _check_owner(path, os.fstat(handle.fileno()), "file", root_ok=True)
-        data = handle.read(65_536)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise StateDirError(f"{path} is not UTF-8 text") from error
+        return _text(path, handle.read(65_536))
 
 
 def read_own(path: str | Path, limit: int) -> str:
@@ -82,11 +75,7 @@ def read_config(path: str | Path, limit: int) -> str:
 
 
 def _read_regular(path: Path, limit: int, flags: int, *, root_ok: bool) -> str:
-    try:
-        fd = os.open(path, flags)
-    except OSError as error:
-        raise StateDirError(f"{path}: {error.strerror or error}") from error
-    with os.fdopen(fd, "rb") as handle:
+    with _opened(path, flags) as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise StateDirError(f"{path} is not a regular file")
@@ -94,6 +83,18 @@ def _read_regular(path: Path, limit: int, flags: int, *, root_ok: bool) -> str:
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise StateDirError(f"{path} is over {limit} bytes")
+    return _text(path, data)
+
+
+def _opened(path: Path, flags: int) -> BinaryIO:
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        raise StateDirError(f"{path}: {error.strerror or error}") from error
+    return os.fdopen(fd, "rb")
+
+
+def _text(path: Path, data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -242,7 +242,62 @@ def _fits(value: Any, allowed: tuple[type, ...]) -> bool:
     return type(value) in allowed
 
 
-class VerdictStore:
+class SqliteFile:
+    """What the verdict store and the audit log share: a SQLite file that one writer thread
+    commits to, read back (after a flush, so a caller sees its own writes) under the lock the
+    writer holds; a file that cannot be read answers nothing and says why in `problems`."""
+
+    path: Path
+    #: The file in words, as its problems name it ("verdict store", "audit log").
+    noun: str
+    _conn: sqlite3.Connection
+    _db_lock: threading.Lock
+    _problems: Problems
+    _writer: threading.Thread
+
+    @property
+    def problems(self) -> list[str]:
+        return self._problems.lines()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def _start_writer(self, run: Callable[[], None], name: str) -> None:
+        """The writer thread is a daemon so a forgotten close cannot hang exit; `close` still
+        commits the queue on a normal exit."""
+        self._writer = threading.Thread(target=run, name=f"{name}:{self.path.name}", daemon=True)
+        self._writer.start()
+        atexit.register(self.close)
+
+    def _stop_writer(self) -> None:
+        self._writer.join()
+        with self._db_lock:
+            self._conn.close()
+        atexit.unregister(self.close)
+
+    def _read(self, sql: str, params: tuple[object, ...] = ()) -> list[Any]:
+        self.flush()
+        try:
+            with self._db_lock:
+                return self._conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            self._report(f"The {self.noun} {self.path} could not be read ({exc}).")
+            return []
+
+    def _report(self, problem: str) -> None:
+        raise NotImplementedError
+
+
+class VerdictStore(SqliteFile):
     """One row per key, written by a thread of its own so no caller ever waits on the disk.
 
     `submit` queues a verdict (the newest per key wins) and returns a ticket; `wait` blocks the
@@ -252,10 +307,12 @@ class VerdictStore:
     transaction, so a crash never leaves a half-written verdict.
     """
 
+    noun = "verdict store"
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._db_lock = threading.Lock()
-        conn, found = open_sqlite(self.path, _prepare, "verdict store")
+        conn, found = open_sqlite(self.path, _prepare, self.noun)
         self._conn = conn
         self._problems = Problems(found)
         #: The condition's own lock, taken directly where a caller queues a verdict (a
@@ -272,15 +329,7 @@ class VerdictStore:
         #: Called on the writer thread when a damaged file was replaced by a fresh one, so the
         #: owner can submit every verdict again (only the pending ones are written otherwise).
         self.on_fresh_file: Callable[[], None] | None = None
-        self._writer = threading.Thread(
-            target=self._run, name=f"verdict-writer:{self.path.name}", daemon=True
-        )
-        self._writer.start()
-        atexit.register(self.close)
-
-    @property
-    def problems(self) -> list[str]:
-        return self._problems.lines()
+        self._start_writer(self._run, "verdict-writer")
 
     def submit(self, verdict: Verdict, *, urgent: bool) -> int:
         """Queue a verdict; the ticket is what `wait` takes. Never blocks, never raises."""
@@ -318,13 +367,7 @@ class VerdictStore:
         """Every readable verdict; a bad row is reported and skipped, and stays on disk until
         the next save for its key replaces it. Damage to the file itself was already dealt with
         at open, where the whole file is checked."""
-        self.flush()
-        try:
-            with self._db_lock:
-                rows = self._conn.execute("SELECT key, data FROM verdicts ORDER BY key").fetchall()
-        except sqlite3.Error as exc:
-            self._report(f"The verdict store {self.path} could not be read ({exc}).")
-            return []
+        rows = self._read("SELECT key, data FROM verdicts ORDER BY key")
         verdicts = []
         for key, data in rows:
             try:
@@ -338,13 +381,8 @@ class VerdictStore:
 
     def newest_wall(self) -> float | None:
         """The latest save time, so a replay on this state can start its clock after it."""
-        self.flush()
-        try:
-            with self._db_lock:
-                (newest,) = self._conn.execute("SELECT MAX(saved_at) FROM verdicts").fetchone()
-        except sqlite3.Error as exc:
-            self._report(f"The verdict store {self.path} could not be read ({exc}).")
-            return None
+        rows = self._read("SELECT MAX(saved_at) FROM verdicts")
+        newest = rows[0][0] if rows else None
         return None if newest is None else float(newest)
 
     def close(self) -> None:
@@ -354,16 +392,7 @@ class VerdictStore:
                 return
             self._closed = self._stopping = True
             self._cond.notify_all()
-        self._writer.join()
-        with self._db_lock:
-            self._conn.close()
-        atexit.unregister(self.close)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        self._stop_writer()
 
     # -- the writer thread ---------------------------------------------------------------
 
@@ -443,7 +472,7 @@ class VerdictStore:
         """Open the file again: the check at open moves a damaged one aside for a fresh one."""
         with self._db_lock:
             self._conn.close()
-            self._conn, found = open_sqlite(self.path, _prepare, "verdict store")
+            self._conn, found = open_sqlite(self.path, _prepare, self.noun)
         for problem in found:
             self._problems.add(problem)
         if found and self.on_fresh_file is not None:

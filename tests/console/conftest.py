@@ -4,12 +4,14 @@ over counting fake platforms. Normal asyncio loops (no simulated-time loop here)
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 import pytest_asyncio
+from textual.pilot import Pilot
 
 from breakerdeck.console import cli
 from breakerdeck.console.app import BreakerdeckApp
@@ -77,6 +79,11 @@ class AgentWorld:
             response = await self.gateway.call(agent, platform, path="/work")
             statuses.append(response.status)
         return statuses
+
+    async def call_once(self, *agents: str, platform: str = "crm") -> None:
+        """One call each: a closed card per agent."""
+        for agent in agents:
+            await self.call(agent, platform)
 
     async def trip_upstream(self, agent: str, platform: str = "payments") -> None:
         self.platforms[platform].set_fault(Fault(FaultKind.REFUSED))
@@ -164,10 +171,33 @@ def make_app(engine: Engine, **kwargs) -> BreakerdeckApp:
     )
 
 
+@asynccontextmanager
+async def running(
+    engine: Engine, size: tuple[int, int] = (80, 24), **kwargs
+) -> AsyncIterator[tuple[BreakerdeckApp, Pilot]]:
+    """The console on `engine` (`make_app`'s `kwargs`) running at `size`, its first screen
+    settled."""
+    app = make_app(engine, **kwargs)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        yield app, pilot
+
+
 async def settle(pilot, rounds: int = 4) -> None:
     """Let the source reader and the message queue catch up with the engine."""
     for _ in range(rounds):
         await pilot.pause()
+
+
+async def press(pilot, *keys: str) -> None:
+    """Press `keys`, then let what they set off settle."""
+    await pilot.press(*keys)
+    await settle(pilot)
+
+
+async def filter_by(pilot, text: str) -> None:
+    """Type `text` after `/` and enter it, as a user filters the dashboard."""
+    await press(pilot, "slash", *text, "enter")
 
 
 @pytest.fixture

@@ -14,6 +14,11 @@ def cards_text(app) -> str:
     return "\n".join(cards.render_line(y).text for y in range(cards.size.height))
 
 
+def card_agents(app) -> list[str]:
+    """The agents of the dashboard's cards, in the order they are listed."""
+    return [card.agent for card in app.screen.query_one(CardList).cards]
+
+
 def header_text(app) -> str:
     return str(app.screen.query_one(SummaryBar).content)
 

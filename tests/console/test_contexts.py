@@ -24,7 +24,7 @@ from tests.console.conftest import OPERATOR, AgentWorld
 from tests.console.helpers import cards_text, header_text, screen_text, status_text
 from tests.console.test_contexts_file import write
 from tests.console.test_operator import resets
-from tests.console.test_watch import OPERATOR_TOKEN, served, until
+from tests.console.test_watch import OPERATOR_TOKEN, Replica, served, until
 
 
 def tabs_text(app: BreakerdeckApp) -> str:
@@ -148,33 +148,25 @@ async def test_a_lost_context_goes_stale_without_holding_up_the_other_and_comes_
     a, b = worlds("a"), worlds("b")
     await a.call("ava", "crm")
     await b.call("bob", "crm")
-    prod = served(a, "gw-prod")
-    fa = await prod.__aenter__()
-    port = fa.port
-    try:
-        async with served(b, "gw-staging") as fb:
-            contexts_file(config_home, fa, fb)
-            app = await console("--context", "prod", "--context", "staging")
-            async with app.run_test(size=(80, 24)) as pilot:
-                await until(pilot, lambda: "ava" in cards_text(app))
-                await prod.__aexit__(None, None, None)  # prod's engine goes away
-                prod = None
-                await until(pilot, lambda: "STALE" in tabs_text(app), timeout=15)
-                assert "STALE since" in header_text(app)
-                await b.trip_upstream("bob")  # staging reads on meanwhile
-                await until(pilot, lambda: " 2 staging OPEN 1 HELD 0 " in tabs_text(app))
-                assert "gw-staging" not in notices(app)  # only prod was lost
-                assert "prod: Lost gw-prod" in notices(app)
+    prod = Replica(a, "gw-prod")
+    async with prod as fa, served(b, "gw-staging") as fb:
+        contexts_file(config_home, fa, fb)
+        app = await console("--context", "prod", "--context", "staging")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: "ava" in cards_text(app))
+            await prod.stop()  # prod's engine goes away
+            await until(pilot, lambda: "STALE" in tabs_text(app), timeout=15)
+            assert "STALE since" in header_text(app)
+            await b.trip_upstream("bob")  # staging reads on meanwhile
+            await until(pilot, lambda: " 2 staging OPEN 1 HELD 0 " in tabs_text(app))
+            assert "gw-staging" not in notices(app)  # only prod was lost
+            assert "prod: Lost gw-prod" in notices(app)
 
-                await a.trip_upstream("ava")  # while nobody watches prod
-                prod = served(a, "gw-prod", port=port)
-                await prod.__aenter__()  # back on the same port
-                await until(pilot, lambda: "STALE" not in tabs_text(app), timeout=30)
-                await until(pilot, lambda: " 1 prod OPEN 1 HELD 0 " in tabs_text(app))
-                assert "STALE" not in header_text(app)
-    finally:
-        if prod is not None:
-            await prod.__aexit__(None, None, None)
+            await a.trip_upstream("ava")  # while nobody watches prod
+            await prod.start()  # back on the same port
+            await until(pilot, lambda: "STALE" not in tabs_text(app), timeout=30)
+            await until(pilot, lambda: " 1 prod OPEN 1 HELD 0 " in tabs_text(app))
+            assert "STALE" not in header_text(app)
 
 
 async def test_the_pulse_shows_every_context_and_enter_goes_to_one(worlds, config_home):

@@ -8,8 +8,8 @@ from breakerdeck.console.app import BoardChanged
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.widgets.cards import CardList
 from breakerdeck.engine import events as ev
-from tests.console.conftest import make_app, settle
-from tests.console.helpers import cards_text, countdown_of, header_text
+from tests.console.conftest import filter_by, make_app, press, running, settle
+from tests.console.helpers import card_agents, cards_text, countdown_of, header_text
 
 
 async def test_a_tripped_breaker_shows_open_and_its_countdown(agent_world):
@@ -27,9 +27,7 @@ async def test_a_tripped_breaker_shows_open_and_its_countdown(agent_world):
 
 async def test_the_countdown_decreases_as_the_clock_advances(agent_world):
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         assert "probe in 05:00" in cards_text(app)
         agent_world.clock.advance(61)
         app.tick()
@@ -45,17 +43,13 @@ async def test_the_tick_repaints_only_visible_open_cards(agent_world):
     for index in range(30):
         await agent_world.call(f"agent-{index:02d}", "crm")
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, _pilot):
         assert app.screen.query_one(CardList).tick() == 1
 
 
 async def test_half_open_then_recovery_show_on_the_card(agent_world):
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         agent_world.clock.advance(300)
         agent_world.engine.poll()
         await settle(pilot)
@@ -82,14 +76,10 @@ async def test_denied_calls_show_time_platform_and_reason(agent_world):
 
 
 async def test_trouble_comes_first(agent_world):
-    for agent in ("aaron", "abby", "zed"):
-        await agent_world.call(agent, "crm")
+    await agent_world.call_once("aaron", "abby", "zed")
     await agent_world.trip_upstream("zed")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        order = [card.agent for card in app.screen.query_one(CardList).cards]
-        assert order == ["zed", "aaron", "abby"]
+    async with running(agent_world.engine) as (app, _pilot):
+        assert card_agents(app) == ["zed", "aaron", "abby"]
 
 
 async def test_a_paged_breaker_shouts_in_the_header(agent_world):
@@ -122,41 +112,28 @@ async def test_at_80_columns_a_long_paged_name_never_pushes_the_counts_off(agent
 
 
 async def test_slash_filters_by_agent(agent_world):
-    for agent in ("ava", "bo", "cy"):
-        await agent_world.call(agent, "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("slash", "b", "o")
-        await settle(pilot)
-        assert [c.agent for c in app.screen.query_one(CardList).cards] == ["bo"]
-        await pilot.press("enter")
-        await settle(pilot)
+    await agent_world.call_once("ava", "bo", "cy")
+    async with running(agent_world.engine) as (app, pilot):
+        await press(pilot, "slash", "b", "o")
+        assert card_agents(app) == ["bo"]
+        await press(pilot, "enter")
         assert "filter “bo”: 1 of 3" in str(app.screen.query_one("#status").content)
         assert app.screen.query_one(CardList).has_focus
 
 
 async def test_slash_filters_by_state_and_escape_clears(agent_world):
-    for agent in ("ava", "bo", "cy"):
-        await agent_world.call(agent, "crm")
+    await agent_world.call_once("ava", "bo", "cy")
     await agent_world.trip_auth("cy")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("slash", *"open", "enter")
-        await settle(pilot)
-        assert [c.agent for c in app.screen.query_one(CardList).cards] == ["cy"]
-        await pilot.press("escape")
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
+        await filter_by(pilot, "open")
+        assert card_agents(app) == ["cy"]
+        await press(pilot, "escape")
         assert len(app.screen.query_one(CardList).cards) == 3
 
 
 async def test_j_and_k_move_the_selection(agent_world):
-    for agent in ("ava", "bo", "cy"):
-        await agent_world.call(agent, "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    await agent_world.call_once("ava", "bo", "cy")
+    async with running(agent_world.engine) as (app, pilot):
         cards = app.screen.query_one(CardList)
         assert cards.selected == ("ava", "ava")
         await pilot.press("j", "j")
@@ -170,11 +147,8 @@ async def test_j_and_k_move_the_selection(agent_world):
 
 async def test_enter_opens_the_detail_screen_with_audit_rows_newest_first(agent_world):
     await agent_world.trip_auth("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
+        await press(pilot, "enter")
         screen = app.screen
         assert isinstance(screen, DetailScreen)
         rows = agent_world.engine.audit.query(key="ava")
@@ -198,9 +172,7 @@ async def test_only_visible_cards_are_drawn(agent_world):
             deadline_seconds=30,
         )
         del call
-    app = make_app(engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(engine) as (app, pilot):
         cards = app.screen.query_one(CardList)
         assert len(cards.cards) == 2000
         assert cards.virtual_size.height == 2000 * 3
@@ -232,9 +204,7 @@ async def test_a_flood_that_overflows_the_buffer_resyncs_from_a_snapshot(agent_w
 
 async def test_a_stale_source_says_so_in_the_header(agent_world):
     await agent_world.call("ava", "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         app.source.stale_since = agent_world.clock.wall()
         app.tick()
         await settle(pilot)
@@ -243,17 +213,13 @@ async def test_a_stale_source_says_so_in_the_header(agent_world):
 
 async def test_accelerated_time_is_shown_with_its_factor(agent_world):
     await agent_world.call("ava", "crm")
-    app = make_app(agent_world.engine, speed=5.0)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, speed=5.0) as (app, _pilot):
         assert "simulated time ×5 12:00:00" in header_text(app)
 
 
 async def test_the_ansi_dark_theme_can_be_chosen(agent_world, monkeypatch):
     monkeypatch.setenv("BREAKERDECK_THEME", "ansi-dark")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, _pilot):
         assert app.theme == "ansi-dark"
 
 
@@ -263,17 +229,14 @@ async def test_the_filter_also_matches_the_platform(agent_world):
         await agent_world.call("ava", "crm")  # the card learns its platform from the calls
         await agent_world.call("bo", "email")
         await settle(pilot)
-        await pilot.press("slash", *"email", "enter")
-        await settle(pilot)
-        assert [c.agent for c in app.screen.query_one(CardList).cards] == ["bo"]
+        await filter_by(pilot, "email")
+        assert card_agents(app) == ["bo"]
 
 
 async def test_the_footer_is_redrawn_only_when_a_key_offer_changes(agent_world):
     await agent_world.trip_upstream("ava")
     await agent_world.call("bo", "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         screen = app.screen
         refreshed = []
         original = screen.refresh_bindings
@@ -309,11 +272,8 @@ async def test_news_while_a_repaint_is_due_waits_for_it(agent_world):
 
 
 async def test_the_selection_follows_its_card_when_the_order_changes(agent_world):
-    for agent in ("ava", "bo", "cy"):
-        await agent_world.call(agent, "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    await agent_world.call_once("ava", "bo", "cy")
+    async with running(agent_world.engine) as (app, pilot):
         await pilot.press("j")
         cards = app.screen.query_one(CardList)
         assert cards.selected_index == 1
@@ -328,9 +288,7 @@ async def test_a_held_breaker_shows_held_on_its_card_and_in_the_header_only_whil
     agent_world,
 ):
     await agent_world.call("ava", "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         assert "HELD" not in header_text(app)  # an operator's state: not counted at 0
         agent_world.engine.hold("ava", "ops", "vendor maintenance", 1800)
         await settle(pilot)

@@ -7,7 +7,7 @@ from textual.widgets import Footer
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import Event
-from tests.console.conftest import make_app, settle
+from tests.console.conftest import make_app, press, running, settle
 from tests.console.helpers import cards_text, header_text, static_text
 from tests.console.test_no_color import page
 from tests.console.test_operator import FakeControls
@@ -19,15 +19,11 @@ async def test_after_f_then_y_the_card_and_the_reset_dialog_say_the_credential_i
     await agent_world.trip_auth("ava", platform="crm")
     controls = FakeControls()
     controls.revoked.add("crm")
-    app = make_app(agent_world.engine, controls=controls)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, controls=controls) as (app, pilot):
         assert "reconnect that credential (f), then reset (r)" in cards_text(app)
-        await pilot.press("f", "y")
-        await settle(pilot)
+        await press(pilot, "f", "y")
         assert "credential fixed on crm: reset it now (r)" in cards_text(app)
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         dialog = app.screen
         assert isinstance(dialog, ConfirmScreen)
         assert not dialog.query("#confirm-warning")  # no "Fix it first (f)"
@@ -36,12 +32,9 @@ async def test_after_f_then_y_the_card_and_the_reset_dialog_say_the_credential_i
 
 async def test_r_on_a_stale_source_refuses_at_once_without_a_dialog(agent_world):
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         app.source.stale_since = agent_world.clock.wall()
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         assert not isinstance(app.screen, ConfirmScreen)
         said = [n.message for n in app._notifications]
         assert any("Cannot reset ava" in text and "stale" in text for text in said)
@@ -50,11 +43,8 @@ async def test_r_on_a_stale_source_refuses_at_once_without_a_dialog(agent_world)
 
 async def test_the_reset_dialogs_footer_lists_its_own_keys(agent_world):
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
+        await press(pilot, "r")
         footer = app.screen.query_one(Footer)
         keys = {binding.key for (_, binding, enabled, _) in footer.screen.active_bindings.values()}
         assert {"y", "n", "escape"} <= keys
@@ -63,11 +53,8 @@ async def test_the_reset_dialogs_footer_lists_its_own_keys(agent_world):
 
 async def test_the_reset_dialogs_countdown_moves_with_the_clock(agent_world):
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
+        await press(pilot, "r")
         assert "OPEN 05:00 to the probe" in static_text(app.screen, "#confirm-body")
         agent_world.clock.advance(65)
         app.tick()
@@ -93,14 +80,11 @@ async def test_a_page_rings_once_and_shouts_in_the_header_and_card_not_in_a_toas
 
 async def test_escape_dismisses_the_toasts_when_no_filter_is_set(agent_world):
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         app.notify("something to read", timeout=30)
         await settle(pilot)
         assert list(app._notifications)
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert not list(app._notifications)
 
 
@@ -122,11 +106,8 @@ async def test_the_reset_dialog_and_its_card_read_one_countdown_between_ticks(ag
     from tests.console.helpers import screen_text
 
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
+        await press(pilot, "r")
         app.tick()
         agent_world.clock.advance(7)  # between two ticks, news for another card
         await agent_world.call("bo", "crm")

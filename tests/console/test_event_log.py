@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from breakerdeck.console.widgets.cards import CardList
 from breakerdeck.console.widgets.log import EventLog, LogLines
-from tests.console.conftest import OPERATOR, make_app, settle
+from tests.console.conftest import OPERATOR, make_app, press, running, settle
 from tests.console.test_snapshots import tell_the_story
 
 
@@ -46,13 +46,11 @@ async def test_the_filter_keeps_the_log_rows_it_keeps_cards_for(agent_world):
         await tell_the_story(agent_world)
         await settle(pilot, 6)
         total = len([line for line in log_lines(app) if line])
-        await pilot.press("slash", *"gus", "enter")
-        await settle(pilot)
+        await press(pilot, "slash", *"gus", "enter")
         rows = [line for line in log_lines(app) if line]
         assert [row.split()[1] for row in rows] == ["RESET", "TRIP"]
         assert log_title(app).endswith(f"filter “gus”: 2 of {total}")
-        await pilot.press("slash", "ctrl+u", *"closed", "enter")  # a state word: led to closed
-        await settle(pilot)
+        await press(pilot, "slash", "ctrl+u", *"closed", "enter")  # a state word: led to closed
         kinds = {line.split()[1] for line in log_lines(app) if line}
         assert kinds == {"RESET", "RECOVER"}
 
@@ -76,9 +74,7 @@ async def test_at_80x40_the_log_is_under_the_cards_which_keep_what_80x24_gave(ag
 
 async def test_beside_narrow_cards_a_row_takes_two_lines(agent_world):
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(120, 30)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, size=(120, 30)) as (app, _pilot):
         first, second = log_lines(app)[:2]
         assert first == "12:00:00 TRIP    ava"
         assert second.startswith("  upstream×5 (payments refused), open")

@@ -20,7 +20,7 @@ from breakerdeck.console.incident import as_json, incident, markdown, shell_word
 from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.screens.table import TableScreen
-from tests.console.conftest import make_app, settle
+from tests.console.conftest import press, running
 from tests.console.test_model import view
 from tests.console.test_watch import VIEWER_TOKEN, served
 from tests.waiting import eventually
@@ -46,9 +46,7 @@ async def test_e_writes_the_incident_as_markdown_and_json_and_names_both(agent_w
     tmp_path.mkdir()
     await agent_world.trip_upstream("ava")
     await agent_world.call("ava", "payments", 3)  # denied
-    app = make_app(agent_world.engine, export_dir=tmp_path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, export_dir=tmp_path) as (app, pilot):
         await pilot.press("e")
         await said(app, "Exported ava")
         files = exported(tmp_path)
@@ -75,9 +73,7 @@ async def test_e_works_from_the_table_and_the_detail_screen(agent_world, tmp_pat
     tmp_path = tmp_path / "out"  # beside the engine's state dir
     tmp_path.mkdir()
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine, export_dir=tmp_path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, export_dir=tmp_path) as (app, pilot):
         await pilot.press("t", "e")
         await eventually(lambda: len(list(tmp_path.iterdir())) == 2, "the table's export")
         assert isinstance(app.screen, TableScreen)
@@ -92,15 +88,12 @@ async def test_a_directory_that_cannot_be_written_is_a_notice_and_the_console_go
     await agent_world.trip_upstream("ava")
     gone = tmp_path / "gone"
     gone.mkdir()
-    app = make_app(agent_world.engine, export_dir=gone)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, export_dir=gone) as (app, pilot):
         gone.rmdir()
         await pilot.press("e")
         await said(app, f"cannot write the export into {gone}")
         assert isinstance(app.screen, DashboardScreen)
-        await pilot.press("enter")  # it goes on
-        await settle(pilot)
+        await press(pilot, "enter")  # it goes on
         assert not isinstance(app.screen, DashboardScreen)
 
 
@@ -118,9 +111,7 @@ async def test_in_a_browser_e_is_a_download_and_writes_nothing_on_the_server(
         delivered.append((save_filename, file.read()))
 
     monkeypatch.setattr(BreakerdeckApp, "deliver_text", deliver_text)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         await pilot.press("e")
         await said(app, "downloading it as .md and .json")
     assert [Path(name).suffix for name, _ in delivered] == [".md", ".json"]

@@ -10,8 +10,8 @@ from breakerdeck.console.filters import parse
 from breakerdeck.console.log_rows import LogRow
 from breakerdeck.console.screens.table import TableScreen
 from breakerdeck.console.widgets.cards import CardList
-from tests.console.conftest import make_app, settle
-from tests.console.helpers import cards_text
+from tests.console.conftest import filter_by, press, running, settle
+from tests.console.helpers import card_agents, cards_text
 from tests.console.test_model import view
 
 
@@ -122,44 +122,31 @@ def test_the_event_log_rows_read_the_same_terms():
 
 
 async def test_a_bad_term_typed_after_slash_says_why_on_the_list_and_in_a_notice(agent_world):
-    for agent in ("ava", "bo"):
-        await agent_world.call(agent, "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("slash", *"state:bogus", "enter")
-        await settle(pilot)
+    await agent_world.call_once("ava", "bo")
+    async with running(agent_world.engine) as (app, pilot):
+        await filter_by(pilot, "state:bogus")
         assert app.screen.query_one(CardList).cards == []
         assert "state:bogus is not a state" in cards_text(app)
         said = [n.message for n in app._notifications]
         assert any("state:bogus is not a state" in text for text in said)
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert len(app.screen.query_one(CardList).cards) == 2
 
 
 async def test_slash_takes_field_terms(agent_world):
-    for agent in ("billing-a", "billing-b", "ops"):
-        await agent_world.call(agent, "crm")
+    await agent_world.call_once("billing-a", "billing-b", "ops")
     await agent_world.trip_auth("billing-b")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("slash", *"agent:billing* state:open", "enter")
-        await settle(pilot)
-        assert [c.agent for c in app.screen.query_one(CardList).cards] == ["billing-b"]
+    async with running(agent_world.engine) as (app, pilot):
+        await filter_by(pilot, "agent:billing* state:open")
+        assert card_agents(app) == ["billing-b"]
 
 
 async def test_the_table_keeps_the_breakers_the_dashboards_filter_keeps(agent_world):
-    for agent in ("billing-a", "billing-b", "ops"):
-        await agent_world.call(agent, "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    await agent_world.call_once("billing-a", "billing-b", "ops")
+    async with running(agent_world.engine) as (app, pilot):
         app.screen.set_filter("agent:billing*")
         await settle(pilot)
-        await pilot.press("t")
-        await settle(pilot)
+        await press(pilot, "t")
         assert isinstance(app.screen, TableScreen)
         assert [c.agent for c in app.screen.cards] == ["billing-a", "billing-b"]
         assert "filter “agent:billing*”: 2 of 3" in str(

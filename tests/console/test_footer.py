@@ -5,15 +5,13 @@ from __future__ import annotations
 
 from textual.widgets._footer import FooterKey
 
-from tests.console.conftest import make_app, settle
+from tests.console.conftest import running
 from tests.console.test_operator import FakeControls
 
 
 async def test_the_demo_footer_fits_80_columns_with_every_key_whole(tool_world):
     await tool_world.harness.call_tool("ava", "charge")
-    app = make_app(tool_world.engine, controls=FakeControls())
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(tool_world.engine, controls=FakeControls()) as (app, _pilot):
         keys = list(app.screen.query(FooterKey))
         shown = [key for key in keys if key.region.width]
         assert [key.region.right <= 80 for key in shown] == [True] * len(keys)

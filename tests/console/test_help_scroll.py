@@ -6,13 +6,12 @@ from __future__ import annotations
 from textual.containers import VerticalScroll
 
 from breakerdeck.console.screens.help import CLOSE_LINE, HelpScreen, help_table
-from tests.console.conftest import make_app, settle
+from tests.console.conftest import make_app, press, settle
 
 
 async def open_help(agent_world, pilot) -> VerticalScroll:
     await settle(pilot)
-    await pilot.press("question_mark")
-    await settle(pilot)
+    await press(pilot, "question_mark")
     assert isinstance(pilot.app.screen, HelpScreen)
     return pilot.app.screen.query_one("#help-box", VerticalScroll)
 
@@ -33,11 +32,9 @@ async def test_j_and_k_scroll_the_help(agent_world):
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
         box = await open_help(agent_world, pilot)
-        await pilot.press("j", "j", "j")
-        await settle(pilot)
+        await press(pilot, "j", "j", "j")
         assert box.scroll_y == 3
-        await pilot.press("k")
-        await settle(pilot)
+        await press(pilot, "k")
         assert box.scroll_y == 2
 
 

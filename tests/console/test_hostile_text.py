@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Static
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.engine.text import printable
-from tests.console.conftest import make_app, settle
+from tests.console.conftest import make_app, press, running, settle
 from tests.console.helpers import cards_text, header_text
 from tests.console.test_watch import served, until, watch
 
@@ -52,9 +52,7 @@ async def test_an_actor_with_escape_codes_is_shown_escaped_in_the_event_log(agen
 
     await agent_world.trip_upstream("ava")
     agent_world.engine.reset("ava", ESCAPES, "vault fixed")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(200, 30)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, size=(200, 30)) as (app, _pilot):
         shown = "\n".join(log_lines(app))
         assert "\x1b" not in shown and "\x07" not in shown
         assert f"by {printable(ESCAPES)}:" in shown
@@ -63,11 +61,8 @@ async def test_an_actor_with_escape_codes_is_shown_escaped_in_the_event_log(agen
 async def test_a_reason_with_closing_markup_tags_opens_the_detail_screen(agent_world):
     await agent_world.trip_upstream("ava")
     agent_world.engine.reset("ava", "ann", MARKUP)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(160, 30)) as pilot:
-        await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
+    async with running(agent_world.engine, size=(160, 30)) as (app, pilot):
+        await press(pilot, "enter")
         assert isinstance(app.screen, DetailScreen)
         assert f"by ann: {MARKUP}" in table_text(app.screen)
         assert f"reset by ann ({MARKUP})" in static(app.screen, "#detail-trips")
@@ -76,11 +71,8 @@ async def test_a_reason_with_closing_markup_tags_opens_the_detail_screen(agent_w
 async def test_escape_codes_in_a_reason_are_escaped_on_the_detail_screen(agent_world):
     await agent_world.trip_upstream("ava")
     agent_world.engine.reset("ava", ESCAPES, ESCAPES)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(160, 30)) as pilot:
-        await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
+    async with running(agent_world.engine, size=(160, 30)) as (app, pilot):
+        await press(pilot, "enter")
         rows = table_text(app.screen)
         trips = static(app.screen, "#detail-trips")
         assert "\x1b" not in rows + trips
@@ -90,31 +82,24 @@ async def test_escape_codes_in_a_reason_are_escaped_on_the_detail_screen(agent_w
 
 async def test_a_hostile_key_is_escaped_on_its_card_and_detail_title(agent_world):
     await agent_world.trip_upstream(HOSTILE_KEY)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(160, 30)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, size=(160, 30)) as (app, pilot):
         assert printable(HOSTILE_KEY) in cards_text(app)
         assert "\x1b" not in cards_text(app)
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         title = static(app.screen, "#detail-title")
         assert printable(HOSTILE_KEY) in title and "\x1b" not in title
 
 
 async def test_a_hostile_key_in_the_reset_dialog_and_its_toast(agent_world):
     await agent_world.trip_upstream(HOSTILE_KEY)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(160, 30)) as pilot:
-        await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+    async with running(agent_world.engine, size=(160, 30)) as (app, pilot):
+        await press(pilot, "r")
         assert isinstance(app.screen, ConfirmScreen)
         title = static(app.screen, "#confirm-title")
         body = static(app.screen, "#confirm-body")
         assert title == f"Reset {printable(HOSTILE_KEY)}?"
         assert f"Agent: {printable(HOSTILE_KEY)}" in body and "\x1b" not in body
-        await pilot.press("y")
-        await settle(pilot)
+        await press(pilot, "y")
         assert agent_world.engine.view(HOSTILE_KEY).state == "closed"
         [toast] = [n for n in app._notifications if "reset by" in n.message]
         assert toast.message.startswith(printable(HOSTILE_KEY)) and not toast.markup

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.segment import Segment
 
-from tests.console.conftest import AgentWorld, make_app, settle
+from tests.console.conftest import AgentWorld, running, settle
 
 #: WCAG AAA for body text: what the trouble words must reach.
 LOUD = 7.0
@@ -58,9 +58,7 @@ async def test_with_no_color_open_and_paged_are_the_loudest_words(agent_world, m
     await page(agent_world, "ava")
     await agent_world.trip_upstream("bo")
     await agent_world.call("cy", "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         app.clear_notifications()
         await settle(pilot)
         lines = screen_segments(app)

@@ -12,7 +12,7 @@ from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.screens.help import KEYS, HelpScreen
 from breakerdeck.console.widgets.cards import CardList
 from breakerdeck.engine import events as ev
-from tests.console.conftest import OPERATOR, make_app, settle
+from tests.console.conftest import OPERATOR, press, running
 from tests.console.helpers import cards_text, static_text
 
 
@@ -22,14 +22,10 @@ def resets(engine, key: str) -> list:
 
 async def test_r_then_n_leaves_the_breaker_open(agent_world):
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
+        await press(pilot, "r")
         assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("n")
-        await settle(pilot)
+        await press(pilot, "n")
         assert isinstance(app.screen, DashboardScreen)
         view = agent_world.engine.view("ava")
         assert (view.state, view.count) == ("open", 5)
@@ -38,11 +34,8 @@ async def test_r_then_n_leaves_the_breaker_open(agent_world):
 
 async def test_r_then_y_closes_it_and_audits_the_operator(agent_world):
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("r", "y")
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
+        await press(pilot, "r", "y")
         view = agent_world.engine.view("ava")
         assert (view.state, view.count) == ("closed", 0)
         [reset] = resets(agent_world.engine, "ava")
@@ -53,36 +46,26 @@ async def test_r_then_y_closes_it_and_audits_the_operator(agent_world):
 
 async def test_the_reset_dialog_focuses_no_so_enter_cancels(agent_world):
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
+        await press(pilot, "r")
         assert isinstance(app.focused, Button) and app.focused.id == "no"
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         assert agent_world.engine.view("ava").state == "open"
         assert resets(agent_world.engine, "ava") == []
 
 
 async def test_escape_cancels_the_reset(agent_world):
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("r", "escape")
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
+        await press(pilot, "r", "escape")
         assert isinstance(app.screen, DashboardScreen)
         assert agent_world.engine.view("ava").state == "open"
 
 
 async def test_the_reset_dialog_names_agent_state_cause_and_warns_on_auth_trips(agent_world):
     await agent_world.trip_auth("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
+        await press(pilot, "r")
         body = static_text(app.screen, "#confirm-body")
         assert "Agent: ava" in body
         assert "State: OPEN" in body and "auth_failure" in body
@@ -92,34 +75,24 @@ async def test_the_reset_dialog_names_agent_state_cause_and_warns_on_auth_trips(
 
 async def test_an_upstream_trip_gets_no_credential_warning(agent_world):
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
+        await press(pilot, "r")
         assert not app.screen.query("#confirm-warning")
 
 
 async def test_reset_is_not_offered_on_a_closed_breaker(agent_world):
     await agent_world.call("ava", "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
+        await press(pilot, "r")
         assert isinstance(app.screen, DashboardScreen)
 
 
 async def test_reset_from_the_detail_screen(agent_world):
     await agent_world.trip_auth("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
+        await press(pilot, "enter")
         assert "reconnect that credential" in static_text(app.screen, "#detail-hint")
-        await pilot.press("r", "y")
-        await settle(pilot)
+        await press(pilot, "r", "y")
         assert isinstance(app.screen, DetailScreen)
         assert agent_world.engine.view("ava").state == "closed"
         table = app.screen.query_one("#audit")
@@ -132,11 +105,8 @@ async def test_reset_from_the_detail_screen(agent_world):
 
 async def test_the_detail_screen_shows_the_failures_that_led_to_the_trip(agent_world):
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
+        await press(pilot, "enter")
         trips = static_text(app.screen, "#detail-trips")
         assert "12:00:00 upstream ×5 → still open" in trips
         assert "after: payments refused ×5 (12:00:00)" in trips
@@ -153,9 +123,7 @@ async def test_a_shared_breaker_is_shown_under_each_agent_marked_shared(tool_wor
     await tool_world.harness.call_tool("ava", "charge")
     await tool_world.harness.call_tool("bo", "charge")
     await tool_world.harness.call_tool("ava", "charge")
-    app = make_app(tool_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(tool_world.engine) as (app, _pilot):
         text = cards_text(app)
         assert "ava · payments@default shared" in text
         assert "bo · payments@default shared" in text
@@ -170,15 +138,11 @@ async def test_f_then_y_marks_a_paused_credential_fixed(tool_world):
     await tool_world.harness.call_tool("ava", "lookup")
     assert tool_world.engine.credential_paused("crm@default")
     tool_world.platforms["crm"].set_fault(Fault(FaultKind.OK))
-    app = make_app(tool_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(tool_world.engine) as (app, pilot):
         assert "PAUSED      ava · crm@default" in cards_text(app)
-        await pilot.press("f")
-        await settle(pilot)
+        await press(pilot, "f")
         assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("y")
-        await settle(pilot)
+        await press(pilot, "y")
         assert not tool_world.engine.credential_paused("crm@default")
         [restored] = tool_world.engine.audit.query(
             key="crm@default", types=[ev.CREDENTIAL_RESTORED]
@@ -191,11 +155,8 @@ async def test_f_then_n_leaves_the_credential_paused(tool_world):
     await tool_world.harness.call_tool("ava", "lookup")
     tool_world.platforms["crm"].revoke_credential()
     await tool_world.harness.call_tool("ava", "lookup")
-    app = make_app(tool_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("f", "n")
-        await settle(pilot)
+    async with running(tool_world.engine) as (_app, pilot):
+        await press(pilot, "f", "n")
         assert tool_world.engine.credential_paused("crm@default")
 
 
@@ -229,13 +190,10 @@ class FakeControls:
 async def test_demo_keys_act_on_the_selected_cards_platform(agent_world):
     await agent_world.trip_auth("ava", platform="crm")
     controls = FakeControls()
-    app = make_app(agent_world.engine, controls=controls)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, controls=controls) as (app, pilot):
         assert "demo ok: crm payments" in str(app.screen.query_one("#status").content)
         await pilot.press("d", "u", "x")
-        await pilot.press("f", "y")
-        await settle(pilot)
+        await press(pilot, "f", "y")
         assert controls.calls == [
             ("take_down", "crm"),
             ("bring_back", "crm"),
@@ -248,11 +206,8 @@ async def test_demo_keys_act_on_the_selected_cards_platform(agent_world):
 
 async def test_question_mark_lists_every_dashboard_key(agent_world):
     await agent_world.call("ava", "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("question_mark")
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
+        await press(pilot, "question_mark")
         assert isinstance(app.screen, HelpScreen)
         listed = set()
         for keys, what in KEYS:
@@ -269,20 +224,15 @@ async def test_question_mark_lists_every_dashboard_key(agent_world):
 
 async def test_q_quits(agent_world):
     await agent_world.call("ava", "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("q")
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
+        await press(pilot, "q")
     assert app.return_code == 0
     assert not app.is_running
 
 
 async def test_the_card_list_has_focus_at_start(agent_world):
     await agent_world.call("ava", "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, _pilot):
         assert isinstance(app.focused, CardList)
 
 

@@ -7,7 +7,7 @@ from textual.command import CommandPalette
 
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.web_role import ACTOR_VARIABLE, ROLE_VARIABLE
-from tests.console.conftest import make_app, settle
+from tests.console.conftest import make_app, press, settle
 from tests.console.test_operator import FakeControls
 
 
@@ -43,13 +43,10 @@ async def test_a_viewers_palette_has_no_write(agent_world, monkeypatch):
         assert "Details" in offered and "Export" in offered
         assert not {"Reset", "Reset all", "Fixed", "Platform down (demo)"} & set(offered)
         assert not {"reset", "mark a credential fixed"} & set(offered)  # nor the notice's keys
-        await pilot.press("ctrl+p")
-        await settle(pilot)
+        await press(pilot, "ctrl+p")
         assert isinstance(pilot.app.screen, CommandPalette)
-        await pilot.press(*"reset")
-        await settle(pilot)
-        await pilot.press("enter", "enter")
-        await settle(pilot)
+        await press(pilot, *"reset")
+        await press(pilot, "enter", "enter")
     assert agent_world.engine.view("ava").state == "open"
 
 
@@ -57,11 +54,8 @@ async def test_a_command_chosen_in_the_palette_runs_its_action(agent_world):
     await agent_world.trip_upstream("ava")
     async with make_app(agent_world.engine).run_test() as pilot:
         await settle(pilot)
-        await pilot.press("ctrl+p")
-        await settle(pilot)
-        await pilot.press(*"details")
-        await settle(pilot)
-        await pilot.press("down", "enter")
-        await settle(pilot)
+        await press(pilot, "ctrl+p")
+        await press(pilot, *"details")
+        await press(pilot, "down", "enter")
         assert isinstance(pilot.app.screen, DetailScreen)
         assert "Reset" in titles(pilot.app)  # the detail screen's own r

@@ -3,7 +3,7 @@ failures were."""
 
 from __future__ import annotations
 
-from tests.console.conftest import make_app, settle
+from tests.console.conftest import make_app, running, settle
 from tests.console.helpers import cards_text
 
 
@@ -33,9 +33,7 @@ async def test_a_probe_admitted_without_a_line_shows_as_out_since_its_admission(
     await agent_world.trip_upstream("ava")
     clock.advance(300)
     engine.poll()
-    app = make_app(engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(engine) as (app, pilot):
         clock.advance(69)
         probe = engine.enter("ava", "ava", "payments", "charge", 30)
         assert engine.admit(probe, lease=30).as_probe  # in flight: no line written
@@ -59,15 +57,11 @@ async def test_a_failed_probe_stays_on_the_card_with_its_time(agent_world):
 async def test_an_open_card_says_since_when_it_is_open(agent_world):
     await agent_world.trip_upstream("ava")
     agent_world.clock.advance(42)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, _pilot):
         assert "since 12:00:00" in cards_text(app)
 
 
 async def test_a_refused_connection_is_called_refused_in_the_hint(agent_world):
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, _pilot):
         assert "payments or the path to it is down (refused)" in cards_text(app)

@@ -7,7 +7,7 @@ from textual.geometry import Region
 
 from breakerdeck.console.widgets.card_lines import COUNTDOWN_CELLS
 from breakerdeck.console.widgets.cards import CardList
-from tests.console.conftest import make_app, settle
+from tests.console.conftest import running, settle
 
 
 def spy(cards: CardList) -> list[object]:
@@ -29,11 +29,8 @@ def spy(cards: CardList) -> list[object]:
 
 
 async def test_news_on_one_card_repaints_only_its_changed_lines(agent_world):
-    for agent in ("ava", "bo", "cy", "dee"):
-        await agent_world.call(agent, "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    await agent_world.call_once("ava", "bo", "cy", "dee")
+    async with running(agent_world.engine) as (app, pilot):
         cards = app.screen.query_one(CardList)
         asked = spy(cards)
         agent_world.platforms["crm"].revoke_credential()
@@ -47,9 +44,7 @@ async def test_news_on_one_card_repaints_only_its_changed_lines(agent_world):
 async def test_the_tick_repaints_only_the_countdown_cells(agent_world):
     await agent_world.trip_upstream("ava")
     await agent_world.call("bo", "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, _pilot):
         cards = app.screen.query_one(CardList)
         asked = spy(cards)
         agent_world.clock.advance(1)

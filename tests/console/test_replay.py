@@ -28,7 +28,7 @@ from breakerdeck.engine.recorded.playback import play_audit, play_trace
 from breakerdeck.engine.recorded.replay import replay_audit, replay_trace
 from breakerdeck.fixtures import scenario as scenarios
 from breakerdeck.fixtures.simulation import Simulation
-from tests.console.conftest import settle
+from tests.console.conftest import press, settle
 from tests.console.helpers import cards_text, countdown_of, header_text, status_text
 from tests.waiting import eventually
 
@@ -127,27 +127,22 @@ async def test_n_goes_to_the_first_trip_and_comma_steps_back_before_it(recorded)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         assert "OPEN" not in cards_text(app)
-        await pilot.press("n")
-        await settle(pilot)
+        await press(pilot, "n")
         assert header_text(app).endswith("recorded time 00:00:23")
         assert countdown_of(cards_text(app), "invoice-clerk") == "05:00"
-        await pilot.press("comma")  # one event back: the trip has not happened yet
-        await settle(pilot)
+        await press(pilot, "comma")  # one event back: the trip has not happened yet
         assert countdown_of(cards_text(app), "invoice-clerk") != "05:00"
         assert "invoice-clerk" in cards_text(app)
-        await pilot.press("full_stop")
-        await settle(pilot)
+        await press(pilot, "full_stop")
         assert countdown_of(cards_text(app), "invoice-clerk") == "05:00"
 
 
 async def test_brackets_jump_a_minute_and_the_countdown_follows(recorded):
     _source, app = replaying(recorded)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("n", "right_square_bracket", "right_square_bracket")
-        await settle(pilot)
+        await press(pilot, "n", "right_square_bracket", "right_square_bracket")
         assert countdown_of(cards_text(app), "invoice-clerk") == "03:00"
-        await pilot.press("left_square_bracket")
-        await settle(pilot)
+        await press(pilot, "left_square_bracket")
         assert countdown_of(cards_text(app), "invoice-clerk") == "04:00"
 
 
@@ -156,23 +151,20 @@ async def test_space_plays_at_the_speed_and_pauses(recorded):
     async with app.run_test(size=(80, 24)) as pilot:
         app.action_replay("play")  # space's action (a press waits for a playing app to idle)
         await eventually(lambda: source.clock - source.start > 60, "a minute of it played")
-        await pilot.press("space")
-        await settle(pilot)
+        await press(pilot, "space")
         paused_at = source.clock
         assert paused_at - source.start > 60 and not source.playing
         assert status_text(app).startswith(" ⏸ ×300 ")
         await pilot.pause(0.1)
         assert source.clock == paused_at
-        await pilot.press("minus")
-        await settle(pilot)
+        await press(pilot, "minus")
         assert "⏸ ×120" in status_text(app)
 
 
 async def test_a_replay_is_read_only(recorded):
     _source, app = replaying(recorded)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("n", "r", "f", "d")
-        await settle(pilot)
+        await press(pilot, "n", "r", "f", "d")
         assert not isinstance(app.screen, ConfirmScreen)
         footer = {b.key for (_, b, shown, _) in app.screen.active_bindings.values() if shown}
         assert not {"r", "f", "d"} & footer
@@ -198,8 +190,7 @@ async def test_e_exports_the_incident_at_the_replays_clock(recorded, tmp_path):
     _source, app = replaying(recorded)
     app.export_dir = tmp_path
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("n")
-        await settle(pilot)
+        await press(pilot, "n")
         key = app.screen.query_one(CardList).selected_card.key
         await pilot.press("e")
         await eventually(lambda: len(list(tmp_path.iterdir())) == 2, "the replay's export")

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.widgets.cards import CardList
-from tests.console.conftest import AgentWorld, make_app, settle
+from tests.console.conftest import AgentWorld, press, running, settle
 from tests.console.helpers import cards_text
 
 AGENTS = [f"agent-{i:02d}" for i in range(12)]  # 12 closed cards: 36 lines, more than 80x24 shows
 
 
 async def many_cards(world: AgentWorld) -> None:
-    for agent in AGENTS:
-        await world.call(agent, "crm")
+    await world.call_once(*AGENTS)
 
 
 def selected_line(app) -> str:
@@ -22,47 +21,35 @@ def selected_line(app) -> str:
 
 async def test_down_past_the_screen_moves_the_selection_and_keeps_it_in_view(agent_world):
     await many_cards(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         cards = app.screen.query_one(CardList)
         for _ in range(9):
-            await pilot.press("down")
-        await settle(pilot)
+            await press(pilot, "down")
         assert cards.selected_index == 9
         assert AGENTS[9] in selected_line(app)
 
 
 async def test_page_down_end_and_home_move_the_selection(agent_world):
     await many_cards(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         cards = app.screen.query_one(CardList)
-        await pilot.press("pagedown")
-        await settle(pilot)
+        await press(pilot, "pagedown")
         assert cards.selected_index == cards.page_cards
         assert AGENTS[cards.page_cards] in selected_line(app)
-        await pilot.press("end")
-        await settle(pilot)
+        await press(pilot, "end")
         assert cards.selected_index == len(AGENTS) - 1
         assert AGENTS[-1] in selected_line(app)
-        await pilot.press("home")
-        await settle(pilot)
+        await press(pilot, "home")
         assert cards.selected_index == 0 and AGENTS[0] in selected_line(app)
 
 
 async def cy_trips_after(world: AgentWorld, *keys: str) -> tuple[str, str] | None:
     """Three healthy cards; the keys pressed; then cy trips and lands on top. The selection
     after that."""
-    for agent in ("ava", "bo", "cy"):
-        await world.call(agent, "crm")
-    app = make_app(world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    await world.call_once("ava", "bo", "cy")
+    async with running(world.engine) as (app, pilot):
         if keys:
-            await pilot.press(*keys)
-            await settle(pilot)
+            await press(pilot, *keys)
         await world.trip_upstream("cy")
         await settle(pilot)
         cards = app.screen.query_one(CardList)
@@ -85,9 +72,7 @@ async def test_g_makes_the_selection_follow_the_top_card_again(agent_world):
 
 async def test_a_click_selects_the_card_under_the_pointer(agent_world):
     await many_cards(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         cards = app.screen.query_one(CardList)
         await pilot.click(CardList, offset=(10, 7))  # the third card's lines are 6 to 8
         await settle(pilot)
@@ -97,9 +82,7 @@ async def test_a_click_selects_the_card_under_the_pointer(agent_world):
 
 async def test_a_double_click_opens_the_card(agent_world):
     await many_cards(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         await pilot.click(CardList, offset=(10, 4), times=2)
         await settle(pilot)
         assert isinstance(app.screen, DetailScreen)
@@ -109,32 +92,25 @@ async def test_a_double_click_opens_the_card(agent_world):
 async def test_a_key_on_a_selected_card_out_of_view_first_brings_it_into_view(agent_world):
     await agent_world.trip_upstream("ava")
     await many_cards(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         cards = app.screen.query_one(CardList)
         assert cards.selected == ("ava", "ava")
         cards.scroll_end(animate=False, immediate=True)  # the wheel: ava is off screen
         await settle(pilot)
         assert "ava" not in cards_text(app)
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         assert app.screen.id == "dashboard"  # no dialog for a card the operator cannot see
         assert "ava" in selected_line(app)
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         assert app.screen.id == "confirm"
 
 
 async def test_j_from_a_selection_pushed_out_of_view_selects_the_top_card_on_screen(agent_world):
     await many_cards(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         cards = app.screen.query_one(CardList)
         cards.select_index(len(AGENTS) - 1)  # the last card, then back to the top of the list
         cards.scroll_home(animate=False, immediate=True)
         await settle(pilot)
-        await pilot.press("j")
-        await settle(pilot)
+        await press(pilot, "j")
         assert cards.selected_index == 0 and AGENTS[0] in selected_line(app)

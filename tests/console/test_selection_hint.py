@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from breakerdeck.console.widgets.bars import SelectionHint
 from breakerdeck.console.widgets.cards import CardList
-from tests.console.conftest import make_app, settle
+from tests.console.conftest import press, running, settle
 from tests.console.helpers import status_text
 from tests.console.test_selection import AGENTS
 from tests.console.test_selection import many_cards as closed_cards
@@ -29,11 +29,8 @@ def hint_text(app) -> str:
 
 async def test_a_selection_pushed_off_screen_by_trips_is_named_under_the_cards(agent_world):
     await closed_cards(agent_world)
-    app = make_app(agent_world.engine, controls=Faults())
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("j")  # the operator picks agent-01
-        await settle(pilot)
+    async with running(agent_world.engine, controls=Faults()) as (app, pilot):
+        await press(pilot, "j")  # the operator picks agent-01
         cards = app.screen.query_one(CardList)
         assert cards.selected == ("agent-01", "agent-01")
         assert hint_text(app) == ""
@@ -49,15 +46,12 @@ async def test_a_selection_pushed_off_screen_by_trips_is_named_under_the_cards(a
 
 async def test_j_brings_the_selection_back_on_screen_and_the_hint_goes(agent_world):
     await closed_cards(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         await pilot.press("j")
         for agent in AGENTS[4:]:
             await agent_world.trip_upstream(agent)
         await settle(pilot)
-        await pilot.press("j")
-        await settle(pilot)
+        await press(pilot, "j")
         cards = app.screen.query_one(CardList)
         assert cards.selected_index == 0 and cards.selected_card.state == "open"
         assert hint_text(app) == ""
@@ -65,9 +59,7 @@ async def test_j_brings_the_selection_back_on_screen_and_the_hint_goes(agent_wor
 
 async def test_a_selection_on_screen_adds_no_line(agent_world):
     await closed_cards(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         await pilot.press("j")
         await agent_world.trip_upstream("agent-11")  # one trip: agent-01 moves one place down
         await settle(pilot)

@@ -31,7 +31,7 @@ from breakerdeck.engine.feed.server import serve_feed
 from breakerdeck.engine.outcomes import Outcome, OutcomeClass
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.shared import SharedStore
-from tests.console.conftest import OPERATOR, make_app, settle
+from tests.console.conftest import OPERATOR, running, settle
 from tests.console.helpers import cards_text, header_text, static_text, status_text
 from tests.console.test_no_color import LOUD, contrast, find, screen_segments
 from tests.console.test_watch import until
@@ -331,9 +331,7 @@ async def test_an_in_process_engine_shows_its_lost_store_in_the_header(tmp_path:
     engine = Engine(AgentPolicy(), shared=SharedStore(NOWHERE, timeout=0.3))
     engine.restore()
     try:
-        app = make_app(engine)
-        async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot)
+        async with running(engine) as (app, _pilot):
             assert " shared store lost " in header_text(app)
             said = f"store lost: {engine.shared_lost}"
             assert status_text(app) in (said, said[:79] + "…")

@@ -9,7 +9,7 @@ from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.screens.table import TableScreen
-from tests.console.conftest import make_app, settle
+from tests.console.conftest import press, running, settle
 
 AGENTS = [f"agent-{i:02d}" for i in range(30)]
 
@@ -23,31 +23,22 @@ def column(app, name: str) -> list[str]:
 
 
 async def test_t_shows_every_breaker_as_a_row_trouble_first(agent_world):
-    for agent in AGENTS:
-        await agent_world.call(agent, "crm")
+    await agent_world.call_once(*AGENTS)
     await agent_world.trip_upstream("zed")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(200, 50)) as pilot:
-        await settle(pilot)
-        await pilot.press("t")
-        await settle(pilot)
+    async with running(agent_world.engine, size=(200, 50)) as (app, pilot):
+        await press(pilot, "t")
         assert isinstance(app.screen, TableScreen)
         assert app.screen.query_one(DataTable).row_count == len(AGENTS) + 1
         assert column(app, "agent")[0] == "zed" and column(app, "state")[0] == "OPEN"
         assert column(app, "probe in")[0] == "05:00"
-        await pilot.press("t")
-        await settle(pilot)
+        await press(pilot, "t")
         assert isinstance(app.screen, DashboardScreen)
 
 
 async def test_s_sorts_by_the_next_column_and_again_reverses(agent_world):
-    for agent in ("cy", "ava", "bo"):
-        await agent_world.call(agent, "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(200, 50)) as pilot:
-        await settle(pilot)
-        await pilot.press("t", "s", "s")  # state, then agent
-        await settle(pilot)
+    await agent_world.call_once("cy", "ava", "bo")
+    async with running(agent_world.engine, size=(200, 50)) as (app, pilot):
+        await press(pilot, "t", "s", "s")  # state, then agent
         assert column(app, "agent") == ["ava", "bo", "cy"]
         app.screen._sort(1)  # agent again: reversed
         await settle(pilot)
@@ -56,11 +47,8 @@ async def test_s_sorts_by_the_next_column_and_again_reverses(agent_world):
 
 async def test_the_countdown_column_moves_with_the_clock(agent_world):
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(200, 50)) as pilot:
-        await settle(pilot)
-        await pilot.press("t")
-        await settle(pilot)
+    async with running(agent_world.engine, size=(200, 50)) as (app, pilot):
+        await press(pilot, "t")
         agent_world.clock.advance(61)
         app.tick()
         await settle(pilot)
@@ -70,17 +58,12 @@ async def test_the_countdown_column_moves_with_the_clock(agent_world):
 async def test_enter_and_r_act_on_the_selected_row(agent_world):
     await agent_world.trip_upstream("ava")
     await agent_world.call("bo", "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(200, 50)) as pilot:
-        await settle(pilot)
-        await pilot.press("t", "r")
-        await settle(pilot)
+    async with running(agent_world.engine, size=(200, 50)) as (app, pilot):
+        await press(pilot, "t", "r")
         assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("y")
-        await settle(pilot)
+        await press(pilot, "y")
         assert agent_world.engine.view("ava").state == "closed"
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         assert isinstance(app.screen, DetailScreen)
 
 
@@ -88,11 +71,8 @@ async def test_the_denied_column_counts_every_refusal_of_the_episode(agent_world
     """It read `6+` for about 70 denials: it counted the card's last few, kept for its lines."""
     await agent_world.trip_upstream("ava")
     await agent_world.call("ava", "payments", 70)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(200, 50)) as pilot:
-        await settle(pilot)
-        await pilot.press("t")
-        await settle(pilot)
+    async with running(agent_world.engine, size=(200, 50)) as (app, pilot):
+        await press(pilot, "t")
         assert column(app, "denied") == ["70"]
         await agent_world.call("ava", "payments", 2)
         await settle(pilot)

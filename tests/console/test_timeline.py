@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.timeline import span_text, strip
-from tests.console.conftest import AgentWorld, make_app, settle
+from tests.console.conftest import AgentWorld, press, running, settle
 from tests.console.helpers import cards_text, screen_text, static_text
 
 
@@ -55,9 +55,7 @@ async def trip_fail_recover(world: AgentWorld) -> None:
 async def avas_title_after_the_story(world: AgentWorld, *, later: float = 0) -> str:
     """ava's title line on screen, the console attached before the story; `later`: seconds
     after it, ticked across."""
-    app = make_app(world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(world.engine) as (app, pilot):
         await trip_fail_recover(world)
         await settle(pilot)
         if later:
@@ -77,31 +75,24 @@ async def test_the_cards_timeline_for_a_trip_a_failed_probe_and_a_recovery(agent
 
 async def test_history_read_back_from_the_audit_log_draws_the_same_timeline(agent_world):
     await trip_fail_recover(agent_world)  # before the console attached
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, _pilot):
         title = next(line for line in cards_text(app).splitlines() if "ava" in line)
         assert title.rstrip().endswith("-17m       █████✗████✓")
 
 
 async def test_a_healthy_card_draws_no_timeline(agent_world):
     await agent_world.call("bo", "crm")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, _pilot):
         assert "-12m" not in cards_text(app)
 
 
 async def test_the_detail_view_shows_the_whole_episode(agent_world):
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         await trip_fail_recover(agent_world)
         agent_world.clock.advance(3600)  # an hour later, far outside the card's window
         await agent_world.call("bo", "crm")
         await settle(pilot)
-        await pilot.press("g", "enter")
-        await settle(pilot)
+        await press(pilot, "g", "enter")
         assert isinstance(app.screen, DetailScreen)
         text = static_text(app.screen, "#detail-timeline")
         assert "the last episode: 12:00:00 to 12:10:00 (10m; a cell is 10s)" in text
@@ -113,9 +104,7 @@ async def test_without_colour_the_cells_keep_their_glyphs_and_are_never_reversed
     agent_world, monkeypatch
 ):
     monkeypatch.setenv("NO_COLOR", "1")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         await trip_fail_recover(agent_world)
         await agent_world.trip_upstream("bo")
         await settle(pilot)
@@ -137,9 +126,7 @@ async def test_the_strip_slides_a_cell_with_the_tick_as_its_cell_passes(agent_wo
 
 
 async def test_a_wide_card_has_half_minute_cells(agent_world):
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(110, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, size=(110, 24)) as (app, pilot):
         await trip_fail_recover(agent_world)
         await settle(pilot)
         title = next(line for line in cards_text(app).splitlines() if "ava" in line).rstrip()

@@ -16,7 +16,7 @@ from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.screens.pulse import PulseScreen
 from breakerdeck.console.source import InProcessSource
 from breakerdeck.console.widgets.tabs import ContextTabs
-from tests.console.conftest import OPERATOR, AgentWorld, make_app, settle
+from tests.console.conftest import OPERATOR, AgentWorld, press, running, settle
 from tests.console.helpers import header_text, screen_text, status_text
 from tests.console.test_no_color import LOUD, contrast, find, screen_segments
 from tests.waiting import eventually
@@ -36,8 +36,7 @@ def contexts_app(*pairs: tuple[Context, AgentWorld], **kwargs) -> BreakerdeckApp
 
 async def palette(pilot, query: str) -> str:
     """Open the palette, type `query`, and read the commands it lists."""
-    await pilot.press("ctrl+p")
-    await settle(pilot)
+    await press(pilot, "ctrl+p")
     assert isinstance(pilot.app.screen, CommandPalette)
     await pilot.press(*query)
     await settle(pilot, 8)
@@ -47,15 +46,12 @@ async def palette(pilot, query: str) -> str:
 async def test_the_palette_offers_the_saved_views_and_one_sets_the_filter(agent_world):
     await agent_world.trip_upstream("ava")
     views = {**builtin_views(), "billing": BILLING}
-    app = make_app(agent_world.engine, views=views)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, views=views) as (app, pilot):
         listed = await palette(pilot, "view")
         for name in ("view: open", "view: held", "view: probing", "view: billing"):
             assert name in listed
         assert "filter: agent:billing* state:open" in listed
-        await pilot.press(*": bil", "enter")
-        await settle(pilot)
+        await press(pilot, *": bil", "enter")
         dashboard = app.screen
         assert isinstance(dashboard, DashboardScreen)
         assert dashboard.filter_text == "agent:billing* state:open"
@@ -64,15 +60,11 @@ async def test_the_palette_offers_the_saved_views_and_one_sets_the_filter(agent_
 
 async def test_a_view_chosen_from_the_detail_screen_shows_the_filtered_dashboard(agent_world):
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
+        await press(pilot, "enter")
         assert isinstance(app.screen, DetailScreen)
         await palette(pilot, "view: probing")
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         assert isinstance(app.screen, DashboardScreen)
         assert app.screen.filter_text == "state:half-open"
 
@@ -91,10 +83,8 @@ async def test_a_name_or_filter_from_the_files_is_shown_as_typed_never_as_markup
         assert f" 1 {shown} OPEN 1 HELD 0 " in str(app.screen.query_one(ContextTabs).content)
         listed = await palette(pilot, "x")
         assert "view: [red]x[/]" in listed and "filter: [b]ava[/b]" in listed
-        await pilot.press("escape")
-        await settle(pilot)
-        await pilot.press("p")
-        await settle(pilot)
+        await press(pilot, "escape")
+        await press(pilot, "p")
         assert f"1 {shown[:11]}…" in screen_text(app)  # cut to its cell; the line under it:
         assert f"{shown}: ws://a:1" in screen_text(app)
 
@@ -105,8 +95,7 @@ async def test_the_palette_switches_contexts(worlds):
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         await palette(pilot, "context: stag")
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         assert app.active == 1
         assert header_text(app).startswith("staging")
 
@@ -124,8 +113,7 @@ async def test_one_palette_lists_the_screens_actions_views_and_contexts_once(wor
         assert not {"Context 1", "Context 2", "Reset", "reset"} & set(actions)
         for query in ("Export", "view: open", "context: staging"):
             assert query in await palette(pilot, query)
-            await pilot.press("escape")
-            await settle(pilot)
+            await press(pilot, "escape")
 
 
 async def test_e_exports_the_breaker_of_the_context_shown(worlds, tmp_path):
@@ -145,13 +133,10 @@ async def test_e_exports_the_breaker_of_the_context_shown(worlds, tmp_path):
 
 
 async def test_a_console_without_contexts_has_no_tabs_and_no_pulse(agent_world):
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         assert not app.screen.query_one(ContextTabs).display
         assert app.check_action("pulse", ()) is False
-        await pilot.press("p", "2")
-        await settle(pilot)
+        await press(pilot, "p", "2")
         assert isinstance(app.screen, DashboardScreen) and app.active == 0
 
 
@@ -179,8 +164,7 @@ def test_the_pulse_at_80x24(snap_compare, worlds):
     async def run_before(pilot) -> None:
         await _pulse_story(a, b)
         await settle(pilot, 6)
-        await pilot.press("p")
-        await settle(pilot)
+        await press(pilot, "p")
         assert isinstance(app.screen, PulseScreen)
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
@@ -207,7 +191,6 @@ async def test_with_no_color_a_red_context_name_still_reads(worlds, monkeypatch)
         lines = screen_segments(app)
         assert contrast(find(lines, 1, "prod")) >= LOUD  # the header
         assert contrast(find(lines, 0, "staging")) >= LOUD  # a tab not shown
-        await pilot.press("p")
-        await settle(pilot)
+        await press(pilot, "p")
         lines = screen_segments(app)
         assert contrast(find(lines, 4, "staging")) >= LOUD  # its pulse row (not selected)

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+from textual.pilot import Pilot
 
 from breakerdeck.console.app import BreakerdeckApp
 from breakerdeck.console.remote_source import RemoteSource
@@ -16,7 +19,7 @@ from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.engine import events as ev
-from breakerdeck.engine.feed.server import serve_feed
+from breakerdeck.engine.feed.server import FeedServer, serve_feed
 from breakerdeck.fixtures.faults import Fault, FaultKind
 from tests.console.conftest import OPERATOR, AgentWorld, ToolWorld
 from tests.console.helpers import cards_text, countdown_of, header_text, static_text
@@ -36,10 +39,60 @@ def served(world: AgentWorld | ToolWorld, name: str, port: int = 0):
     )
 
 
+class Replica:
+    """A world's feed that a test stops and starts again on the same port: a replica that dies
+    and comes back. `async with` serves it, and stops it at the end if it is up then."""
+
+    def __init__(self, world: AgentWorld, name: str) -> None:
+        self.world, self.name, self.port = world, name, 0
+        self._served: AbstractAsyncContextManager[FeedServer] | None = None
+
+    async def start(self) -> FeedServer:
+        self._served = served(self.world, self.name, port=self.port)
+        feed = await self._served.__aenter__()
+        self.port = feed.port
+        return feed
+
+    async def stop(self) -> None:
+        up, self._served = self._served, None
+        if up is not None:
+            await up.__aexit__(None, None, None)
+
+    async def __aenter__(self) -> FeedServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+
 async def watch(*urls: str, token: str = OPERATOR_TOKEN) -> BreakerdeckApp:
     source = RemoteSource(urls, tokens=[token], min_backoff=0.05, max_backoff=0.2)
     assert await source.prime(timeout=5) == []
     return BreakerdeckApp(source, operator=OPERATOR, tick_seconds=None, min_repaint_seconds=0)
+
+
+@asynccontextmanager
+async def watching(
+    world: AgentWorld | ToolWorld,
+    name: str,
+    *,
+    token: str = OPERATOR_TOKEN,
+    size: tuple[int, int] = (100, 30),
+) -> AsyncIterator[tuple[BreakerdeckApp, Pilot]]:
+    """`world`'s feed served as `name`, and a console watching it with `token`, running."""
+    async with served(world, name) as feed:
+        app = await watch(feed.url, token=token)
+        async with app.run_test(size=size) as pilot:
+            yield app, pilot
+
+
+def assert_cooling_down(text: str, agent: str) -> None:
+    """`agent`'s card is open, its probe counted down within the 300 s cooldown. The console
+    counts on its own clock: how much of it a loaded machine lets pass before the look is not
+    the behaviour under test."""
+    shown = re.search(rf"OPEN +{agent} .*probe in (\d\d):(\d\d)", text)
+    assert shown, text
+    assert 0 < int(shown[1]) * 60 + int(shown[2]) <= 300, text
 
 
 async def until(pilot, condition: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -54,44 +107,32 @@ async def test_cards_come_from_the_snapshot_and_look_as_in_demo_mode(worlds):
     a = worlds("a")
     await a.trip_auth("ava")
     await a.call("bob", "payments")
-    async with served(a, "replica-a") as feed:
-        app = await watch(feed.url)
-        async with app.run_test(size=(100, 30)) as pilot:
-            await until(pilot, lambda: "bob" in cards_text(app))
-            text = cards_text(app)
-            # The console counts the 300 s cooldown down on its own clock: how much of it a
-            # loaded machine lets pass before the look is not the behaviour under test.
-            shown = re.search(r"OPEN +ava .*probe in (\d\d):(\d\d)", text)
-            assert shown, text
-            assert 0 < int(shown[1]) * 60 + int(shown[2]) <= 300, text
-            assert "3 failures · trips at auth 3 / upstream 5 · cause auth" in text
-            assert "CLOSED      bob" in text
-            assert "auth×3 → open" in text  # the trip, from the snapshot's fields
-            assert " on replica-a" not in text  # one source: no source labels on the cards
-            assert "replica-a · operator" in header_text(app)
-            assert app.source.stale_since is None
+    async with watching(a, "replica-a") as (app, pilot):
+        await until(pilot, lambda: "bob" in cards_text(app))
+        text = cards_text(app)
+        assert_cooling_down(text, "ava")
+        assert "3 failures · trips at auth 3 / upstream 5 · cause auth" in text
+        assert "CLOSED      bob" in text
+        assert "auth×3 → open" in text  # the trip, from the snapshot's fields
+        assert " on replica-a" not in text  # one source: no source labels on the cards
+        assert "replica-a · operator" in header_text(app)
+        assert app.source.stale_since is None
 
 
 async def test_an_event_updates_its_card(worlds):
     a = worlds("a")
     await a.call("ava", "crm")
-    async with served(a, "replica-a") as feed:
-        app = await watch(feed.url)
-        async with app.run_test(size=(100, 30)) as pilot:
-            await until(pilot, lambda: "CLOSED      ava" in cards_text(app))
-            await a.trip_auth("ava")
-            await until(pilot, lambda: "OPEN" in cards_text(app))
-            text = cards_text(app)
-            # The console counts the 300 s cooldown down on its own clock: how much of it a
-            # loaded machine lets pass before the look is not the behaviour under test.
-            shown = re.search(r"OPEN +ava .*probe in (\d\d):(\d\d)", text)
-            assert shown, text
-            assert 0 < int(shown[1]) * 60 + int(shown[2]) <= 300, text
-            assert "reauth_failed on crm" in text
-            assert "auth×3 → open" in text
-            assert "denied none yet" in text
-            await a.call("ava", "crm")  # refused: the breaker is open
-            await until(pilot, lambda: "crm breaker open" in cards_text(app))
+    async with watching(a, "replica-a") as (app, pilot):
+        await until(pilot, lambda: "CLOSED      ava" in cards_text(app))
+        await a.trip_auth("ava")
+        await until(pilot, lambda: "OPEN" in cards_text(app))
+        text = cards_text(app)
+        assert_cooling_down(text, "ava")
+        assert "reauth_failed on crm" in text
+        assert "auth×3 → open" in text
+        assert "denied none yet" in text
+        await a.call("ava", "crm")  # refused: the breaker is open
+        await until(pilot, lambda: "crm breaker open" in cards_text(app))
 
 
 async def test_two_sources_reporting_a_key_show_one_aggregate_line(worlds):
@@ -122,47 +163,39 @@ async def test_a_lost_source_goes_stale_and_resyncs_without_duplicates(worlds):
     a, b = worlds("a"), worlds("b")
     await a.call("ava", "crm")
     await b.call("bob", "crm")
-    fa_cm = served(a, "replica-a")
-    fa = await fa_cm.__aenter__()
-    port = fa.port
-    try:
-        async with served(b, "replica-b") as fb:
-            app = await watch(fa.url, fb.url)
-            source: RemoteSource = app.source  # type: ignore[assignment]
-            async with app.run_test(size=(100, 40)) as pilot:
-                await until(pilot, lambda: "bob" in cards_text(app))
-                await a.trip_auth("ava")  # a trip and a denial, received live
-                await a.call("ava", "crm")
-                await until(pilot, lambda: "crm breaker open" in cards_text(app))
+    replica_a = Replica(a, "replica-a")
+    async with replica_a as fa, served(b, "replica-b") as fb:
+        app = await watch(fa.url, fb.url)
+        source: RemoteSource = app.source  # type: ignore[assignment]
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(pilot, lambda: "bob" in cards_text(app))
+            await a.trip_auth("ava")  # a trip and a denial, received live
+            await a.call("ava", "crm")
+            await until(pilot, lambda: "crm breaker open" in cards_text(app))
 
-                await fa_cm.__aexit__(None, None, None)  # replica-a dies
-                fa_cm = None
-                await until(pilot, lambda: "STALE since" in cards_text(app))
-                lines = cards_text(app).splitlines()
-                assert any("ava on replica-a" in x and "STALE since" in x for x in lines)
-                assert not any("bob on replica-b" in x and "STALE" in x for x in lines)
-                assert "STALE since" in header_text(app)
-                assert "1 stale" in header_text(app)
+            await replica_a.stop()  # replica-a dies
+            await until(pilot, lambda: "STALE since" in cards_text(app))
+            lines = cards_text(app).splitlines()
+            assert any("ava on replica-a" in x and "STALE since" in x for x in lines)
+            assert not any("bob on replica-b" in x and "STALE" in x for x in lines)
+            assert "STALE since" in header_text(app)
+            assert "1 stale" in header_text(app)
 
-                await a.call("ava", "crm")  # happens while nobody is watching replica-a
-                fa_cm = served(a, "replica-a", port=port)
-                await fa_cm.__aenter__()  # it comes back on the same port
-                await until(pilot, lambda: "STALE" not in cards_text(app))
-                assert source.stale_since is None
-                # the cards read staleness when drawn; the header at the next repaint
-                await until(pilot, lambda: "STALE" not in header_text(app))
-                text = cards_text(app)
-                assert text.count("auth×3 → open") == 1  # history not doubled by the resync
-                await a.call("ava", "crm")  # and live again after the snapshot
-                ident = next(v.key for v in source.snapshot() if v.key.endswith("ava"))
-                await until(pilot, lambda: _received(source, ident) >= 6)
-                rows = await source.audit(ident)
-                seqs = [row.seq for row in rows]
-                assert len(seqs) == len(set(seqs))
-                assert seqs == sorted(seqs, reverse=True)
-    finally:
-        if fa_cm is not None:
-            await fa_cm.__aexit__(None, None, None)
+            await a.call("ava", "crm")  # happens while nobody is watching replica-a
+            await replica_a.start()  # it comes back on the same port
+            await until(pilot, lambda: "STALE" not in cards_text(app))
+            assert source.stale_since is None
+            # the cards read staleness when drawn; the header at the next repaint
+            await until(pilot, lambda: "STALE" not in header_text(app))
+            text = cards_text(app)
+            assert text.count("auth×3 → open") == 1  # history not doubled by the resync
+            await a.call("ava", "crm")  # and live again after the snapshot
+            ident = next(v.key for v in source.snapshot() if v.key.endswith("ava"))
+            await until(pilot, lambda: _received(source, ident) >= 6)
+            rows = await source.audit(ident)
+            seqs = [row.seq for row in rows]
+            assert len(seqs) == len(set(seqs))
+            assert seqs == sorted(seqs, reverse=True)
 
 
 def _received(source: RemoteSource, ident: str) -> int:
@@ -173,35 +206,31 @@ def _received(source: RemoteSource, ident: str) -> int:
 async def test_r_then_y_with_an_operator_token_resets_over_the_feed(worlds):
     a = worlds("a")
     await a.trip_auth("ava")
-    async with served(a, "replica-a") as feed:
-        app = await watch(feed.url)
-        async with app.run_test(size=(100, 30)) as pilot:
-            await until(pilot, lambda: "OPEN" in cards_text(app))
-            await pilot.press("r")
-            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-            assert static_text(app.screen, "#confirm-title") == "Reset ava on replica-a?"
-            await pilot.press("y")
-            await until(pilot, lambda: a.engine.view("ava").state == "closed")
-            [reset] = a.engine.audit.query(key="ava", types=[ev.RESET])
-            assert reset.fields["actor"] == f"remote:operator:{OPERATOR}"
-            await until(pilot, lambda: "CLOSED      ava" in cards_text(app))
-            assert f"auth×3 → reset by remote:operator:{OPERATOR}" in cards_text(app)
+    async with watching(a, "replica-a") as (app, pilot):
+        await until(pilot, lambda: "OPEN" in cards_text(app))
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert static_text(app.screen, "#confirm-title") == "Reset ava on replica-a?"
+        await pilot.press("y")
+        await until(pilot, lambda: a.engine.view("ava").state == "closed")
+        [reset] = a.engine.audit.query(key="ava", types=[ev.RESET])
+        assert reset.fields["actor"] == f"remote:operator:{OPERATOR}"
+        await until(pilot, lambda: "CLOSED      ava" in cards_text(app))
+        assert f"auth×3 → reset by remote:operator:{OPERATOR}" in cards_text(app)
 
 
 async def test_with_a_viewer_token_reset_is_not_offered(worlds):
     a = worlds("a")
     await a.trip_auth("ava")
-    async with served(a, "replica-a") as feed:
-        app = await watch(feed.url, token=VIEWER_TOKEN)
-        async with app.run_test(size=(100, 30)) as pilot:
-            await until(pilot, lambda: "OPEN" in cards_text(app))
-            assert "· viewer" in header_text(app)
-            assert app.screen.check_action("reset", ()) is False
-            await pilot.press("r")
-            await pilot.pause()
-            assert isinstance(app.screen, DashboardScreen)
-            assert a.engine.view("ava").state == "open"
-            assert a.engine.audit.query(key="ava", types=[ev.RESET]) == []
+    async with watching(a, "replica-a", token=VIEWER_TOKEN) as (app, pilot):
+        await until(pilot, lambda: "OPEN" in cards_text(app))
+        assert "· viewer" in header_text(app)
+        assert app.screen.check_action("reset", ()) is False
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(app.screen, DashboardScreen)
+        assert a.engine.view("ava").state == "open"
+        assert a.engine.audit.query(key="ava", types=[ev.RESET]) == []
 
 
 async def test_shift_r_resets_the_key_on_every_source_where_it_is_open(worlds):
@@ -314,18 +343,16 @@ async def test_countdowns_against_a_sped_up_engine_run_at_its_speed(worlds, monk
     local = LocalClock(a.clock.wall())
     monkeypatch.setattr(remote_source, "time", local)
     await a.trip_upstream("ava")
-    async with served(a, "replica-a") as feed:
-        app = await watch(feed.url)
-        async with app.run_test(size=(100, 30)) as pilot:
-            await until(pilot, lambda: countdown_of(cards_text(app), "ava") == "05:00")
-            # The engine runs five times as fast as this machine: two samples of its clock (an
-            # event each) that agree, as one alone could be a manual clock's jump.
-            for agent in ("bo", "cy"):
-                a.clock.advance(25)
-                local.now += 5
-                await a.call(agent, "crm")
-                await until(pilot, lambda agent=agent: agent in cards_text(app))
-            local.now += 2  # ten more engine seconds
-            app.tick()  # the one timer: the clock is read afresh
-            await pilot.pause()
-            assert countdown_of(cards_text(app), "ava") == "04:00"
+    async with watching(a, "replica-a") as (app, pilot):
+        await until(pilot, lambda: countdown_of(cards_text(app), "ava") == "05:00")
+        # The engine runs five times as fast as this machine: two samples of its clock (an
+        # event each) that agree, as one alone could be a manual clock's jump.
+        for agent in ("bo", "cy"):
+            a.clock.advance(25)
+            local.now += 5
+            await a.call(agent, "crm")
+            await until(pilot, lambda agent=agent: agent in cards_text(app))
+        local.now += 2  # ten more engine seconds
+        app.tick()  # the one timer: the clock is read afresh
+        await pilot.pause()
+        assert countdown_of(cards_text(app), "ava") == "04:00"

@@ -10,7 +10,7 @@ from breakerdeck.console.messages import DemoFaultRequested, FixRequested, Reset
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.web_role import ROLE_VARIABLE, web_session
-from tests.console.conftest import WEB_ACTOR, make_app, settle
+from tests.console.conftest import WEB_ACTOR, make_app, press, running, settle
 from tests.console.helpers import cards_text
 from tests.console.test_operator import FakeControls, resets
 
@@ -19,25 +19,18 @@ async def test_a_viewers_console_opens_no_dialog_on_any_write_key(agent_world, a
     as_web("viewer")
     await agent_world.trip_auth("ava", platform="crm")
     controls = FakeControls()
-    app = make_app(agent_world.engine, controls=controls)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, controls=controls) as (app, pilot):
         for key in ("r", "R", "f", "d", "u", "x"):
-            await pilot.press(key)
-            await settle(pilot)
+            await press(pilot, key)
             assert isinstance(app.screen, DashboardScreen), key
         # The palette opens (saved views, Textual's own commands): nothing in it resets.
-        await pilot.press("ctrl+p", *"reset", "enter")
-        await settle(pilot)
+        await press(pilot, "ctrl+p", *"reset", "enter")
         assert not isinstance(app.screen, ConfirmScreen)
         if isinstance(app.screen, CommandPalette):
-            await pilot.press("escape")
-            await settle(pilot)
-        await pilot.press("enter")  # the detail screen has r and f too
-        await settle(pilot)
+            await press(pilot, "escape")
+        await press(pilot, "enter")  # the detail screen has r and f too
         for key in ("r", "f"):
-            await pilot.press(key)
-            await settle(pilot)
+            await press(pilot, key)
             assert not isinstance(app.screen, ConfirmScreen), key
     assert controls.calls == []
     assert resets(agent_world.engine, "ava") == []
@@ -46,9 +39,7 @@ async def test_a_viewers_console_opens_no_dialog_on_any_write_key(agent_world, a
 async def test_a_viewers_footer_offers_no_write(agent_world, as_web):
     as_web("viewer")
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine, controls=FakeControls())
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, controls=FakeControls()) as (app, _pilot):
         offers = {a: app.screen.check_action(a, ()) for a in ("reset", "fix", "platform_down")}
         assert offers == {"reset": False, "fix": False, "platform_down": False}
 
@@ -58,9 +49,7 @@ async def test_a_viewers_console_ignores_write_messages(agent_world, as_web):
     as_web("viewer")
     await agent_world.trip_upstream("ava")
     controls = FakeControls()
-    app = make_app(agent_world.engine, controls=controls)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine, controls=controls) as (app, pilot):
         [card] = app.board.cards_of({"ava"})
         for message in (
             ResetRequested(card),
@@ -82,12 +71,10 @@ async def test_a_reset_from_a_web_operators_console_is_audited_with_the_web_acto
     await agent_world.trip_upstream("ava")
     async with make_app(agent_world.engine).run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         said = " ".join(pilot.app.screen.lines)
         assert f"circuit_breaker_reset by {WEB_ACTOR}" in said
-        await pilot.press("y")
-        await settle(pilot)
+        await press(pilot, "y")
     assert [r.fields["actor"] for r in resets(agent_world.engine, "ava")] == [WEB_ACTOR]
 
 

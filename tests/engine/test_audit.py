@@ -315,3 +315,17 @@ def test_damage_found_by_a_write_mid_run_sets_the_file_aside_for_a_fresh_one(
         assert any("moved to" in problem for problem in log.problems)
         assert any("could not record 1 event(s)" in problem for problem in log.problems)
     assert (tmp_path / "audit.db.corrupt-1").exists()
+
+
+def test_a_log_that_cannot_be_read_answers_nothing_and_says_why(tmp_path: Path) -> None:
+    path = tmp_path / "audit.sqlite3"
+    with open_log(path) as log:
+        log.append(event(1))
+        log.flush()
+        with sqlite3.connect(path) as other:
+            other.execute("DROP TABLE events")
+        assert log.query() == []
+        assert log.max_seq() == 0
+        assert log.newest_wall() is None
+        said = f"The audit log {path} could not be read (no such table: events)."
+        assert said in "\n".join(log.problems)

@@ -247,3 +247,15 @@ def test_damage_found_by_a_write_mid_run_moves_the_file_aside_and_the_verdict_st
         assert store.load() == [verdict("key-7", count=9)]
         assert any("moved to" in problem for problem in store.problems)
     assert (tmp_path / "verdicts.db.corrupt-1").exists()
+
+
+def test_a_store_that_cannot_be_read_loads_nothing_and_says_why(tmp_path: Path) -> None:
+    path = tmp_path / "verdicts.sqlite3"
+    with VerdictStore(path) as store:
+        assert store.save(verdict())
+        with sqlite3.connect(path) as other:
+            other.execute("DROP TABLE verdicts")
+        assert store.load() == []
+        assert store.newest_wall() is None
+        said = f"The verdict store {path} could not be read (no such table: verdicts)."
+        assert said in "\n".join(store.problems)
