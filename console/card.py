@@ -211,6 +211,12 @@ class Card:
         return mode_of(self.view) == SHADOW
 
     @property
+    def state_words(self) -> str:
+        """Its state in words, and SHADOW beside the state a shadow breaker would be in (words,
+        so it reads without colour): cards, details, the table view and an export say it so."""
+        return f"{self.word} · SHADOW" if self.shadow else self.word
+
+    @property
     def auth_trip(self) -> bool:
         return self.view.state != State.CLOSED and self.view.trip_cause == "auth_failure"
 

@@ -4,9 +4,11 @@ source holds.
 
 The document carries the card (state, countdown, counter against its thresholds, cause, hint),
 its timeline over the episode, its trips, its last denied calls, the audit rows of the episode
-(marked partial when the source does not hold the episode from its trip: a console that
-attached mid-episode, or an episode longer than the rows read) and the `breakerdeck reset`
-command line for it. Never a token: nothing here reads one.
+(marked partial when the source does not hold the episode from its trip, or from the hold
+that began it: a console that attached mid-episode, or an episode longer than the rows read)
+and the command line that ends it: `breakerdeck release` for a held breaker, `breakerdeck reset`
+for another one not closed. A hold says who took it, why and until when; a shadow breaker
+says SHADOW beside its state. Never a token: nothing here reads one.
 
 Everything from outside (keys, agents, actors, reasons, platforms) is made printable first
 (`engine.text.printable`: no control character reaches a terminal that shows the file), then
@@ -27,6 +29,7 @@ from typing import Any
 from breakerdeck.console.card import Card, Thresholds
 from breakerdeck.console.hint import hint
 from breakerdeck.console.log_rows import describe, short_type
+from breakerdeck.console.states import mode_of
 from breakerdeck.console.timeline import LEGEND, episode, fit_step, strip
 from breakerdeck.console.words import cause_word, clock_text, mmss
 from breakerdeck.engine import events as ev
@@ -61,11 +64,13 @@ class Incident:
     @property
     def commands(self) -> list[str]:
         """The shell's lines for this breaker (never with a token: `--token-file` is the
-        reader's to add)."""
+        reader's to add). A held one's is `release` (it half-opens, the next call the probe):
+        a reset would end the hold too, but let every call through at once."""
         if self.card.state == State.CLOSED and not self.card.view.paused:
             return []
+        verb = "release" if self.card.state == State.HELD else "reset"
         target = f"{self.url or NO_URL} {shell_word(self.card.key)}"
-        return [f"breakerdeck reset {target} --reason 'after the incident review'"]
+        return [f"breakerdeck {verb} {target} --reason 'after the incident review'"]
 
 
 def incident(
@@ -89,13 +94,13 @@ def incident(
 
 
 def episode_rows(card: Card, rows: list[Event]) -> tuple[list[Event], str | None]:
-    """The rows of the card's last episode (from its trip to its end, or now), and why they
-    are partial if they are."""
-    if not card.trips:
-        if card.state == State.CLOSED:
-            return [], None
-        return list(rows), "Partial: this console never saw the trip that opened it."
-    trip = card.trips[0]
+    """The rows of the card's last episode (from its trip to its end, or now; from the hold
+    that began it when no trip is under way), and why they are partial if they are."""
+    trip = card.trips[0] if card.trips else None
+    if card.state != State.CLOSED and (trip is None or trip.ended is not None):
+        return _since_hold(card, rows)
+    if trip is None:
+        return [], None
     kept = [
         row
         for row in rows
@@ -107,6 +112,17 @@ def episode_rows(card: Card, rows: list[Event]) -> tuple[list[Event], str | None
     return kept, (
         f"Partial: the episode began {clock_text(trip.wall)}; the rows held here are {since}."
     )
+
+
+def _since_hold(card: Card, rows: list[Event]) -> tuple[list[Event], str | None]:
+    """Not closed with no trip under way: an operator's hold began the episode (a breaker held
+    while closed, or released from such a hold into half-open)."""
+    began = next((n for n, row in enumerate(rows) if row.type == ev.HELD), None)
+    if began is not None:
+        return rows[: began + 1], None
+    if card.state == State.HELD:
+        return list(rows), "Partial: this console never saw the hold begin."
+    return list(rows), "Partial: this console never saw the trip that opened it."
 
 
 # -- Markdown ---------------------------------------------------------------------------------
@@ -137,7 +153,7 @@ def _fence(body: str) -> str:
 
 def markdown(incident: Incident) -> str:
     card = incident.card
-    lines = [f"# Incident: {md(card.key)} ({card.word})", ""]
+    lines = [f"# Incident: {md(card.key)} ({card.state_words})", ""]
     lines += [f"- **{name}**: {value}" for name, value in _facts(incident)]
     lines += ["", "## Timeline", ""]
     lines += _timeline_lines(incident)
@@ -169,19 +185,28 @@ def markdown(incident: Incident) -> str:
 
 def _facts(incident: Incident) -> list[tuple[str, str]]:
     card, view = incident.card, incident.card.view
-    state = card.word
+    state = card.state_words
     left = card.seconds_left(incident.now)
     if left is not None:
         state += f", probe in {mmss(left)} (cooldown {view.cooldown:g} s)"
+    held_left = card.hold_left(incident.now)
+    if held_left is not None:
+        state += f", {mmss(held_left)} left"
     if card.rank == 0:
         state += ", PAGED"
     facts = [
         ("agent", md(card.agent)),
         ("key", md(card.key)),
         ("state", state),
-        ("counter", incident.limits.counter(view.count, approximate=incident.approximate)),
     ]
-    if view.state != State.CLOSED:
+    if view.state == State.HELD:  # who, until when and why, as the held card says them
+        facts += [
+            ("held by", md(view.held_by or "?")),
+            ("until", _iso(view.held_until) if view.held_until is not None else "?"),
+            ("why", md(view.held_reason or "no reason given")),
+        ]
+    facts.append(("counter", incident.limits.counter(view.count, approximate=incident.approximate)))
+    if view.state != State.CLOSED and (view.trip_cause or view.state != State.HELD):
         facts.append(("cause", md(cause_word(view.trip_cause))))
     if card.platform:
         facts.append(("platform", md(card.platform)))
@@ -235,6 +260,8 @@ def as_json(incident: Incident) -> str:
         "source": incident.source,
         "engine": card.source,
         "state": card.word,
+        "mode": mode_of(view),
+        "hold": _hold(card, incident.now),
         "paged": card.rank == 0,
         "seconds_left": card.seconds_left(incident.now),
         "cooldown_seconds": view.cooldown,
@@ -276,6 +303,18 @@ def as_json(incident: Incident) -> str:
         "commands": incident.commands,
     }
     return json.dumps(document, indent=2) + "\n"
+
+
+def _hold(card: Card, now: float) -> dict[str, Any] | None:
+    view = card.view
+    if view.state != State.HELD:
+        return None
+    return {
+        "by": view.held_by,
+        "reason": view.held_reason,
+        "until": _iso(view.held_until) if view.held_until is not None else None,
+        "seconds_left": card.hold_left(now),
+    }
 
 
 def _thresholds(limits: Thresholds) -> dict[str, int]:

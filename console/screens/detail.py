@@ -30,7 +30,7 @@ from breakerdeck.console.timeline import (
     span_text,
     strip,
 )
-from breakerdeck.console.widgets.card_lines import countdown_words, state_words
+from breakerdeck.console.widgets.card_lines import countdown_words
 from breakerdeck.console.words import cause_word, clock_text, mmss
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import Event
@@ -142,7 +142,7 @@ class DetailScreen(SteerActions, Screen[None]):
     def _show_card(self) -> None:
         card = self.card
         title = Text(no_wrap=True, overflow="ellipsis")
-        title.append(f" {state_words(card)} ", style="bold reverse")
+        title.append(f" {card.state_words} ", style="bold reverse")
         now = self.deck.now_for(card.id)
         left = card.seconds_left(now) if card.state == State.OPEN else card.hold_left(now)
         if left is not None:

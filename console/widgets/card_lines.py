@@ -118,7 +118,7 @@ class CardLines(ScrollView):
         name = printable(name)
         segments = [
             Segment("▶ " if selected else "  "),
-            Segment(f"{state_words(card):<{STATE_WIDTH}}", state_style + Style(bold=True)),
+            Segment(f"{card.state_words:<{STATE_WIDTH}}", state_style + Style(bold=True)),
             Segment(" "),
             Segment(name, self.get_component_rich_style("cards--name")),
         ]
@@ -252,12 +252,6 @@ def countdown_words(countdown: str, state: str = State.OPEN) -> str:
     """A card's countdown, said: an open one's probe goes out when it ends, a held one's hold
     runs out."""
     return f"{countdown} left" if state == State.HELD else f"probe in {countdown}"
-
-
-def state_words(card: Card) -> str:
-    """The title's state: its word, and SHADOW beside the state a shadow breaker would be in
-    (words, so it reads without colour)."""
-    return f"{card.word} · SHADOW" if card.shadow else card.word
 
 
 def strip_step(cells: int) -> float:

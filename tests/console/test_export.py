@@ -16,7 +16,7 @@ from breakerdeck.console import cli
 from breakerdeck.console.app import BreakerdeckApp
 from breakerdeck.console.card import Card, Thresholds
 from breakerdeck.console.export import KEY_CHARS, export_stem
-from breakerdeck.console.incident import as_json, incident, markdown, shell_word
+from breakerdeck.console.incident import as_json, incident, markdown, md, shell_word
 from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.screens.table import TableScreen
@@ -210,3 +210,103 @@ async def test_breakerdeck_export_from_a_feed_is_marked_partial(agent_world, tmp
     assert re.search(r"> Partial: the episode began \d\d:\d\d:\d\d; the rows held here", text)
     assert f"breakerdeck reset {url} ava" in text
     assert VIEWER_TOKEN not in text
+
+
+async def held(world, reason: str = "vendor window", seconds: float = 30 * 60) -> None:
+    """ava's breaker, seen closed, then held by oncall:dana for `seconds` with `reason`."""
+    await world.call("ava", "payments")
+    world.engine.hold("ava", "oncall:dana", reason, seconds)
+
+
+async def test_a_held_breakers_export_says_who_why_until_and_the_release_line(
+    agent_world, tmp_path
+):
+    tmp_path = tmp_path / "out"
+    tmp_path.mkdir()
+    await held(agent_world)
+    agent_world.clock.advance(60)
+    app = make_app(agent_world.engine, export_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("e")
+        await said(app, "Exported ava")
+    files = exported(tmp_path)
+    text = files[".md"].read_text()
+    assert text.startswith("# Incident: ava (HELD)\n")
+    assert "- **state**: HELD, 29:00 left\n" in text
+    assert "- **held by**: oncall:dana\n" in text
+    assert "- **until**: 2026-01-01 12:30:00 UTC\n" in text
+    assert "- **why**: vendor window\n" in text
+    assert "**cause**" not in text  # held while closed: no trip, no cause
+    assert "breakerdeck release ws://HOST:PORT ava --reason 'after the incident review'" in text
+    assert "breakerdeck reset" not in text
+    document = json.loads(files[".json"].read_text())
+    assert document["hold"] == {
+        "by": "oncall:dana",
+        "reason": "vendor window",
+        "until": "2026-01-01 12:30:00 UTC",
+        "seconds_left": 29 * 60.0,
+    }
+    assert document["commands"] == [
+        "breakerdeck release ws://HOST:PORT ava --reason 'after the incident review'"
+    ]
+
+
+async def test_a_hold_taken_after_a_recovery_is_the_episode_and_not_partial(
+    agent_world, tmp_path, capsys
+):
+    """The hold began the episode (the last trip had ended): its rows are the hold's on."""
+    await agent_world.trip_upstream("ava")
+    agent_world.heal("payments")
+    agent_world.clock.advance(301)
+    await agent_world.call("ava", "payments")  # the probe closes it
+    agent_world.clock.advance(60)
+    agent_world.engine.hold("ava", "oncall:dana", "vendor window", 600)
+    state = str(tmp_path / "state")
+    argv = ["export", "--state-dir", state, "ava", "--json"]
+    assert await asyncio.to_thread(cli.main, argv) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["audit"]["partial"] is False
+    assert [row["type"] for row in document["audit"]["rows"]] == ["circuit_breaker.held"]
+    assert document["hold"]["by"] == "oncall:dana"  # read back from the audit log
+    assert document["commands"][0].startswith("breakerdeck release ws://HOST:PORT ava ")
+
+
+def test_a_hold_reason_is_escaped_in_markdown_and_kept_as_given_in_json():
+    card = Card(
+        "ava",
+        view(
+            "ava",
+            "held",
+            held_by="oncall:dana",
+            held_reason=HOSTILE,
+            held_until=600.0,
+        ),
+    )
+    document = incident(
+        card, [], limits=Thresholds("agent"), now=0.0, exported_at=0.0, source="t", url=None
+    )
+    text = markdown(document)
+    assert "\x1b" not in text and "\u202e" not in text
+    assert "<b>" not in text and "[x](" not in text
+    assert f"- **why**: {md(HOSTILE)}\n" in text
+    assert json.loads(as_json(document))["hold"]["reason"] == HOSTILE
+
+
+async def test_a_shadow_breakers_export_says_shadow_beside_its_state(agent_world, tmp_path):
+    tmp_path = tmp_path / "out"
+    tmp_path.mkdir()
+    await agent_world.call("ava", "payments")
+    agent_world.engine.set_mode("ava", "shadow", "oncall:dana", "trial")
+    await agent_world.trip_upstream("ava")
+    app = make_app(agent_world.engine, export_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("e")
+        await said(app, "Exported ava")
+    files = exported(tmp_path)
+    text = files[".md"].read_text()
+    assert text.startswith("# Incident: ava (OPEN · SHADOW)\n")
+    assert "- **state**: OPEN · SHADOW, probe in 05:00" in text
+    document = json.loads(files[".json"].read_text())
+    assert (document["state"], document["mode"], document["hold"]) == ("OPEN", "shadow", None)
