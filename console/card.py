@@ -210,11 +210,21 @@ class Card:
         """The breaker decides in shadow: it refuses nothing, its refusals would-be ones."""
         return mode_of(self.view) == SHADOW
 
+    def state_words(self, *also: str) -> str:
+        """Its state in words, `also` after the word (the table's PAGED, a hold's time left),
+        and SHADOW beside the state a shadow breaker would be in (words, so it reads without
+        colour): cards, details, the table view and an export say it so."""
+        word = " ".join((self.word, *also))
+        return f"{word} · SHADOW" if self.shadow else word
+
     @property
-    def state_words(self) -> str:
-        """Its state in words, and SHADOW beside the state a shadow breaker would be in (words,
-        so it reads without colour): cards, details, the table view and an export say it so."""
-        return f"{self.word} · SHADOW" if self.shadow else self.word
+    def shown_cause(self) -> str | None:
+        """Its trip's cause as the table and an export say it (`upstream`); None when closed,
+        or held with no trip under way (a hold is no trip: who holds it and why say it)."""
+        view = self.view
+        if view.state == State.CLOSED or (view.state == State.HELD and view.trip_cause is None):
+            return None
+        return cause_word(view.trip_cause)
 
     @property
     def auth_trip(self) -> bool:

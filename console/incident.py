@@ -31,7 +31,7 @@ from breakerdeck.console.hint import hint
 from breakerdeck.console.log_rows import describe, short_type
 from breakerdeck.console.states import mode_of
 from breakerdeck.console.timeline import LEGEND, episode, fit_step, strip
-from breakerdeck.console.words import cause_word, clock_text, mmss
+from breakerdeck.console.words import clock_text, mmss
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.events import Event, record
 from breakerdeck.engine.state import State
@@ -153,7 +153,7 @@ def _fence(body: str) -> str:
 
 def markdown(incident: Incident) -> str:
     card = incident.card
-    lines = [f"# Incident: {md(card.key)} ({card.state_words})", ""]
+    lines = [f"# Incident: {md(card.key)} ({card.state_words()})", ""]
     lines += [f"- **{name}**: {value}" for name, value in _facts(incident)]
     lines += ["", "## Timeline", ""]
     lines += _timeline_lines(incident)
@@ -185,7 +185,7 @@ def markdown(incident: Incident) -> str:
 
 def _facts(incident: Incident) -> list[tuple[str, str]]:
     card, view = incident.card, incident.card.view
-    state = card.state_words
+    state = card.state_words()
     left = card.seconds_left(incident.now)
     if left is not None:
         state += f", probe in {mmss(left)} (cooldown {view.cooldown:g} s)"
@@ -206,8 +206,8 @@ def _facts(incident: Incident) -> list[tuple[str, str]]:
             ("why", md(view.held_reason or "no reason given")),
         ]
     facts.append(("counter", incident.limits.counter(view.count, approximate=incident.approximate)))
-    if view.state != State.CLOSED and (view.trip_cause or view.state != State.HELD):
-        facts.append(("cause", md(cause_word(view.trip_cause))))
+    if card.shown_cause is not None:
+        facts.append(("cause", md(card.shown_cause)))
     if card.platform:
         facts.append(("platform", md(card.platform)))
     if card.shared:

@@ -142,7 +142,7 @@ class DetailScreen(SteerActions, Screen[None]):
     def _show_card(self) -> None:
         card = self.card
         title = Text(no_wrap=True, overflow="ellipsis")
-        title.append(f" {card.state_words} ", style="bold reverse")
+        title.append(f" {card.state_words()} ", style="bold reverse")
         now = self.deck.now_for(card.id)
         left = card.seconds_left(now) if card.state == State.OPEN else card.hold_left(now)
         if left is not None:

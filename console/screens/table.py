@@ -24,7 +24,7 @@ from breakerdeck.console.export import EXPORT_TIP
 from breakerdeck.console.messages import Deck, DetailsRequested, ExportRequested, ResetRequested
 from breakerdeck.console.steers import STEERS, SteerActions, steer_bindings
 from breakerdeck.console.widgets.bars import StatusLine, SummaryBar
-from breakerdeck.console.words import cause_word, clock_text, mmss
+from breakerdeck.console.words import clock_text, mmss
 from breakerdeck.engine.state import State
 from breakerdeck.engine.text import printable
 
@@ -36,6 +36,16 @@ def _left(card: Card, now: float) -> str:
     return mmss(left) if left is not None else ""
 
 
+def _state(card: Card, now: float) -> str:
+    """`OPEN PAGED`, `HELD 29:00` (the hold's time left: a held breaker has no probe to count
+    down to), `OPEN · SHADOW`: the words the cards say, so the column reads without colour."""
+    also = ["PAGED"] if card.rank == RANK_PAGED else []
+    held = card.hold_left(now)
+    if held is not None:
+        also.append(mmss(held))
+    return card.state_words(*also)
+
+
 def _since(card: Card) -> str:
     return clock_text(card.changed_wall) if card.changed_wall is not None else ""
 
@@ -43,14 +53,12 @@ def _since(card: Card) -> str:
 #: (column, what it shows, how it sorts). `now` is the source's clock.
 Column = tuple[str, Callable[[Card, float], str], Callable[[Card, float], Any]]
 COLUMNS: list[Column] = [
-    ("state", lambda c, now: c.word + (" PAGED" if c.rank == RANK_PAGED else ""),
-     lambda c, now: c.rank),
+    ("state", _state, lambda c, now: c.rank),
     ("agent", lambda c, now: c.agent, lambda c, now: c.agent),
     ("key", lambda c, now: c.key, lambda c, now: c.key),
     ("source", lambda c, now: c.source or "", lambda c, now: c.source or ""),
     ("count", lambda c, now: str(c.view.count), lambda c, now: -c.view.count),
-    ("cause", lambda c, now: cause_word(c.view.trip_cause) if c.state != State.CLOSED else "",
-     lambda c, now: c.view.trip_cause or ""),
+    ("cause", lambda c, now: c.shown_cause or "", lambda c, now: c.view.trip_cause or ""),
     ("probe in", _left, lambda c, now: c.seconds_left(now) or float("inf")),
     ("since", lambda c, now: _since(c), lambda c, now: -(c.changed_wall or 0.0)),
     ("denied", lambda c, now: str(c.denied_total), lambda c, now: -c.denied_total),
@@ -58,6 +66,12 @@ COLUMNS: list[Column] = [
      lambda c, now: -max(c.trip_total, len(c.trips))),
     ("platform", lambda c, now: c.platform or "", lambda c, now: c.platform or ""),
 ]  # fmt: skip
+
+#: The cells that count down, by state: an open row's probe, a held row's time left.
+_COUNTDOWNS: dict[str, tuple[str, Callable[[Card, float], str]]] = {
+    State.OPEN: ("probe in", _left),
+    State.HELD: ("state", _state),
+}
 
 
 class TableScreen(SteerActions, Screen[None]):
@@ -137,24 +151,22 @@ class TableScreen(SteerActions, Screen[None]):
         return self.deck.now_for(card.id)
 
     def _cells(self, card: Card, now: float) -> list[Text]:
-        cells = []
-        for name, shown, _ in self.columns:
-            style = card.look.label if name == "state" else ""
-            cells.append(Text(printable(shown(card, now)), style=style, no_wrap=True))
-        return cells
+        return [_cell(card, name, shown, now) for name, shown, _ in self.columns]
 
     def _show_summary(self) -> None:
         self.query_one(SummaryBar).show_deck(self.deck)
 
     def tick(self) -> None:
-        """The countdown column of open rows only: nothing else moves with the clock."""
+        """The countdowns only, nothing else moves with the clock: an open row's probe, a held
+        row's time left (in its state)."""
         if not self.query(DataTable):  # torn down (the app is exiting)
             return
         table = self.query_one(DataTable)
-        column = "probe in"
         for card in self.cards:
-            if card.state == State.OPEN:
-                table.update_cell(_row_key(card), column, Text(_left(card, self.now(card))))
+            counting = _COUNTDOWNS.get(card.state)
+            if counting is not None:
+                name, shown = counting
+                table.update_cell(_row_key(card), name, _cell(card, name, shown, self.now(card)))
         self._show_summary()
 
     @property
@@ -211,6 +223,11 @@ class TableScreen(SteerActions, Screen[None]):
         card = self.selected_card
         if card is not None:
             self.post_message(ExportRequested(card))
+
+
+def _cell(card: Card, name: str, shown: Callable[[Card, float], str], now: float) -> Text:
+    style = card.look.label if name == "state" else ""
+    return Text(printable(shown(card, now)), style=style, no_wrap=True)
 
 
 def _row_key(card: Card) -> str:

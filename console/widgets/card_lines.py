@@ -118,7 +118,7 @@ class CardLines(ScrollView):
         name = printable(name)
         segments = [
             Segment("▶ " if selected else "  "),
-            Segment(f"{card.state_words:<{STATE_WIDTH}}", state_style + Style(bold=True)),
+            Segment(f"{card.state_words():<{STATE_WIDTH}}", state_style + Style(bold=True)),
             Segment(" "),
             Segment(name, self.get_component_rich_style("cards--name")),
         ]

@@ -9,7 +9,8 @@ from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.screens.table import TableScreen
-from tests.console.conftest import press, running, settle
+from tests.console.conftest import make_app, press, running, settle
+from tests.console.helpers import screen_text
 
 AGENTS = [f"agent-{i:02d}" for i in range(30)]
 
@@ -77,3 +78,55 @@ async def test_the_denied_column_counts_every_refusal_of_the_episode(agent_world
         await agent_world.call("ava", "payments", 2)
         await settle(pilot)
         assert column(app, "denied") == ["72"]
+
+
+def row_line(app, name: str) -> str:
+    """The line of the table's row for `name` on screen as drawn (it must be scrolled into
+    view), spaces folded."""
+    line = next(line for line in screen_text(app).splitlines() if f" {name} " in f"{line} ")
+    return " ".join(line.split())
+
+
+async def fleet_at_80x24(world) -> None:
+    """30 agents and more: a list longer than the screen. agent-00 held by oncall:dana for 30
+    minutes, ava open in shadow, agent-29 (last of all) closed in shadow."""
+    for agent in AGENTS:
+        await world.call(agent, "crm")
+    world.engine.hold("agent-00", "oncall:dana", "vendor window", 30 * 60)
+    world.engine.set_mode("agent-29", "shadow", "oncall:dana", "trial")
+    await world.call("ava", "payments")
+    world.engine.set_mode("ava", "shadow", "oncall:dana", "trial")
+    await world.trip_upstream("ava")
+
+
+async def test_at_80x24_the_state_column_says_shadow_beside_the_state_and_held_with_time_left(
+    agent_world,
+):
+    await fleet_at_80x24(agent_world)
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        assert isinstance(app.screen, TableScreen)
+        assert row_line(app, "ava").startswith("OPEN · SHADOW ava 5 upstream 05:00")
+        assert row_line(app, "agent-00").startswith("HELD 30:00 agent-00 0 12:00:00 ")
+        assert "agent-29" not in screen_text(app)  # below the fold
+        await pilot.press("ctrl+end")  # the last row (`end` scrolls to the rightmost column)
+        await settle(pilot)
+        assert row_line(app, "agent-29").startswith("CLOSED · SHADOW agent-29 ")
+        assert all(len(line) <= 80 for line in screen_text(app).splitlines())
+
+
+async def test_a_held_rows_time_left_counts_down_in_its_state(agent_world):
+    await fleet_at_80x24(agent_world)
+    app = make_app(agent_world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        agent_world.clock.advance(61)
+        app.tick()
+        await settle(pilot)
+        assert row_line(app, "agent-00").startswith("HELD 28:59 agent-00 ")
+        assert column(app, "probe in")[:2] == ["03:59", ""]  # a hold has no probe to count to
