@@ -36,6 +36,7 @@ from breakerdeck.console.messages import (
     ContextRequested,
     DemoFaultRequested,
     DetailsRequested,
+    EnforceShownRequested,
     ExportRequested,
     FixRequested,
     ResetRequested,
@@ -90,6 +91,7 @@ WRITE_KEYS = (
     ("o", "hold"),
     ("O", "release"),
     ("m", "mode change"),
+    ("M", "mode change"),
 )
 
 
@@ -497,6 +499,11 @@ class BreakerdeckApp(OperatorActions, Exports):
     def _steer_requested(self, message: SteerRequested) -> None:
         if not self.read_only:
             self.request_steer(message.what, message.card)
+
+    @on(EnforceShownRequested)
+    def _enforce_shown_requested(self, message: EnforceShownRequested) -> None:
+        if not self.read_only:
+            self.request_enforce_shown(message.cards)
 
     @on(FixRequested)
     def _fix_requested(self, message: FixRequested) -> None:

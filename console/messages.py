@@ -76,6 +76,10 @@ class Deck(Protocol):
         """`hold`, `release` or `mode` on this card (the same gate as `reset_offer`)."""
         ...
 
+    def enforce_offer(self, cards: list[Card]) -> bool | None:
+        """`M`: whether any of the breakers shown is a shadow one `m` could switch."""
+        ...
+
     def fix_offer(self, card: Card | None) -> bool | None: ...
 
     def fault_offer(self) -> bool: ...
@@ -126,6 +130,14 @@ class SteerRequested(CardMessage):
     def __init__(self, card: Card, what: str) -> None:
         super().__init__(card)
         self.what = what
+
+
+class EnforceShownRequested(Message):
+    """Switch every shadow breaker among `cards` (those shown) to enforce (`M`)."""
+
+    def __init__(self, cards: list[Card]) -> None:
+        super().__init__()
+        self.cards = cards
 
 
 class ExportRequested(CardMessage):

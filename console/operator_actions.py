@@ -33,6 +33,9 @@ from breakerdeck.console.words import clock_text, mmss
 from breakerdeck.engine.core import holds
 from breakerdeck.engine.state import State
 
+#: `M`'s dialog names this many breakers, then says how many more (it fits 80x24).
+ENFORCE_LISTED = 8
+
 
 class OperatorActions(App[None]):
     """What the operator may do to a card, and the dialogs that do it; the state it reads is
@@ -133,6 +136,27 @@ class OperatorActions(App[None]):
     def steer_offer(self, what: str, card: Card | None) -> bool | None:
         """`o` hold (not on a held breaker), `O` release (only a held one), `m` the mode."""
         return self.write_offer(card, STEERS[what])
+
+    def enforce_targets(self, cards: list[Card]) -> list[Card]:
+        """`M`: the shadow breakers among `cards` that `m` may switch (its gate); of replicas
+        sharing a breaker through their store, one (its write reaches the others)."""
+        targets: list[Card] = []
+        pooled: set[str] = set()
+        for card in cards:
+            if not card.shadow or not self.steer_offer("mode", card):
+                continue
+            if self.fleet.pooled(card.id):
+                if card.key in pooled:
+                    continue
+                pooled.add(card.key)
+            targets.append(card)
+        return targets
+
+    def enforce_offer(self, cards: list[Card]) -> bool | None:
+        """`M` where a write can be sent at all (as `m`); greyed out with no shadow one shown."""
+        if self.write_offer(None, STEERS["mode"]) is False:
+            return False
+        return True if self.enforce_targets(cards) else None
 
     def fix_offer(self, card: Card | None) -> bool | None:
         if self.read_only or not (self.marks_fixed or self.controls is not None):
@@ -433,6 +457,57 @@ class OperatorActions(App[None]):
             self.notify(f"{self.named(card.id)} switched to {to} by {self.operator}.", timeout=4)
 
         return WriteForm(f"Switch {card.key}{self._where(card)} to {to}?", lines, "Switch", send)
+
+    def request_enforce_shown(self, cards: list[Card]) -> None:
+        """`M`: one dialog for every shadow breaker shown, then one mode write each, as `m`
+        sends it; a source gone stale is left out and said."""
+        writes = self.writes
+        targets = self.enforce_targets(cards)
+        stale = [c for c in targets if self.fleet.stale_for(c.id) is not None]
+        targets = [c for c in targets if c not in stale]
+        if writes is None or not targets:
+            said = "No shadow breaker shown" + (" that can be reached" if stale else "")
+            self.notify(f"{said}: nothing to switch.", timeout=3)
+            return
+        lines = [
+            f"One write each, as m sends it; the audit log records circuit_breaker.mode by "
+            f"{self.operator} for each:"
+        ]
+        lines += [f"  {self.named(c.id)}: {c.word}" for c in targets[:ENFORCE_LISTED]]
+        if len(targets) > ENFORCE_LISTED:
+            lines.append(f"  … and {len(targets) - ENFORCE_LISTED} more")
+        if stale:
+            lines.append(f"Left out: {len(stale)} on a stale source (reconnecting).")
+        if any(c.rank != RANK_CLOSED for c in targets):
+            lines.append("An open one refuses calls from the next call on.")
+
+        async def send(answer: Answer) -> None:
+            reason = answer.reason.strip() or "switched to enforce from the console (M)"
+            results = await asyncio.gather(
+                *(writes.set_mode(c.id, ENFORCE, self.operator, reason) for c in targets),
+                return_exceptions=True,
+            )
+            failed = [
+                (c, r) for c, r in zip(targets, results, strict=True) if isinstance(r, Exception)
+            ]
+            done = len(targets) - len(failed)
+            if done:
+                self.notify(f"{done} switched to enforce by {self.operator}.", timeout=4)
+            for c, error in failed:
+                self.notify(
+                    f"{self.named(c.id)} not switched: {error}", severity="error", timeout=8
+                )
+
+        many = f"{len(targets)} shadow breaker{'s' if len(targets) > 1 else ''}"
+        form = WriteForm(f"Switch {many} shown to enforce?", lines, "Switch all", send)
+        self.push_screen(WriteScreen(form), self._then_enforce(len(targets)))
+
+    def _then_enforce(self, count: int) -> Callable[[bool | None], None]:
+        def answered(sent: bool | None) -> None:
+            if not sent:
+                self.notify(f"Cancelled: the {count} stay in shadow.", timeout=2)
+
+        return answered
 
     def request_fix(self, card: Card) -> None:
         platform = self.card_platform(card)

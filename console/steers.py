@@ -1,5 +1,7 @@
 """Where each of the operator's hold, release and mode switch applies (`o`, `O`, `m`): one
-table the screens' `check_action` and the app's gate (`OperatorActions.write_offer`) read."""
+table the screens' `check_action` and the app's gate (`OperatorActions.write_offer`) read; and
+`M`, every shadow breaker shown switched to enforce (a shadow rollout's end) on the screens
+that list breakers."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from textual.binding import Binding
 from textual.message_pump import MessagePump
 
 from breakerdeck.console.card import Card
-from breakerdeck.console.messages import SteerRequested
+from breakerdeck.console.messages import EnforceShownRequested, SteerRequested
 from breakerdeck.engine.state import State
 
 STEERS: dict[str, Callable[[Card], bool]] = {
@@ -30,6 +32,19 @@ def steer_bindings(prefix: str = "") -> list[Binding]:
         ),
         Binding("m", "mode", "Mode", show=False, id=f"{prefix}mode", tooltip="shadow or enforce"),
     ]
+
+
+def enforce_shown_binding(prefix: str = "") -> Binding:
+    """`M` on a screen that lists breakers (the dashboard, the table): not in the footer, the
+    help and the palette name it."""
+    return Binding(
+        "M",
+        "enforce_shown",
+        "Enforce all shown",
+        show=False,
+        id=f"{prefix}enforce-shown",
+        tooltip="switch every shadow breaker shown to enforce",
+    )
 
 
 class SteerActions:
@@ -53,3 +68,14 @@ class SteerActions:
         card = self.steer_card()
         if card is not None:
             cast(MessagePump, self).post_message(SteerRequested(card, what))
+
+
+class EnforceShownAction:
+    """The action of `enforce_shown_binding` for a screen that lists breakers (`shown_cards`:
+    those its filter keeps): it posts an `EnforceShownRequested`, and the app runs the dialog."""
+
+    def shown_cards(self) -> list[Card]:
+        raise NotImplementedError
+
+    def action_enforce_shown(self) -> None:
+        cast(MessagePump, self).post_message(EnforceShownRequested(self.shown_cards()))

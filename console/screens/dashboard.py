@@ -23,7 +23,13 @@ from breakerdeck.console.messages import (
     ResetRequested,
     TableRequested,
 )
-from breakerdeck.console.steers import STEERS, SteerActions, steer_bindings
+from breakerdeck.console.steers import (
+    STEERS,
+    EnforceShownAction,
+    SteerActions,
+    enforce_shown_binding,
+    steer_bindings,
+)
 from breakerdeck.console.widgets.bars import SelectionHint, StatusLine, SummaryBar
 from breakerdeck.console.widgets.cards import CardList
 from breakerdeck.console.widgets.log import EventLog
@@ -48,7 +54,7 @@ _CHANGING_ACTIONS = (
 )
 
 
-class DashboardScreen(SteerActions, Screen[None]):
+class DashboardScreen(SteerActions, EnforceShownAction, Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "app.help", "Help", id="help"),
         # Second, not last: at 80 columns the demo's keys would push it off the footer.
@@ -62,6 +68,7 @@ class DashboardScreen(SteerActions, Screen[None]):
         Binding("R", "reset_every", "Reset all", id="reset-every", tooltip="on every source"),
         Binding("f", "fix", "Fixed", id="fix", tooltip="credential fixed"),
         *steer_bindings(),
+        enforce_shown_binding(),
         # One footer entry for the three demo keys: three of their own ran past 80 columns
         # and left a lone `x` at the edge (the help lists each).
         Binding(
@@ -238,6 +245,8 @@ class DashboardScreen(SteerActions, Screen[None]):
             return self.deck.fix_offer(card)
         if action in STEERS:
             return self.deck.steer_offer(action, card)
+        if action == "enforce_shown":
+            return self.deck.enforce_offer(self.shown_cards()) if self.is_mounted else None
         if action in ("platform_down", "platform_up", "revoke"):
             return self.deck.fault_offer()  # hidden outside demo mode and from web viewers
         if action == "clear_filter":  # the filter, else any toasts
@@ -336,6 +345,9 @@ class DashboardScreen(SteerActions, Screen[None]):
 
     def steer_card(self) -> Card | None:
         return self.cards.shown_selection()
+
+    def shown_cards(self) -> list[Card]:
+        return list(self.cards.cards)
 
     def action_platform_down(self) -> None:
         self._demo("take_down")

@@ -31,6 +31,7 @@ KEYS: list[tuple[str, str]] = [
     ("o", "hold the selected breaker open: a reason and a duration (30m), No focused"),
     ("O", "release a HELD breaker: half-open (the next call probes), or closed (c)"),
     ("m", "switch its mode: enforce ↔ shadow (shadow refuses nothing, counts would-be)"),
+    ("M", "switch every shadow breaker shown (filter first: /) to enforce, asked once"),
     ("e", "export the incident as Markdown and JSON (files here; a download in a browser)"),
     ("escape", "clear the filter; with none, dismiss the toasts"),
     (
@@ -43,7 +44,7 @@ KEYS: list[tuple[str, str]] = [
     ("Contexts", ""),
     ("1 … 9", "watch --context: show that context's tab (the header names it)"),
     ("p", "pulse: every context in one table; enter (or its number) shows one"),
-    ("r R f o O m", "in a read-only context: not sent, a notice says so"),
+    ("r R f o O m M", "in a read-only context: not sent, a notice says so"),
     ("Demo mode", ""),
     ("d", "take the selected card's platform down (connection refused)"),
     ("u", "bring that platform back (healthy)"),

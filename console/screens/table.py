@@ -22,7 +22,13 @@ from textual.widgets import DataTable, Footer
 from breakerdeck.console.card import RANK_PAGED, Card
 from breakerdeck.console.export import EXPORT_TIP
 from breakerdeck.console.messages import Deck, DetailsRequested, ExportRequested, ResetRequested
-from breakerdeck.console.steers import STEERS, SteerActions, steer_bindings
+from breakerdeck.console.steers import (
+    STEERS,
+    EnforceShownAction,
+    SteerActions,
+    enforce_shown_binding,
+    steer_bindings,
+)
 from breakerdeck.console.widgets.bars import StatusLine, SummaryBar
 from breakerdeck.console.words import clock_text, mmss
 from breakerdeck.engine.state import State
@@ -74,13 +80,14 @@ _COUNTDOWNS: dict[str, tuple[str, Callable[[Card, float], str]]] = {
 }
 
 
-class TableScreen(SteerActions, Screen[None]):
+class TableScreen(SteerActions, EnforceShownAction, Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("t,escape", "app.pop_screen", "Cards", id="table-cards"),
         Binding("enter", "details", "Details", id="table-details"),
         Binding("r", "reset", "Reset", id="table-reset"),
         Binding("s", "sort", "Sort", id="table-sort", tooltip="next column"),
         *steer_bindings("table-"),
+        enforce_shown_binding("table-"),
         Binding("e", "export", "Export", show=False, id="table-export", tooltip=EXPORT_TIP),
         Binding("question_mark", "app.help", "Help", id="table-help"),
         Binding("q", "app.quit", "Quit", id="table-quit"),
@@ -184,6 +191,8 @@ class TableScreen(SteerActions, Screen[None]):
             return self.selected_card is not None or None
         if action in STEERS and self.is_mounted:
             return self.deck.steer_offer(action, self.selected_card)
+        if action == "enforce_shown" and self.is_mounted:
+            return self.deck.enforce_offer(self.cards)
         return True
 
     def action_sort(self) -> None:
@@ -218,6 +227,9 @@ class TableScreen(SteerActions, Screen[None]):
 
     def steer_card(self) -> Card | None:
         return self.selected_card
+
+    def shown_cards(self) -> list[Card]:
+        return list(self.cards)
 
     def action_export(self) -> None:
         card = self.selected_card
