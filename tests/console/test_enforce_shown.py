@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from breakerdeck.console.messages import EnforceShownRequested
 from breakerdeck.console.screens.dashboard import DashboardScreen
-from breakerdeck.console.screens.table import TableScreen
 from breakerdeck.console.screens.write import WriteScreen
 from breakerdeck.engine import events as ev
 from tests.console.conftest import OPERATOR, make_app, settle
 from tests.console.helpers import static_text
 from tests.console.test_palette import titles
 from tests.console.test_steer import open_dialog, written
+from tests.console.test_table import open_table
 
 #: In shadow: the billing agents and ops-cy; billing-dee enforces.
 SHADOW = ("billing-ava", "billing-bo", "ops-cy")
@@ -71,10 +71,7 @@ async def test_the_table_offers_M_over_its_rows_and_the_palette_lists_it(agent_w
     await rollout(agent_world)
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("t")
-        await settle(pilot)
-        assert isinstance(app.screen, TableScreen)
+        await open_table(pilot)
         assert "Enforce all shown" in titles(app)
         screen = await open_dialog(pilot, "M")
         assert "Switch 3 shadow breakers" in static_text(screen, "#write-title")

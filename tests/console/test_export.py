@@ -212,6 +212,19 @@ async def test_breakerdeck_export_from_a_feed_is_marked_partial(agent_world, tmp
     assert VIEWER_TOKEN not in text
 
 
+async def export_by_e(world, tmp_path) -> tuple[str, dict]:
+    """`e` on the selected card of a console at 80x24: the Markdown and the JSON it wrote."""
+    out = tmp_path / "out"
+    out.mkdir()
+    app = make_app(world.engine, export_dir=out)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("e")
+        await said(app, "Exported")
+    files = exported(out)
+    return files[".md"].read_text(), json.loads(files[".json"].read_text())
+
+
 async def held(world, reason: str = "vendor window", seconds: float = 30 * 60) -> None:
     """ava's breaker, seen closed, then held by oncall:dana for `seconds` with `reason`."""
     await world.call("ava", "payments")
@@ -221,17 +234,9 @@ async def held(world, reason: str = "vendor window", seconds: float = 30 * 60) -
 async def test_a_held_breakers_export_says_who_why_until_and_the_release_line(
     agent_world, tmp_path
 ):
-    tmp_path = tmp_path / "out"
-    tmp_path.mkdir()
     await held(agent_world)
     agent_world.clock.advance(60)
-    app = make_app(agent_world.engine, export_dir=tmp_path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("e")
-        await said(app, "Exported ava")
-    files = exported(tmp_path)
-    text = files[".md"].read_text()
+    text, document = await export_by_e(agent_world, tmp_path)
     assert text.startswith("# Incident: ava (HELD)\n")
     assert "- **state**: HELD, 29:00 left\n" in text
     assert "- **held by**: oncall:dana\n" in text
@@ -240,7 +245,6 @@ async def test_a_held_breakers_export_says_who_why_until_and_the_release_line(
     assert "**cause**" not in text  # held while closed: no trip, no cause
     assert "breakerdeck release ws://HOST:PORT ava --reason 'after the incident review'" in text
     assert "breakerdeck reset" not in text
-    document = json.loads(files[".json"].read_text())
     assert document["hold"] == {
         "by": "oncall:dana",
         "reason": "vendor window",
@@ -294,19 +298,10 @@ def test_a_hold_reason_is_escaped_in_markdown_and_kept_as_given_in_json():
 
 
 async def test_a_shadow_breakers_export_says_shadow_beside_its_state(agent_world, tmp_path):
-    tmp_path = tmp_path / "out"
-    tmp_path.mkdir()
     await agent_world.call("ava", "payments")
     agent_world.engine.set_mode("ava", "shadow", "oncall:dana", "trial")
     await agent_world.trip_upstream("ava")
-    app = make_app(agent_world.engine, export_dir=tmp_path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("e")
-        await said(app, "Exported ava")
-    files = exported(tmp_path)
-    text = files[".md"].read_text()
+    text, document = await export_by_e(agent_world, tmp_path)
     assert text.startswith("# Incident: ava (OPEN · SHADOW)\n")
     assert "- **state**: OPEN · SHADOW, probe in 05:00" in text
-    document = json.loads(files[".json"].read_text())
     assert (document["state"], document["mode"], document["hold"]) == ("OPEN", "shadow", None)

@@ -80,6 +80,13 @@ async def test_the_denied_column_counts_every_refusal_of_the_episode(agent_world
         assert column(app, "denied") == ["72"]
 
 
+async def open_table(pilot) -> None:
+    await settle(pilot)
+    await pilot.press("t")
+    await settle(pilot)
+    assert isinstance(pilot.app.screen, TableScreen)
+
+
 def row_line(app, name: str) -> str:
     """The line of the table's row for `name` on screen as drawn (it must be scrolled into
     view), spaces folded."""
@@ -105,10 +112,7 @@ async def test_at_80x24_the_state_column_says_shadow_beside_the_state_and_held_w
     await fleet_at_80x24(agent_world)
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("t")
-        await settle(pilot)
-        assert isinstance(app.screen, TableScreen)
+        await open_table(pilot)
         assert row_line(app, "ava").startswith("OPEN · SHADOW ava 5 upstream 05:00")
         assert row_line(app, "agent-00").startswith("HELD 30:00 agent-00 0 12:00:00 ")
         assert "agent-29" not in screen_text(app)  # below the fold
@@ -122,9 +126,7 @@ async def test_a_held_rows_time_left_counts_down_in_its_state(agent_world):
     await fleet_at_80x24(agent_world)
     app = make_app(agent_world.engine)
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("t")
-        await settle(pilot)
+        await open_table(pilot)
         agent_world.clock.advance(61)
         app.tick()
         await settle(pilot)
