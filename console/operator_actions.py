@@ -138,19 +138,9 @@ class OperatorActions(App[None]):
         return self.write_offer(card, STEERS[what])
 
     def enforce_targets(self, cards: list[Card]) -> list[Card]:
-        """`M`: the shadow breakers among `cards` that `m` may switch (its gate); of replicas
-        sharing a breaker through their store, one (its write reaches the others)."""
-        targets: list[Card] = []
-        pooled: set[str] = set()
-        for card in cards:
-            if not card.shadow or not self.steer_offer("mode", card):
-                continue
-            if self.fleet.pooled(card.id):
-                if card.key in pooled:
-                    continue
-                pooled.add(card.key)
-            targets.append(card)
-        return targets
+        """`M`: the shadow breakers among `cards` that `m` may switch (its gate). Replicas
+        sharing a breaker through their store are one card, so one write reaches them all."""
+        return [card for card in cards if card.shadow and self.steer_offer("mode", card)]
 
     def enforce_offer(self, cards: list[Card]) -> bool | None:
         """`M` where a write can be sent at all (as `m`); greyed out with no shadow one shown."""

@@ -22,6 +22,7 @@ from rich.text import Text
 from breakerdeck.console.app import BreakerdeckApp
 from breakerdeck.console.remote_source import RemoteSource
 from breakerdeck.console.screens.confirm import ConfirmScreen
+from breakerdeck.console.screens.write import WriteScreen
 from breakerdeck.console.widgets.bars import SummaryBar
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.clock import ManualClock
@@ -210,6 +211,33 @@ async def test_reset_all_sends_one_reset_to_the_replicas_that_share_the_breaker(
     for engine in engines:
         assert engine.audit is not None and engine.audit.flush(5)
         rows += engine.audit.query(key=AGENT, types=[ev.RESET])
+    assert len(rows) == 1
+
+
+async def test_enforce_all_shown_sends_one_write_to_the_replicas_that_share_the_breaker(
+    fleet: Fleet, session_redis: RedisServer
+) -> None:
+    engines = [fleet.replica(name, session_redis.url) for name in "abc"]
+    fail(engines[0], 5)
+    engines[0].set_mode(AGENT, "shadow", "deploy", "rollout")
+    app = await watch(*await fleet.serve())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: f"{AGENT}: open on 3 of 3" in cards_text(app))
+        await until(pilot, lambda: all(card.shadow for card in app.board.cards()))
+        assert len(app.board.cards()) == 1  # one card for the breaker they share
+        await pilot.press("M")
+        await until(pilot, lambda: isinstance(app.screen, WriteScreen))
+        title = "Switch 1 shadow breaker shown to enforce?"
+        assert static_text(app.screen, "#write-title") == title
+        await pilot.press("y")
+        await until(pilot, lambda: not any(card.shadow for card in app.board.cards()))
+    rows = []
+    for engine in engines:
+        assert engine.view(AGENT).mode == "enforce"
+        assert engine.audit is not None and engine.audit.flush(5)
+        rows += [
+            r for r in engine.audit.query(key=AGENT, types=[ev.MODE]) if r.fields["to"] == "enforce"
+        ]
     assert len(rows) == 1
 
 
