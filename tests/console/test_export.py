@@ -305,3 +305,20 @@ async def test_a_shadow_breakers_export_says_shadow_beside_its_state(agent_world
     assert text.startswith("# Incident: ava (OPEN · SHADOW)\n")
     assert "- **state**: OPEN · SHADOW, probe in 05:00" in text
     assert (document["state"], document["mode"], document["hold"]) == ("OPEN", "shadow", None)
+
+
+async def test_breakerdeck_export_from_a_feed_gives_a_held_breakers_release_line(
+    agent_world, tmp_path, capsys
+):
+    await held(agent_world)
+    token = tmp_path / "viewer.token"
+    token.write_text(VIEWER_TOKEN)
+    async with served(agent_world, "gw-1") as feed:
+        url = feed.url
+        argv = ["export", url, "ava", "--token-file", str(token)]
+        assert await asyncio.to_thread(cli.main, argv) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("# Incident: ava (HELD)\n")
+    assert "- **held by**: oncall:dana\n" in text and "- **why**: vendor window\n" in text
+    assert f"breakerdeck release {url} ava --reason 'after the incident review'" in text
+    assert VIEWER_TOKEN not in text
