@@ -196,15 +196,20 @@ def test_breakerdeck_export_wants_a_url_and_a_key_or_a_state_dir_and_a_key(argv,
     assert code == 64 and "breakerdeck export:" in err
 
 
-async def test_breakerdeck_export_from_a_feed_is_marked_partial(agent_world, tmp_path, capsys):
-    await agent_world.trip_upstream("ava")
+async def export_from_feed(world, tmp_path, capsys) -> tuple[str, str]:
+    """`breakerdeck export URL ava` over a viewer token: what it printed, and the feed's URL."""
     token = tmp_path / "viewer.token"
     token.write_text(VIEWER_TOKEN)
-    async with served(agent_world, "gw-1") as feed:
-        url = feed.url
+    async with served(world, "gw-1") as feed:
+        url = feed.url  # while it is served
         argv = ["export", url, "ava", "--token-file", str(token)]
         assert await asyncio.to_thread(cli.main, argv) == 0
-    text = capsys.readouterr().out
+    return capsys.readouterr().out, url
+
+
+async def test_breakerdeck_export_from_a_feed_is_marked_partial(agent_world, tmp_path, capsys):
+    await agent_world.trip_upstream("ava")
+    text, url = await export_from_feed(agent_world, tmp_path, capsys)
     assert text.startswith("# Incident: ava (OPEN)\n")
     # a feed's times are this machine's clock (watch shifts them the same way)
     assert re.search(r"> Partial: the episode began \d\d:\d\d:\d\d; the rows held here", text)
@@ -311,13 +316,7 @@ async def test_breakerdeck_export_from_a_feed_gives_a_held_breakers_release_line
     agent_world, tmp_path, capsys
 ):
     await held(agent_world)
-    token = tmp_path / "viewer.token"
-    token.write_text(VIEWER_TOKEN)
-    async with served(agent_world, "gw-1") as feed:
-        url = feed.url
-        argv = ["export", url, "ava", "--token-file", str(token)]
-        assert await asyncio.to_thread(cli.main, argv) == 0
-    text = capsys.readouterr().out
+    text, url = await export_from_feed(agent_world, tmp_path, capsys)
     assert text.startswith("# Incident: ava (HELD)\n")
     assert "- **held by**: oncall:dana\n" in text and "- **why**: vendor window\n" in text
     assert f"breakerdeck release {url} ava --reason 'after the incident review'" in text
