@@ -7,7 +7,7 @@ from breakerdeck.console.messages import EnforceShownRequested
 from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.screens.write import WriteScreen
 from breakerdeck.engine import events as ev
-from tests.console.conftest import OPERATOR, make_app, settle
+from tests.console.conftest import OPERATOR, filter_by, press, running, settle
 from tests.console.helpers import static_text
 from tests.console.test_palette import titles
 from tests.console.test_steer import open_dialog, written
@@ -30,17 +30,14 @@ def modes(world) -> dict[str, str]:
 
 async def test_M_switches_every_shadow_breaker_shown_to_enforce_once_confirmed(agent_world):
     await rollout(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("slash", *"agent:billing*", "enter")  # ops-cy is not shown
+    async with running(agent_world.engine) as (app, pilot):
+        await filter_by(pilot, "agent:billing*")  # ops-cy is not shown
         screen = await open_dialog(pilot, "M")
         assert static_text(screen, "#write-title") == "Switch 2 shadow breakers shown to enforce?"
         body = static_text(screen, "#write-body")
         assert "billing-ava: CLOSED" in body and "billing-bo: CLOSED" in body
         assert "ops-cy" not in body and "billing-dee" not in body
-        await pilot.press("y")
-        await settle(pilot)
+        await press(pilot, "y")
         assert isinstance(app.screen, DashboardScreen)
     assert modes(agent_world) == {
         "billing-ava": "enforce",
@@ -58,19 +55,16 @@ async def test_M_switches_every_shadow_breaker_shown_to_enforce_once_confirmed(a
 
 async def test_M_cancelled_switches_nothing(agent_world):
     await rollout(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with running(agent_world.engine) as (_app, pilot):
         await open_dialog(pilot, "M")
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
     assert set(modes(agent_world).values()) == {"shadow", "enforce"}
     assert modes(agent_world)["billing-ava"] == "shadow"
 
 
 async def test_the_table_offers_M_over_its_rows_and_the_palette_lists_it(agent_world):
     await rollout(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with running(agent_world.engine) as (app, pilot):
         await open_table(pilot)
         assert "Enforce all shown" in titles(app)
         screen = await open_dialog(pilot, "M")
@@ -79,25 +73,19 @@ async def test_the_table_offers_M_over_its_rows_and_the_palette_lists_it(agent_w
 
 async def test_M_is_greyed_out_with_no_shadow_breaker_shown(agent_world):
     await agent_world.call("ava", "payments")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         assert app.screen.check_action("enforce_shown", ()) is None
         assert "Enforce all shown" not in titles(app)
-        await pilot.press("M")
-        await settle(pilot)
+        await press(pilot, "M")
         assert not isinstance(app.screen, WriteScreen)
 
 
 async def test_a_viewers_console_offers_no_M_from_any_key_or_message(agent_world, as_web):
     as_web("viewer")
     await rollout(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(agent_world.engine) as (app, pilot):
         assert app.screen.check_action("enforce_shown", ()) is False
-        await pilot.press("M")
-        await settle(pilot)
+        await press(pilot, "M")
         app.post_message(EnforceShownRequested(app.board.cards()))  # a palette command, a click
         await settle(pilot)
         assert isinstance(app.screen, DashboardScreen)

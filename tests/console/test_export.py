@@ -221,9 +221,7 @@ async def export_by_e(world, tmp_path) -> tuple[str, dict]:
     """`e` on the selected card of a console at 80x24: the Markdown and the JSON it wrote."""
     out = tmp_path / "out"
     out.mkdir()
-    app = make_app(world.engine, export_dir=out)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(world.engine, export_dir=out) as (app, pilot):
         await pilot.press("e")
         await said(app, "Exported")
     files = exported(out)

@@ -9,7 +9,7 @@ from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.console.screens.table import TableScreen
-from tests.console.conftest import make_app, press, running, settle
+from tests.console.conftest import press, running, settle
 from tests.console.helpers import screen_text
 
 AGENTS = [f"agent-{i:02d}" for i in range(30)]
@@ -82,8 +82,7 @@ async def test_the_denied_column_counts_every_refusal_of_the_episode(agent_world
 
 async def open_table(pilot) -> None:
     await settle(pilot)
-    await pilot.press("t")
-    await settle(pilot)
+    await press(pilot, "t")
     assert isinstance(pilot.app.screen, TableScreen)
 
 
@@ -110,22 +109,19 @@ async def test_at_80x24_the_state_column_says_shadow_beside_the_state_and_held_w
     agent_world,
 ):
     await fleet_at_80x24(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with running(agent_world.engine) as (app, pilot):
         await open_table(pilot)
         assert row_line(app, "ava").startswith("OPEN · SHADOW ava 5 upstream 05:00")
         assert row_line(app, "agent-00").startswith("HELD 30:00 agent-00 0 12:00:00 ")
         assert "agent-29" not in screen_text(app)  # below the fold
-        await pilot.press("ctrl+end")  # the last row (`end` scrolls to the rightmost column)
-        await settle(pilot)
+        await press(pilot, "ctrl+end")  # the last row (`end` scrolls to the rightmost column)
         assert row_line(app, "agent-29").startswith("CLOSED · SHADOW agent-29 ")
         assert all(len(line) <= 80 for line in screen_text(app).splitlines())
 
 
 async def test_a_held_rows_time_left_counts_down_in_its_state(agent_world):
     await fleet_at_80x24(agent_world)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with running(agent_world.engine) as (app, pilot):
         await open_table(pilot)
         agent_world.clock.advance(61)
         app.tick()
