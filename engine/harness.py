@@ -196,7 +196,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         key = self.engine.key_for(agent, tool.backend, credential)
         body = json_body(args) if tool.function is None else None
         call = self._check(agent, tool, checked, credential, key, body)
-        if not isinstance(call, Call):
+        if type(call) is not Call:  # a refusal's answer (`Call` is final)
             return call
         deadlines = self._loop_deadlines()
         budget = RetryBudget(
@@ -370,7 +370,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         ) -> ToolResult:
             key = engine.key_for(agent, settings.backend, credential)
             call = self._check(agent, settings, kwargs, credential, key)
-            if not isinstance(call, Call):
+            if type(call) is not Call:  # a refusal's answer (`Call` is final)
                 return call
             packed = (args, kwargs)
             budget = RetryBudget(self, settings, call, credential, packed, None, None, attempts)

@@ -255,7 +255,7 @@ class CallPath(ABC, Generic[B, A, R]):
     ) -> R:
         engine = self.engine
         call = budget.call
-        admission = engine.admit(call, lease)
+        admission = engine.admitted_now(call) or engine.admit(call, lease)
         if not admission.allowed:
             return self._denied(budget, admission)
         try:

@@ -102,7 +102,7 @@ class Guard:
     def __enter__(self) -> None:
         call = self._entering()
         if call is not None:
-            early = self._entries.admitted_on(self._slot, call)
+            early = self._entries.admitted(call)
             self._admitted(call, early or self.engine.admit(call, self.lease))
 
     def __exit__(
@@ -122,7 +122,7 @@ class Guard:
     async def __aenter__(self) -> None:
         call = self._entering()
         if call is not None:
-            early = self._entries.admitted_on(self._slot, call)
+            early = self._entries.admitted(call)
             self._admitted(call, early or await self.engine.admit_async(call, self.lease))
 
     async def __aexit__(
