@@ -121,6 +121,9 @@ class Engine:
         #: nobody reads in the cooldown), decided at once, so a coroutine asks before it
         #: awaits `admit_async`. None: `admit` decides. (The part's own method, as `enter`.)
         self.admitted_now = entries.admitted
+        #: Whether ending a call with an outcome records nothing (`complete` would return None
+        #: at once), so a coroutine asks before it awaits `complete_async`. (As `enter`.)
+        self.ends_unread = entries.ends_unread
         self._fleet: Member | None = None if shared is None else shared.member(parts)
         self._decide: Decider = self._fleet or Local(parts.lines)
         self._ops = Operations(parts, self._decide)
@@ -249,7 +252,7 @@ class Engine:
     ) -> Event | None:
         """Record a finished call: its `call.completed` line, then what it caused. A transition
         it caused is on disk before it returns (at most `COMMIT_WAIT`)."""
-        if self._entries.ends_unread_on(self._keys.slots[call.key], outcome, call):
+        if self._entries.ends_unread(call, outcome):
             return None
         line, owed = self._ops.record(call, outcome, fault, agent_status, refresh, platform_status)
         if owed is not None:
@@ -267,7 +270,7 @@ class Engine:
     ) -> Event | None:
         """`complete` for a coroutine: the wait for the disk never blocks the event loop, nor a
         round trip to the shared store (made on a worker thread)."""
-        if self._entries.ends_unread_on(self._keys.slots[call.key], outcome, call):
+        if self._entries.ends_unread(call, outcome):
             return None
         args = (call, outcome, fault, agent_status, refresh, platform_status)
         if self._decide.remote_record(self._keys.slots[call.key], outcome):
@@ -292,11 +295,6 @@ class Engine:
         caller must not await again, and nothing after its exception may be skipped."""
         line = self.complete(call, *self.abandoned(call))
         return recorded_as(ABANDONED, line is not None and line.fields["counted"])
-
-    def ends_unread(self, call: Call, outcome: Outcome) -> bool:
-        """Whether ending `call` with `outcome` records nothing (`complete` would return
-        None at once), so a coroutine asks before it awaits `complete_async`."""
-        return self._entries.ends_unread_on(self._keys.slots[call.key], outcome, call)
 
     def refuse(self, call: Call, outcome: Outcome, agent_status: int | str) -> Event:
         """A refusal before the breaker: a line, attempts 0, never counted, no probe slot."""

@@ -268,7 +268,9 @@ class CallPath(ABC, Generic[B, A, R]):
         except ABANDONING:
             self._abandoned(budget)
             raise
-        engine.complete(call, *budget.completion())
+        completion = budget.completion()
+        if not engine.ends_unread(call, completion[0]):  # nothing to record: no call
+            engine.complete(call, *completion)
         answer: R = budget.answer()
         return answer
 

@@ -11,7 +11,7 @@ someone reads. The rule, here and nowhere else:
 - a success ends with no lock and no line when the key is closed with nothing counted and a
   credential known to work (`Slot.quiet`) and no listener reads it (the audit log keeps no
   successes); so does an abandoned call's neutral end when nobody reads a line
-  at all (`ends_unread_on`).
+  at all (`ends_unread`).
 """
 
 from __future__ import annotations
@@ -111,14 +111,20 @@ class Entries:
             return slot.cooling(self._monotonic())
         return None
 
-    def ends_unread_on(self, slot: Slot, outcome: Outcome, call: Call | None = None) -> bool:
+    def ends_unread(self, call: Call, outcome: Outcome) -> bool:
         """Whether a call's end changes nothing and nobody reads it: a success on a quiet key
         (`Slot.quiet`) with no listener (the audit log keeps no successes), or an abandoned
         call's neutral end on a quiet key with no audit log either (it keeps every call that
         did not succeed). A call a shadow breaker would have refused always has its line."""
-        if call is not None and call.would_deny is not None:
+        if call.would_deny is not None:
             return False
+        slot = self._slots[call.key]
         outbox = self._outbox
         if outcome.cls is _SUCCESS:
             return not outbox.listeners and slot.quiet(self._agent_policy)
         return outcome is ABANDONED and not outbox.watched and slot.quiet(self._agent_policy)
+
+    def succeeds_unread(self, slot: Slot) -> bool:
+        """`ends_unread` for a success of a call that went in with no entry (`quiet_entry`),
+        on its key's slot."""
+        return not self._outbox.listeners and slot.quiet(self._agent_policy)
