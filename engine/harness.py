@@ -367,7 +367,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
 
         def attempt(budget: RetryBudget) -> Attempt:
             """An attempt with the call's arguments (`budget.args`), classified. (A closure made
-            once per function: a partial of a method measured a tenth of a healthy call.)"""
+            once per function: no partial and bound method to go through on every call.)"""
             args, kwargs = budget.args
             try:
                 value = function(*args, **kwargs)
