@@ -111,7 +111,19 @@ class Engine:
         self._keys, self._ledger, self._outbox = parts.keys, parts.ledger, parts.outbox
         self._durability, self._timers = parts.durability, parts.timers
         self._views = parts.lines.views
-        self._entries = Entries(parts)
+        self._entries = entries = Entries(parts)
+        #: One call's entry (`Call`), for every door: it holds the admission (`admit`) and the
+        #: attempts until the call's end (`complete`), and draws its number only when a line or
+        #: an Idempotency-Key needs one (`parts/entries.py`: the rule for calls nobody reads).
+        #: The part's own method, handed out as it is: every door's call comes this way.
+        self.enter = entries.enter
+        #: The admissions that take no lock and no wait (a closed breaker's, and a refusal
+        #: nobody reads in the cooldown), decided at once, so a coroutine asks before it
+        #: awaits `admit_async`. None: `admit` decides. (The part's own method, as `enter`.)
+        self.admitted_now = entries.admitted
+        #: Whether ending a call with an outcome records nothing (`complete` would return None
+        #: at once), so a coroutine asks before it awaits `complete_async`. (As `enter`.)
+        self.ends_unread = entries.ends_unread
         self._fleet: Member | None = None if shared is None else shared.member(parts)
         self._decide: Decider = self._fleet or Local(parts.lines)
         self._ops = Operations(parts, self._decide)
@@ -191,30 +203,16 @@ class Engine:
         slot = self._keys.slot(key, agent)
         return Guard(self, self._entries, slot, key, agent=agent, lease=lease, **settings)
 
-    def enter(
-        self, key: str, agent: str, platform: str, tool: str, deadline_seconds: float
-    ) -> Call:
-        """One call's entry (`Call`), for every door: it holds the admission (`admit`) and
-        the attempts until the call's end (`complete`), and draws its number only when a line
-        or an Idempotency-Key needs one (`parts/entries.py`: the rule for calls nobody reads)."""
-        return self._entries.enter(key, agent, platform, tool, deadline_seconds)
-
     def idempotency_key(self, call: str | int) -> str:
         """What every attempt of a call sends upstream as its `Idempotency-Key`: the call's
         printed id or its number."""
         return f"{self.instance}.{call_id(call) if isinstance(call, int) else call}"
 
-    def admitted_now(self, call: Call) -> Admission | None:
-        """The admissions that take no lock and no wait (a closed breaker's, and a refusal
-        nobody reads in the cooldown), decided at once, so a coroutine asks before it awaits
-        `admit_async`. None: `admit` decides."""
-        return self._entries.admitted_on(self._keys.slots[call.key], call)
-
     def admit(self, call: Call, lease: float) -> Admission:
         """Let the call in, as normal or as the one probe, or refuse it (`call.denied`).
 
         A transition this causes (a due half-open) is on disk before it returns."""
-        early = self._entries.admitted_on(self._keys.slots[call.key], call)
+        early = self._entries.admitted(call)
         if early is not None:
             return early
         admission, owed = self._ops.admit(call, lease)
@@ -224,7 +222,7 @@ class Engine:
     async def admit_async(self, call: Call, lease: float) -> Admission:
         """`admit` for a coroutine: the wait for the disk never blocks the event loop, nor a
         round trip to the shared store (made on a worker thread)."""
-        early = self._entries.admitted_on(self._keys.slots[call.key], call)
+        early = self._entries.admitted(call)
         if early is not None:
             return early
         breaker = self._keys.slots[call.key].breaker
@@ -254,7 +252,7 @@ class Engine:
     ) -> Event | None:
         """Record a finished call: its `call.completed` line, then what it caused. A transition
         it caused is on disk before it returns (at most `COMMIT_WAIT`)."""
-        if self._entries.ends_unread_on(self._keys.slots[call.key], outcome, call):
+        if self._entries.ends_unread(call, outcome):
             return None
         line, owed = self._ops.record(call, outcome, fault, agent_status, refresh, platform_status)
         if owed is not None:
@@ -272,7 +270,7 @@ class Engine:
     ) -> Event | None:
         """`complete` for a coroutine: the wait for the disk never blocks the event loop, nor a
         round trip to the shared store (made on a worker thread)."""
-        if self._entries.ends_unread_on(self._keys.slots[call.key], outcome, call):
+        if self._entries.ends_unread(call, outcome):
             return None
         args = (call, outcome, fault, agent_status, refresh, platform_status)
         if self._decide.remote_record(self._keys.slots[call.key], outcome):
@@ -297,16 +295,6 @@ class Engine:
         caller must not await again, and nothing after its exception may be skipped."""
         line = self.complete(call, *self.abandoned(call))
         return recorded_as(ABANDONED, line is not None and line.fields["counted"])
-
-    def ends_unread(self, call: Call, outcome: Outcome) -> bool:
-        """Whether ending `call` with `outcome` records nothing (`complete` would return
-        None at once), so a coroutine asks before it awaits `complete_async`."""
-        return self._entries.ends_unread_on(self._keys.slots[call.key], outcome, call)
-
-    def untouched(self, key: str) -> bool:
-        """Whether a success on `key` now changes nothing and nobody reads its line (the audit
-        log keeps no successes): it takes no lock and writes no line."""
-        return self._entries.untouched(key)
 
     def refuse(self, call: Call, outcome: Outcome, agent_status: int | str) -> Event:
         """A refusal before the breaker: a line, attempts 0, never counted, no probe slot."""

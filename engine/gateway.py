@@ -58,8 +58,9 @@ class _Call(Exchange):
         self.asked = asked
         self.response: GatewayResponse | None = None
 
-    def report(self, attempt: GatewayResponse) -> None:
+    def report(self, attempt: GatewayResponse) -> bool:
         self.response = attempt
+        return False
 
     def answer(self) -> GatewayResponse:
         assert self.response is not None

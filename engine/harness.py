@@ -196,7 +196,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         key = self.engine.key_for(agent, tool.backend, credential)
         body = json_body(args) if tool.function is None else None
         call = self._check(agent, tool, checked, credential, key, body)
-        if not isinstance(call, Call):
+        if type(call) is not Call:  # a refusal's answer (`Call` is final)
             return call
         deadlines = self._loop_deadlines()
         budget = RetryBudget(
@@ -362,7 +362,20 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
     ) -> Callable[..., ToolResult]:
         engine = self.engine
         attempts = _guard_attempts(settings)
-        attempt = functools.partial(self._sync_attempt, settings, function)
+        classified = self._classified
+        plain = settings.plain
+
+        def attempt(budget: RetryBudget) -> Attempt:
+            """An attempt with the call's arguments (`budget.args`), classified. (A closure made
+            once per function: no partial and bound method to go through on every call.)"""
+            args, kwargs = budget.args
+            try:
+                value = function(*args, **kwargs)
+            except Exception as error:
+                return classified(settings, budget.call.key, None, error)
+            if plain:
+                return Attempt(SUCCESS, "ok", None, value)  # `_classified`'s hot path, inline
+            return classified(settings, budget.call.key, value, None)
 
         @functools.wraps(function)
         def guarded(
@@ -370,27 +383,13 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         ) -> ToolResult:
             key = engine.key_for(agent, settings.backend, credential)
             call = self._check(agent, settings, kwargs, credential, key)
-            if not isinstance(call, Call):
+            if type(call) is not Call:  # a refusal's answer (`Call` is final)
                 return call
             packed = (args, kwargs)
             budget = RetryBudget(self, settings, call, credential, packed, None, None, attempts)
             return self._run_sync(budget, settings.lease, attempt, sleep)
 
         return guarded
-
-    def _sync_attempt(
-        self, tool: Tool, function: Callable[..., Any], budget: RetryBudget
-    ) -> Attempt:
-        """A guarded plain function's attempt with the call's arguments (`budget.args`),
-        classified."""
-        args, kwargs = budget.args
-        try:
-            value = function(*args, **kwargs)
-        except Exception as error:
-            return self._classified(tool, budget.call.key, None, error)
-        if tool.plain:
-            return Attempt(SUCCESS, "ok", None, value)  # `_classified`'s hot path, inline
-        return self._classified(tool, budget.call.key, value, None)
 
     def _guard_async(
         self, settings: Tool, function: Callable[..., Awaitable[Any]]

@@ -70,10 +70,6 @@ def circuit_open(
     }
 
 
-def ok(tool: str, data: Any) -> ToolResult:
-    return {"status": "ok", "tool": tool, "data": data}
-
-
 def tool_error(tool: str, reason: str, attempts: int, retry_after: float | None) -> ToolResult:
     result: ToolResult = {
         "status": "tool_error",
@@ -212,8 +208,8 @@ def tool_result(
     """The structured result of a `tool` call for any outcome, refused before the breaker or
     answered after."""
     cls = outcome.cls
-    if cls is OutcomeClass.SUCCESS:
-        return ok(tool, data)
+    if cls is _SUCCESS:  # every healthy call's answer: made here, with no call of its own
+        return {"status": "ok", "tool": tool, "data": data}
     if outcome.counted:
         return tool_error(tool, outcome.detail, attempts, outcome.retry_after)
     if cls is OutcomeClass.RATE_LIMITED:
@@ -227,3 +223,6 @@ def tool_result(
     if cls is OutcomeClass.CREDENTIAL_REVOKED:
         return credential_revoked(tool, credential)
     return invalid_request(tool, outcome.detail)
+
+
+_SUCCESS = OutcomeClass.SUCCESS

@@ -49,10 +49,9 @@ class Budget(Protocol[A_contra, R_co]):
 
     call: Call
 
-    def more(self) -> bool: ...
+    def report(self, attempt: A_contra) -> bool: ...
     def wait(self) -> float: ...
     def recheck(self) -> bool: ...
-    def report(self, attempt: A_contra) -> None: ...
     def completion(self) -> Completion: ...
     def answer(self) -> R_co: ...
     def abandoned(self) -> Completion | None: ...
@@ -63,12 +62,13 @@ B = TypeVar("B", bound=Budget[Any, Any])
 
 class OneAttempt:
     """The budget part of a call that is never retried (the gateway's: its refresh-and-resend
-    happens inside its one attempt). `wait` and `recheck` are never asked, since `more` never
-    says yes; they complete the `Budget` protocol."""
+    happens inside its one attempt). `wait` and `recheck` are never asked, since `report`
+    never asks for a retry; they complete the `Budget` protocol."""
 
     __slots__ = ()
 
-    def more(self) -> bool:
+    def report(self, attempt: Any) -> bool:
+        """No retry: the attempt leaves what it decided on the budget itself."""
         return False
 
     def wait(self) -> float:
@@ -99,8 +99,8 @@ class Retries(Generic[T]):
     attempts. The breaker wraps the whole budget: it is asked again before every retry, and
     the budget's last attempt is the call's one outcome.
 
-    The shell's loop: make the first attempt and `report()` it; while `more()` (a retry is
-    due), sleep `wait()`, stop unless `recheck()`, make the next attempt and report it. Then
+    The shell's loop: make the first attempt and `report()` it; while the report says a retry
+    is due, sleep `wait()`, stop unless `recheck()`, make the next attempt and report it. Then
     complete the call with `completion()` and answer with `answer()` (read after completing: a
     refusal's reason shows the new count). A subclass says what the completion and the answer
     are; a round is one reported attempt (the MCP proxy's resend after an expired session is
@@ -120,11 +120,6 @@ class Retries(Generic[T]):
         #: The re-check refused the retry: the call ends as `circuit_open`.
         self.stopped = False
 
-    def more(self) -> bool:
-        """A retry is due: the last attempt asks for one and the budget has one left."""
-        tried = self.tried
-        return tried is not None and tried.retry and self.rounds < self.limit
-
     def wait(self) -> float:
         """Before a retry (engine seconds): the backoff, or a Retry-After being waited out,
         which extends a probe's lease by as much."""
@@ -139,9 +134,12 @@ class Retries(Generic[T]):
         self.stopped = not self.engine.may_retry(self.call)
         return not self.stopped
 
-    def report(self, attempt: T) -> None:
+    def report(self, attempt: T) -> bool:
+        """Keep the attempt; whether a retry is due: it asks for one and the budget has one
+        left. (One question, not a report and then a second one: it is asked on every call.)"""
         self.tried = attempt
-        self.rounds += 1
+        rounds = self.rounds = self.rounds + 1
+        return attempt.retry and rounds < self.limit
 
     def abandoned(self) -> Completion | None:
         """An abandoned call is completed as at every door (`Engine.abandon`); a shell that
@@ -212,12 +210,12 @@ class CallPath(ABC, Generic[B, A, R]):
                 admission = await engine.admit_async(call, lease)
             if not admission.allowed:
                 return self._denied(budget, admission)
-            budget.report(await attempt(budget))
-            while budget.more():
+            retry = budget.report(await attempt(budget))
+            while retry:
                 await asyncio.sleep(self._real(budget.wait()))
                 if not budget.recheck():
                     break
-                budget.report(await attempt(budget))
+                retry = budget.report(await attempt(budget))
         except ABANDONING:
             # Let in (perhaps as the probe) once admitted, even while its admission was still
             # being committed to disk: it is owed its completion.
@@ -255,22 +253,24 @@ class CallPath(ABC, Generic[B, A, R]):
     ) -> R:
         engine = self.engine
         call = budget.call
-        admission = engine.admit(call, lease)
+        admission = engine.admitted_now(call) or engine.admit(call, lease)
         if not admission.allowed:
             return self._denied(budget, admission)
         try:
             call.attempts += 1
-            budget.report(attempt(budget))
-            while budget.more():
+            retry = budget.report(attempt(budget))
+            while retry:
                 sleep(budget.wait())
                 if not budget.recheck():
                     break
                 call.attempts += 1
-                budget.report(attempt(budget))
+                retry = budget.report(attempt(budget))
         except ABANDONING:
             self._abandoned(budget)
             raise
-        engine.complete(call, *budget.completion())
+        completion = budget.completion()
+        if not engine.ends_unread(call, completion[0]):  # nothing to record: no call
+            engine.complete(call, *completion)
         answer: R = budget.answer()
         return answer
 

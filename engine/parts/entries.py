@@ -4,14 +4,14 @@ A call opens with its entry (`enter`) and closes with it (`Engine.complete`). In
 engine takes the key's lock only when the call's admission or end is a decision or a line
 someone reads. The rule, here and nowhere else:
 
-- a closed breaker lets a call in with no lock (`admitted_on`); with no listener a call may
+- a closed breaker lets a call in with no lock (`admitted`); with no listener a call may
   go in with no entry at all (`quiet_entry`), keeping only when it went in if the audit log
   would keep its failure's line; with nobody reading a line (no listener, no audit log) a
   breaker in its cooldown refuses with no lock and no line;
 - a success ends with no lock and no line when the key is closed with nothing counted and a
   credential known to work (`Slot.quiet`) and no listener reads it (the audit log keeps no
-  successes: `untouched`); so does an abandoned call's neutral end when nobody reads a line
-  at all (`ends_unread_on`).
+  successes); so does an abandoned call's neutral end when nobody reads a line
+  at all (`ends_unread`).
 """
 
 from __future__ import annotations
@@ -89,15 +89,16 @@ class Entries:
         reads a line), and what it keeps if so: when it went in and at which seq, for the
         line of a failure the audit log keeps (`()` with no audit log: nobody reads any).
         None: it takes its entry."""
-        seq = self._ledger.numbered  # read before the state, as `admitted_on` reads it
+        seq = self._ledger.numbered  # read before the state, as `admitted` reads it
         outbox = self._outbox
         if slot.breaker.state is not _CLOSED or outbox.listeners:
             return None
         return (self._wall(), seq) if outbox.watched else _NOTHING_KEPT
 
-    def admitted_on(self, slot: Slot, call: Call) -> Admission | None:
+    def admitted(self, call: Call) -> Admission | None:
         """The admissions that take no lock: a closed breaker lets in, and (when nobody reads
         a refusal's line) one in its cooldown refuses. None: the locked path decides."""
+        slot = self._slots[call.key]
         # The seq is read before the state: if a trip lands in between, this call still reads
         # as admitted before it, which is what a closed breaker let in.
         seq = self._ledger.numbered
@@ -110,18 +111,20 @@ class Entries:
             return slot.cooling(self._monotonic())
         return None
 
-    def untouched(self, key: str) -> bool:
-        """Whether a success on `key` now changes nothing and nobody reads its line."""
-        return not self._outbox.listeners and self._slots[key].quiet(self._agent_policy)
-
-    def ends_unread_on(self, slot: Slot, outcome: Outcome, call: Call | None = None) -> bool:
+    def ends_unread(self, call: Call, outcome: Outcome) -> bool:
         """Whether a call's end changes nothing and nobody reads it: a success on a quiet key
         (`Slot.quiet`) with no listener (the audit log keeps no successes), or an abandoned
         call's neutral end on a quiet key with no audit log either (it keeps every call that
         did not succeed). A call a shadow breaker would have refused always has its line."""
-        if call is not None and call.would_deny is not None:
+        if call.would_deny is not None:
             return False
+        slot = self._slots[call.key]
         outbox = self._outbox
         if outcome.cls is _SUCCESS:
             return not outbox.listeners and slot.quiet(self._agent_policy)
         return outcome is ABANDONED and not outbox.watched and slot.quiet(self._agent_policy)
+
+    def succeeds_unread(self, slot: Slot) -> bool:
+        """`ends_unread` for a success of a call that went in with no entry (`quiet_entry`),
+        on its key's slot."""
+        return not self._outbox.listeners and slot.quiet(self._agent_policy)

@@ -20,7 +20,7 @@ Each entry is the engine's (`parts/entries.py`, `Engine.admit`, `Engine.complete
 decides nothing itself. The one thing it skips is an entry nobody could read: when the rule
 says a call goes in quietly (`Entries.quiet_entry`: closed, no listener) the context's
 outermost entry takes none (on a state dir it keeps when it went in, for the audit row of a
-failure), and a success that changes nothing records nothing (`Entries.ends_unread_on`);
+failure), and a success that changes nothing records nothing (`Entries.ends_unread`);
 anything else takes its entry on the way out (`enter_late`).
 """
 
@@ -102,7 +102,7 @@ class Guard:
     def __enter__(self) -> None:
         call = self._entering()
         if call is not None:
-            early = self._entries.admitted_on(self._slot, call)
+            early = self._entries.admitted(call)
             self._admitted(call, early or self.engine.admit(call, self.lease))
 
     def __exit__(
@@ -122,7 +122,7 @@ class Guard:
     async def __aenter__(self) -> None:
         call = self._entering()
         if call is not None:
-            early = self._entries.admitted_on(self._slot, call)
+            early = self._entries.admitted(call)
             self._admitted(call, early or await self.engine.admit_async(call, self.lease))
 
     async def __aexit__(
@@ -173,11 +173,11 @@ class Guard:
             calls.set(taken[:-1])
             top = taken[-1]
             if type(top) is Call:  # not a kept pair: its own entry (`Call` is final)
-                if error is None and self._entries.ends_unread_on(self._slot, SUCCESS, top):
+                if error is None and self._entries.ends_unread(top, SUCCESS):
                     return None
                 return top
             kept = top
-        if error is None and self._entries.ends_unread_on(self._slot, SUCCESS):
+        if error is None and self._entries.succeeds_unread(self._slot):
             return None
         return self._entries.enter_late(
             self.key, self.agent, self._platform, self.tool, self.deadline_seconds, kept

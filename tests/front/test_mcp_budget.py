@@ -63,8 +63,7 @@ def test_a_retry_the_recheck_refuses_is_written_with_the_last_attempts_outcome(
     breakers: Breakers,
 ) -> None:
     retrying = budget(breakers)
-    retrying.report(Sent(FAILED))
-    assert retrying.more()
+    assert retrying.report(Sent(FAILED))  # a retry is due
     trip(breakers.engine)  # while it waited out its backoff
 
     assert not retrying.recheck()
@@ -133,14 +132,11 @@ def test_a_resend_after_an_expired_session_leaves_the_round_its_retry(
     resend of an idempotent tool still gets the budget's second round."""
     resent = budget(breakers, attempts=2)
     resent.call.attempts = 2  # the attempt and its resend
-    resent.report(Sent(FAILED))
-    assert resent.more()
+    assert resent.report(Sent(FAILED))  # a retry is due
     resent.call.attempts = 3
-    resent.report(Sent(FAILED))
-    assert not resent.more()
+    assert not resent.report(Sent(FAILED))
 
 
 def test_an_answer_that_asks_no_retry_ends_the_budget_at_once(breakers: Breakers) -> None:
     answered = budget(breakers, attempts=3)
-    answered.report(Sent(classify.Verdict(SUCCESS, "ok", relay=True)))
-    assert not answered.more()
+    assert not answered.report(Sent(classify.Verdict(SUCCESS, "ok", relay=True)))

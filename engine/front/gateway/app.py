@@ -108,9 +108,6 @@ class _GatewayCall(Exchange):
         self.cut: Cut | None = None
         self.transport: PlatformCall | None = None
 
-    def report(self, attempt: None) -> None:
-        """The attempt left its results on this object."""
-
     def answer(self) -> _GatewayCall:
         """Itself: what goes back is decided by what the attempt left on it."""
         return self
