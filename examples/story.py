@@ -62,6 +62,13 @@ class Story:
         parser = argparse.ArgumentParser(description=f"{framework}: a breaker trips and recovers")
         parser.add_argument("--serve", metavar="HOST:PORT", help="serve the engine's feed there")
         parser.add_argument(
+            "--pause",
+            type=float,
+            default=3.0,
+            metavar="SECONDS",
+            help="with --serve, the pause between acts, for a watching console (default 3)",
+        )
+        parser.add_argument(
             "--state-dir", type=Path, help="the engine's state dir (default: a new one)"
         )
         self.args = parser.parse_args()
@@ -126,7 +133,7 @@ class Story:
             )
 
             async def pause() -> None:
-                await asyncio.sleep(3)
+                await asyncio.sleep(self.args.pause)
 
             await pause()
             yield pause

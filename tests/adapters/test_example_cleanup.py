@@ -44,7 +44,7 @@ def test_a_run_to_its_end_removes_its_state_dir(tmp_path: Path) -> None:
 def test_a_served_example_stopped_by_a_signal_removes_its_state_dir_and_token(
     tmp_path: Path, signum: signal.Signals
 ) -> None:
-    served = start(tmp_path, "--serve", "127.0.0.1:0")
+    served = start(tmp_path, "--serve", "127.0.0.1:0", "--pause", "0")
     assert served.stdout is not None
     lines = []
     deadline = time.monotonic() + 120
