@@ -3,6 +3,7 @@ would, lets through every call it would refuse, writes `call.would_deny` with th
 outcome right before its line, and moves nothing on those calls' outcomes. The backend's own
 count is the witness that the calls went through."""
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -167,3 +168,27 @@ def test_an_unknown_mode_is_a_clear_error() -> None:
     engine.admit(engine.enter(KEY, "ava", "crm", "lookup", 30.0), 30.0)
     with pytest.raises(ValueError, match="'enforce' or 'shadow'"):
         engine.set_mode(KEY, "audit", "ana", "")
+
+
+async def test_a_would_be_refused_call_its_caller_cancels_is_written_abandoned() -> None:
+    engine, harness, backend, lines = shadowed()
+    await trip(harness)
+    started = asyncio.Event()
+
+    async def hangs(args: Any = None) -> dict[str, int]:
+        backend.calls += 1
+        started.set()
+        await asyncio.Event().wait()
+        return {}
+
+    harness.register(Tool("slow", backend="crm", attempts=1, function=hangs))
+    task = asyncio.create_task(harness.call_tool("ava", "slow"))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    would, completed = lines[-2], lines[-1]
+    assert (would.type, would.fields["outcome"]) == (ev.CALL_WOULD_DENY, "caller_error")
+    assert (completed.fields["outcome"], completed.fields["counted"]) == ("caller_error", False)
+    view = engine.view(KEY)
+    assert (view.state, view.count) == ("open", ToolPolicy().failure_threshold)
