@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from textual.app import App
@@ -35,6 +35,8 @@ from breakerdeck.engine.state import State
 
 #: `M`'s dialog names this many breakers, then says how many more (it fits 80x24).
 ENFORCE_LISTED = 8
+#: A toast for refused writes names this many breakers with their errors, then counts the rest.
+FAILURES_NAMED = 3
 
 
 class OperatorActions(App[None]):
@@ -333,8 +335,17 @@ class OperatorActions(App[None]):
             self.notify(f"{self.named(cards[0].id)} reset by {self.operator}.", timeout=4)
         elif not failed:
             self.notify(f"{cards[0].key} reset on {done} sources by {self.operator}.", timeout=4)
-        for c, error in failed:
-            self.notify(f"Reset of {self.named(c.id)} failed: {error}", severity="error", timeout=8)
+        self._say_failed("not reset", failed)
+
+    def _say_failed(self, what: str, failed: Sequence[tuple[Card, BaseException]]) -> None:
+        """An error toast for each of the first `FAILURES_NAMED` writes a source refused, with
+        its error, and one counting the rest: a fleet-wide refusal must not bury the screen
+        under a toast per breaker."""
+        for card, error in failed[:FAILURES_NAMED]:
+            self.notify(f"{self.named(card.id)} {what}: {error}", severity="error", timeout=8)
+        if len(failed) > FAILURES_NAMED:
+            more = len(failed) - FAILURES_NAMED
+            self.notify(f"… and {more} more {what}.", severity="error", timeout=8)
 
     # -- hold, release, mode: the dialogs that take words (`screens/write.py`) ---------------
 
@@ -483,10 +494,7 @@ class OperatorActions(App[None]):
             done = len(targets) - len(failed)
             if done:
                 self.notify(f"{done} switched to enforce by {self.operator}.", timeout=4)
-            for c, error in failed:
-                self.notify(
-                    f"{self.named(c.id)} not switched: {error}", severity="error", timeout=8
-                )
+            self._say_failed("not switched", failed)
 
         many = f"{len(targets)} shadow breaker{'s' if len(targets) > 1 else ''}"
         form = WriteForm(f"Switch {many} shown to enforce?", lines, "Switch all", send)

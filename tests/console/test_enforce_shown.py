@@ -12,6 +12,7 @@ from tests.console.helpers import static_text
 from tests.console.test_palette import titles
 from tests.console.test_steer import open_dialog, written
 from tests.console.test_table import open_table
+from tests.console.test_watch import Replica, until, watch
 
 #: In shadow: the billing agents and ops-cy; billing-dee enforces.
 SHADOW = ("billing-ava", "billing-bo", "ops-cy")
@@ -90,3 +91,25 @@ async def test_a_viewers_console_offers_no_M_from_any_key_or_message(agent_world
         await settle(pilot)
         assert isinstance(app.screen, DashboardScreen)
     assert modes(agent_world)["billing-ava"] == "shadow"
+
+
+async def test_M_refused_for_many_names_three_and_counts_the_rest(agent_world):
+    five = [f"fleet-{n}" for n in range(5)]
+    for agent in five:
+        await agent_world.call(agent, "payments")
+        agent_world.engine.set_mode(agent, "shadow", "deploy", "rollout")
+    replica = Replica(agent_world, "replica-a")
+    async with replica as feed:
+        app = await watch(feed.url)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: sum(card.shadow for card in app.board.cards()) == 5)
+            await open_dialog(pilot, "M")
+            await replica.stop()  # the engine goes away while the operator reads the dialog
+            await until(pilot, lambda: app.source.stale_since is not None)
+            await press(pilot, "y")
+            await until(pilot, lambda: any("more" in n.message for n in app._notifications))
+            said = [n.message for n in app._notifications if n.severity == "error"]
+    assert len(said) == 4
+    assert all(" not switched: " in line and "not connected" in line for line in said[:3])
+    assert said[3] == "… and 2 more not switched."
+    assert {agent_world.engine.view(agent).mode for agent in five} == {"shadow"}
