@@ -576,9 +576,7 @@ class SharedStore:
         each node subscribed to its own slots' in one command."""
         if isinstance(self._client, RedisCluster):
             return _Shards(self._client, self._shard_channel)
-        pubsub: redis.client.PubSub = self._client.pubsub(  # type: ignore[no-untyped-call]
-            ignore_subscribe_messages=True
-        )
+        pubsub: redis.client.PubSub = self._client.pubsub(ignore_subscribe_messages=True)
         try:
             pubsub.subscribe(self.channel)
         except Exception:
@@ -715,9 +713,9 @@ def _client(
             db=url.db,
             ssl=url.tls,
             **options,
-        )  # type: ignore[no-untyped-call]
+        )
         _check_sentinels(sentinels, url)
-        client: redis.Redis = sentinels.master_for(url.service)  # type: ignore[no-untyped-call]
+        client: redis.Redis = sentinels.master_for(url.service)
         return client
     return redis.Redis.from_url(url.redis_url(), **options)
 
@@ -743,7 +741,7 @@ class _Shards:
         self._subscribers: list[redis.client.PubSub] = []
         try:
             for client, channels in owned.values():
-                subscriber = client.pubsub()  # type: ignore[no-untyped-call]
+                subscriber = client.pubsub()
                 self._subscribers.append(subscriber)
                 # SSUBSCRIBE takes the channels of one slot: the first through the client
                 # (which opens the connection and marks it subscribed), the rest sent at once.
@@ -805,7 +803,7 @@ def _check_sentinels(sentinels: Sentinel, url: StoreUrl) -> None:
     else:
         raise ValueError(f"{url.where()}: no sentinel answers ({why})")
     try:
-        sentinels.discover_master(url.service)  # type: ignore[no-untyped-call]
+        sentinels.discover_master(url.service)
     except redis.RedisError:
         raise ValueError(
             f"{url.where()}: no sentinel knows a primary named {url.service!r}"
