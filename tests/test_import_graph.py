@@ -4,6 +4,7 @@ included (issue 18): a circle means neither can be read, tested or moved without
 from __future__ import annotations
 
 import ast
+import gc
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,10 +23,23 @@ def _modules() -> dict[str, Path]:
     return found
 
 
+def _parsed(path: Path) -> ast.Module:
+    """The file's tree, parsed with the collector off: CPython 3.11 keeps the AST builder's
+    depth once per interpreter (gh-106905), so a collection in mid-parse that runs another
+    thread's parse (a test's leftover thread importing) fails this one with a SystemError."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(path.read_text())
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def _imports(path: Path, known: set[str], *, type_only: bool = False) -> set[str]:
     """Every breakerdeck module this file imports, at any depth of the file; those imported
     only for type checking (they never run) only when `type_only` asks for them."""
-    tree = ast.parse(path.read_text())
+    tree = _parsed(path)
     checking_only: set[int] = set()
     for node in ast.walk(tree):
         if not type_only and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
