@@ -26,6 +26,7 @@ from breakerdeck.engine.calls.callpath import CallPath, Completion, Retries
 from breakerdeck.engine.calls.deadline import Deadlines
 from breakerdeck.engine.core.breaker import Admission
 from breakerdeck.engine.core.classify import (
+    PLAIN_SUCCESS,
     Attempt,
     Classifier,
     deadline_attempt,
@@ -181,11 +182,11 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         never raises for what the backend did; a function tool's own error (one the policy
         does not classify, `classify.function_attempt`) is raised again once the call is
         recorded, uncounted."""
-        tool = self._tools.get(name)
-        if tool is None:
-            known = ", ".join(sorted(self._tools)) or "none"
+        tools = self._tools
+        if name not in tools:
+            known = ", ".join(sorted(tools)) or "none"
             return results.invalid_request(name, f"no tool named {name!r}; known tools: {known}")
-        return await self._call(agent, tool, credential, args, args)
+        return await self._call(agent, tools[name], credential, args, args)
 
     async def _call(
         self, agent: str, tool: Tool, credential: str, args: Any, checked: Any
@@ -266,8 +267,9 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         except BaseException as error:
             return self._attempt_failed(tool, call.key, deadlines, number, error)
         deadlines.stop(number)
-        if tool.plain:
-            return Attempt(SUCCESS, "ok", None, value)  # `_classified`'s hot path, inline
+        if tool.plain:  # `_classified`'s hot path, inline, its value kept by the budget
+            budget.data = value
+            return PLAIN_SUCCESS
         return self._classified(tool, call.key, value, None)
 
     def _attempt_failed(
@@ -371,8 +373,9 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
                 value = function(*args, **kwargs)
             except Exception as error:
                 return classified(settings, budget.call.key, None, error)
-            if plain:
-                return Attempt(SUCCESS, "ok", None, value)  # `_classified`'s hot path, inline
+            if plain:  # `_classified`'s hot path, inline, its value kept by the budget
+                budget.data = value
+                return PLAIN_SUCCESS
             return classified(settings, budget.call.key, value, None)
 
         @functools.wraps(function)
@@ -415,7 +418,7 @@ class RetryBudget(Retries[Attempt]):
     """One `call_tool` or `guard` call's retry budget (the rule is `Retries`'): its answer is
     the tool's structured result, made once in `completion()` (its status is the line's)."""
 
-    __slots__ = ("answered", "args", "body", "credential", "deadlines", "result", "tool")
+    __slots__ = ("answered", "args", "body", "credential", "data", "deadlines", "result", "tool")
 
     def __init__(
         self,
@@ -447,6 +450,8 @@ class RetryBudget(Retries[Attempt]):
         self.deadlines = deadlines
         self.result: ToolResult | None = None
         self.answered: ToolResult | None = None
+        #: What a plain success's function returned (its attempt is `PLAIN_SUCCESS`).
+        self.data: Any = None
 
     def completion(self) -> Completion:
         """What `Engine.complete` takes: outcome, fault, agent status, refresh, platform status.
@@ -457,8 +462,9 @@ class RetryBudget(Retries[Attempt]):
         if self.stopped:
             status: int | str = "circuit_open"
         else:
+            data = self.data if attempt is PLAIN_SUCCESS else attempt.data
             result = self.result = results.tool_result(
-                self.tool.name, attempt.outcome, attempt.data, self.call.attempts, self.credential
+                self.tool.name, attempt.outcome, data, self.call.attempts, self.credential
             )
             if attempt.raised is None:
                 self.answered = result
