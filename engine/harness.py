@@ -194,34 +194,26 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         """One call of `tool` with `args` (what its attempts are given; `checked`: what the
         argument schema and the authorizer are): `call_tool`'s, or an async guard's."""
         body = json_body(args) if tool.function is None else None
-        call = self._entered(agent, tool, credential, checked, body)
-        if type(call) is not Call:  # a refusal's answer (`Call` is final)
-            return call
+        key = self._keys[agent, tool.backend, credential, tool.mode]
         deadlines = self._loop_deadlines()
         budget = RetryBudget(
-            self.engine, tool, call, credential, args, body, deadlines, tool.call_attempts
+            self, tool, key, agent, credential, args, body, deadlines, tool.call_attempts
         )
+        if not budget.clear:
+            refused = self._refusal(budget, checked)
+            if refused is not None:
+                return refused
         return await self._run(budget, tool.lease, tool.probe_wait_seconds)
 
-    def _entered(
-        self, agent: str, tool: Tool, credential: str, args: Any, body: Body = None
-    ) -> Call | ToolResult:
-        """The call's entry, after the checks before any request: a refusal is answered and
-        written here."""
-        key = self._keys[agent, tool.backend, credential, tool.mode]
-        call = self.engine.enter(key, agent, tool.backend, tool.name, tool.deadline_seconds)
-        if (
-            tool.args_schema is None
-            and self.authorize is None
-            and not call.credential_revoked
-            and (body is None or type(body) is bytes)
-        ):
-            return call  # nothing to check: the common case
-        refusal = self._precheck(agent, tool, args, call, body)
+    def _refusal(self, budget: RetryBudget, args: Any) -> ToolResult | None:
+        """The checks before any request, for a call whose budget found something to check
+        (`RetryBudget.clear`): a refusal is answered and written here."""
+        tool, call = budget.tool, budget.call
+        refusal = self._precheck(call.agent, tool, args, call, budget.body)
         if refusal is None:
-            return call
+            return None
         outcome = Outcome(refusal.cls, detail=refusal.reason)
-        result = results.tool_result(tool.name, outcome, None, 0, credential)
+        result = results.tool_result(tool.name, outcome, None, 0, budget.credential)
         return self._refused(call, outcome, result["status"], result)
 
     def _denied(self, budget: RetryBudget, admission: Admission) -> ToolResult:
@@ -360,7 +352,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
     def _guard_sync(
         self, settings: Tool, function: Callable[..., Any], sleep: Callable[[float], None]
     ) -> Callable[..., ToolResult]:
-        engine = self.engine
+        keys, backend, mode = self._keys, settings.backend, settings.mode
         attempts = _guard_attempts(settings)
         classified = self._classified
         plain = settings.plain
@@ -382,11 +374,15 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         def guarded(
             *args: Any, agent: str = "local", credential: str = "default", **kwargs: Any
         ) -> ToolResult:
-            call = self._entered(agent, settings, credential, kwargs)
-            if type(call) is not Call:  # a refusal's answer (`Call` is final)
-                return call
+            key = keys[agent, backend, credential, mode]
             packed = (args, kwargs)
-            budget = RetryBudget(engine, settings, call, credential, packed, None, None, attempts)
+            budget = RetryBudget(
+                self, settings, key, agent, credential, packed, None, None, attempts
+            )
+            if not budget.clear:
+                refused = self._refusal(budget, kwargs)
+                if refused is not None:
+                    return refused
             return self._run_sync(budget, settings.lease, attempt, sleep)
 
         return guarded
@@ -418,26 +414,39 @@ class RetryBudget(Retries[Attempt]):
     """One `call_tool` or `guard` call's retry budget (the rule is `Retries`'): its answer is
     the tool's structured result, made once in `completion()` (its status is the line's)."""
 
-    __slots__ = ("answered", "args", "body", "credential", "data", "deadlines", "result", "tool")
+    __slots__ = (
+        "answered",
+        "args",
+        "body",
+        "clear",
+        "credential",
+        "data",
+        "deadlines",
+        "result",
+        "tool",
+    )
 
     def __init__(
         self,
-        engine: Engine,
+        harness: Harness,
         tool: Tool,
-        call: Call,
+        key: str,
+        agent: str,
         credential: str,
         args: Any,
         body: Body,
         deadlines: Deadlines | None,
         attempts: int,
     ) -> None:
-        """`args`, `body` and `deadlines` are what an async attempt sends and runs under; the
-        sync `guard` passes its function's `(args, kwargs)` and None. `attempts`: at most, as the
-        door's retry rule allows (`Tool.call_attempts`). (`Retries`' fields are set here, not
-        through its constructor: a budget is made for every call, and the second constructor
-        was one call in every twenty-six of `Harness.guard`'s.)"""
-        self.engine = engine
-        self.call = call
+        """The budget opens the call's entry (`Engine.enter`, on `key`) and says whether
+        anything is to be checked before a request (`clear`). `args`, `body` and `deadlines`
+        are what an async attempt sends and runs under; the sync `guard` passes its function's
+        `(args, kwargs)` and None. `attempts`: at most, as the door's retry rule allows
+        (`Tool.call_attempts`). (`Retries`' fields are set here, not through its constructor:
+        a budget is made for every call, and that second constructor was one call in every
+        twenty-six of `Harness.guard`'s, as a separate method for the entry and the checks.)"""
+        engine = self.engine = harness.engine
+        call = self.call = engine.enter(key, agent, tool.backend, tool.name, tool.deadline_seconds)
         self.limit = attempts
         self.backoff = tool.backoff_seconds
         self.rounds = 0
@@ -452,6 +461,14 @@ class RetryBudget(Retries[Attempt]):
         self.answered: ToolResult | None = None
         #: What a plain success's function returned (its attempt is `PLAIN_SUCCESS`).
         self.data: Any = None
+        #: Nothing to check before a request (no argument schema, no authorizer, a credential
+        #: not revoked, a body that could be encoded): the common case.
+        self.clear = (
+            tool.args_schema is None
+            and harness.authorize is None
+            and not call.credential_revoked
+            and (body is None or type(body) is bytes)
+        )
 
     def completion(self) -> Completion:
         """What `Engine.complete` takes: outcome, fault, agent status, refresh, platform status.
