@@ -26,6 +26,7 @@ from breakerdeck.engine.calls.callpath import CallPath, Completion, Retries
 from breakerdeck.engine.calls.deadline import Deadlines
 from breakerdeck.engine.core.breaker import Admission
 from breakerdeck.engine.core.classify import (
+    PLAIN_SUCCESS,
     Attempt,
     Classifier,
     deadline_attempt,
@@ -149,8 +150,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         self.clients = dict(clients or {})
         self.authorize = authorize
         self._tools: dict[str, Tool] = {}
-        #: The keys a tool's own `mode` has been configured for (`Tool.mode`).
-        self._moded: set[str] = set()
+        self._keys = _Keys(engine)
 
     def register(self, tool: Tool) -> Tool:
         if tool.function is None and tool.backend not in self.clients:
@@ -182,49 +182,38 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         never raises for what the backend did; a function tool's own error (one the policy
         does not classify, `classify.function_attempt`) is raised again once the call is
         recorded, uncounted."""
-        tool = self._tools.get(name)
-        if tool is None:
-            known = ", ".join(sorted(self._tools)) or "none"
+        tools = self._tools
+        if name not in tools:
+            known = ", ".join(sorted(tools)) or "none"
             return results.invalid_request(name, f"no tool named {name!r}; known tools: {known}")
-        return await self._call(agent, tool, credential, args, args)
+        return await self._call(agent, tools[name], credential, args, args)
 
     async def _call(
         self, agent: str, tool: Tool, credential: str, args: Any, checked: Any
     ) -> ToolResult:
         """One call of `tool` with `args` (what its attempts are given; `checked`: what the
         argument schema and the authorizer are): `call_tool`'s, or an async guard's."""
-        key = self.engine.key_for(agent, tool.backend, credential)
         body = json_body(args) if tool.function is None else None
-        call = self._check(agent, tool, checked, credential, key, body)
-        if type(call) is not Call:  # a refusal's answer (`Call` is final)
-            return call
+        key = self._keys[agent, tool.backend, credential, tool.mode]
         deadlines = self._loop_deadlines()
         budget = RetryBudget(
-            self, tool, call, credential, args, body, deadlines, tool.call_attempts
+            self, tool, key, agent, credential, args, body, deadlines, tool.call_attempts
         )
+        if not budget.clear:
+            refused = self._refusal(budget, checked)
+            if refused is not None:
+                return refused
         return await self._run(budget, tool.lease, tool.probe_wait_seconds)
 
-    def _check(
-        self, agent: str, tool: Tool, args: Any, credential: str, key: str, body: Body = None
-    ) -> Call | ToolResult:
-        """The checks before any request: a refusal is answered and written here."""
-        engine = self.engine
-        if tool.mode is not None and key not in self._moded:
-            engine.configure_mode(key, tool.mode)
-            self._moded.add(key)
-        call = engine.enter(key, agent, tool.backend, tool.name, tool.deadline_seconds)
-        if (
-            tool.args_schema is None
-            and self.authorize is None
-            and (body is None or not isinstance(body, Refusal))
-            and not engine.credential_paused(key)
-        ):
-            return call  # nothing to check: the common case
-        refusal = self._precheck(agent, tool, args, key, body)
+    def _refusal(self, budget: RetryBudget, args: Any) -> ToolResult | None:
+        """The checks before any request, for a call whose budget found something to check
+        (`RetryBudget.clear`): a refusal is answered and written here."""
+        tool, call = budget.tool, budget.call
+        refusal = self._precheck(call.agent, tool, args, call, budget.body)
         if refusal is None:
-            return call
+            return None
         outcome = Outcome(refusal.cls, detail=refusal.reason)
-        result = results.tool_result(tool.name, outcome, None, 0, credential)
+        result = results.tool_result(tool.name, outcome, None, 0, budget.credential)
         return self._refused(call, outcome, result["status"], result)
 
     def _denied(self, budget: RetryBudget, admission: Admission) -> ToolResult:
@@ -232,7 +221,9 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         reason = self.open_reason(budget.call.key)
         return results.denied(tool.name, admission, reason, tool.alternatives)
 
-    def _precheck(self, agent: str, tool: Tool, args: Any, key: str, body: Body) -> Refusal | None:
+    def _precheck(
+        self, agent: str, tool: Tool, args: Any, call: Call, body: Body
+    ) -> Refusal | None:
         if tool.args_schema is not None:
             try:
                 tool.args_schema.model_validate(args)
@@ -248,7 +239,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
             refusal = self.authorize(agent, tool, args)
             if refusal is not None:
                 return refusal
-        if self.engine.credential_paused(key):
+        if call.credential_revoked:
             return Refusal(OutcomeClass.CREDENTIAL_REVOKED, "credential revoked")
         return None
 
@@ -268,8 +259,9 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
         except BaseException as error:
             return self._attempt_failed(tool, call.key, deadlines, number, error)
         deadlines.stop(number)
-        if tool.plain:
-            return Attempt(SUCCESS, "ok", None, value)  # `_classified`'s hot path, inline
+        if tool.plain:  # `_classified`'s hot path, inline, its value kept by the budget
+            budget.data = value
+            return PLAIN_SUCCESS
         return self._classified(tool, call.key, value, None)
 
     def _attempt_failed(
@@ -360,7 +352,7 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
     def _guard_sync(
         self, settings: Tool, function: Callable[..., Any], sleep: Callable[[float], None]
     ) -> Callable[..., ToolResult]:
-        engine = self.engine
+        keys, backend, mode = self._keys, settings.backend, settings.mode
         attempts = _guard_attempts(settings)
         classified = self._classified
         plain = settings.plain
@@ -373,20 +365,24 @@ class Harness(CallPath["RetryBudget", Attempt, ToolResult]):
                 value = function(*args, **kwargs)
             except Exception as error:
                 return classified(settings, budget.call.key, None, error)
-            if plain:
-                return Attempt(SUCCESS, "ok", None, value)  # `_classified`'s hot path, inline
+            if plain:  # `_classified`'s hot path, inline, its value kept by the budget
+                budget.data = value
+                return PLAIN_SUCCESS
             return classified(settings, budget.call.key, value, None)
 
         @functools.wraps(function)
         def guarded(
             *args: Any, agent: str = "local", credential: str = "default", **kwargs: Any
         ) -> ToolResult:
-            key = engine.key_for(agent, settings.backend, credential)
-            call = self._check(agent, settings, kwargs, credential, key)
-            if type(call) is not Call:  # a refusal's answer (`Call` is final)
-                return call
+            key = keys[agent, backend, credential, mode]
             packed = (args, kwargs)
-            budget = RetryBudget(self, settings, call, credential, packed, None, None, attempts)
+            budget = RetryBudget(
+                self, settings, key, agent, credential, packed, None, None, attempts
+            )
+            if not budget.clear:
+                refused = self._refusal(budget, kwargs)
+                if refused is not None:
+                    return refused
             return self._run_sync(budget, settings.lease, attempt, sleep)
 
         return guarded
@@ -418,49 +414,84 @@ class RetryBudget(Retries[Attempt]):
     """One `call_tool` or `guard` call's retry budget (the rule is `Retries`'): its answer is
     the tool's structured result, made once in `completion()` (its status is the line's)."""
 
-    __slots__ = ("args", "body", "credential", "deadlines", "result", "tool")
+    __slots__ = (
+        "answered",
+        "args",
+        "body",
+        "clear",
+        "credential",
+        "data",
+        "deadlines",
+        "result",
+        "tool",
+    )
 
     def __init__(
         self,
         harness: Harness,
         tool: Tool,
-        call: Call,
+        key: str,
+        agent: str,
         credential: str,
         args: Any,
         body: Body,
         deadlines: Deadlines | None,
         attempts: int,
     ) -> None:
-        """`args`, `body` and `deadlines` are what an async attempt sends and runs under; the
-        sync `guard` passes its function's `(args, kwargs)` and None. `attempts`: at most, as the
-        door's retry rule allows (`Tool.call_attempts`). (The base is named, not reached
-        through `super()`: a budget is made for every call, and `super()` alone measured a
-        quarter of this constructor.)"""
-        Retries.__init__(self, harness.engine, call, attempts, tool.backoff_seconds)
+        """The budget opens the call's entry (`Engine.enter`, on `key`) and says whether
+        anything is to be checked before a request (`clear`). `args`, `body` and `deadlines`
+        are what an async attempt sends and runs under; the sync `guard` passes its function's
+        `(args, kwargs)` and None. `attempts`: at most, as the door's retry rule allows
+        (`Tool.call_attempts`). (`Retries`' fields are set here, not through its constructor:
+        a budget is made for every call, and that second constructor was one call in every
+        twenty-six of `Harness.guard`'s, as a separate method for the entry and the checks.)"""
+        engine = self.engine = harness.engine
+        call = self.call = engine.enter(key, agent, tool.backend, tool.name, tool.deadline_seconds)
+        self.limit = attempts
+        self.backoff = tool.backoff_seconds
+        self.rounds = 0
+        self.tried = None
+        self.stopped = False
         self.tool = tool
         self.credential = credential
         self.args = args
         self.body = body
         self.deadlines = deadlines
         self.result: ToolResult | None = None
+        self.answered: ToolResult | None = None
+        #: What a plain success's function returned (its attempt is `PLAIN_SUCCESS`).
+        self.data: Any = None
+        #: Nothing to check before a request (no argument schema, no authorizer, a credential
+        #: not revoked, a body that could be encoded): the common case.
+        self.clear = (
+            tool.args_schema is None
+            and harness.authorize is None
+            and not call.credential_revoked
+            and (body is None or type(body) is bytes)
+        )
 
     def completion(self) -> Completion:
         """What `Engine.complete` takes: outcome, fault, agent status, refresh, platform status.
-        The answer is made here, once: its status is the line's."""
+        The answer is made here, once: its status is the line's (`answered`, unless the
+        function's own error is to be raised again: `answer()`)."""
         attempt = self.tried
         assert attempt is not None
         if self.stopped:
             status: int | str = "circuit_open"
         else:
+            data = self.data if attempt is PLAIN_SUCCESS else attempt.data
             result = self.result = results.tool_result(
-                self.tool.name, attempt.outcome, attempt.data, self.call.attempts, self.credential
+                self.tool.name, attempt.outcome, data, self.call.attempts, self.credential
             )
+            if attempt.raised is None:
+                self.answered = result
             status = result["status"]
         return attempt.outcome, attempt.fault, status, None, attempt.platform_status
 
     def answer(self) -> ToolResult:
-        """The structured result; or, for a function tool's own error, that error again (the
-        call is completed by now, uncounted)."""
+        """The answer `completion()` did not make: a stopped retry's `circuit_open`; or, for a
+        function tool's own error, that error again (the call is completed by now,
+        uncounted)."""
         result = self.result
         if result is not None:
             raised = self.tried.raised if self.tried is not None else None
@@ -468,6 +499,28 @@ class RetryBudget(Retries[Attempt]):
                 raise raised
             return result
         return self.circuit_open(self.tool.name, self.tool.alternatives)
+
+
+class _Keys(dict[tuple[str, str, str, str | None], str]):
+    """The engine's key for each (agent, backend, credential, tool mode) a harness has called,
+    made once (`Engine.key_for`): a lookup that makes no call. A key is found the first time a
+    tool with its own `mode` calls it, and that mode is configured then (`Tool.mode`; an
+    operator's write still wins). As many entries as the pairs of callers and credentials the
+    engine already keeps a breaker and a caller list for."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__()
+        self._engine = engine
+        #: The keys a tool's own `mode` has been configured for.
+        self._moded: set[str] = set()
+
+    def __missing__(self, asked: tuple[str, str, str, str | None]) -> str:
+        agent, backend, credential, mode = asked
+        key = self[asked] = self._engine.key_for(agent, backend, credential)
+        if mode is not None and key not in self._moded:
+            self._engine.configure_mode(key, mode)
+            self._moded.add(key)
+        return key
 
 
 def json_body(args: Any) -> Body:

@@ -6,8 +6,9 @@ asking the breaker again first), complete the call with the budget's last outcom
 answer. The budget decides and holds the call's state (sans I/O); the shell only makes one
 attempt (`CallPath._attempt`) and words a refusal (`CallPath._denied`). The loop is written
 twice, as a thin async driver (`_run`) and a thin sync one (`_run_sync`, for `Harness.guard`
-on a plain function), over the same budget. Refusals before the breaker are each shell's own
-(their checks differ) and end in `CallPath._refused`, so they are written alike.
+on a plain function), over the same budget, each one frame (with telemetry on, the call's
+span runs it again with the attempt wrapped in its own). Refusals before the breaker are each
+shell's own (their checks differ) and end in `CallPath._refused`, so they are written alike.
 
 Every call opens with its entry (`Engine.enter`, the shell's, before its own refusals) and
 closes with it (`Engine.complete`); a closed breaker lets it in and a success that changes
@@ -24,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 from breakerdeck.engine import results, telemetry
@@ -45,9 +46,14 @@ Completion = tuple[Outcome, str, int | str, str | None, int | None]
 
 
 class Budget(Protocol[A_contra, R_co]):
-    """One admitted call's decisions (see `Retries`)."""
+    """One admitted call's decisions (see `Retries`). `answered`: the answer, once
+    `completion()` has made it; None: the path asks `answer()` (one call fewer for the
+    common answer, which a budget makes with its completion)."""
 
     call: Call
+
+    @property
+    def answered(self) -> R_co | None: ...
 
     def report(self, attempt: A_contra) -> bool: ...
     def wait(self) -> float: ...
@@ -66,6 +72,9 @@ class OneAttempt:
     never asks for a retry; they complete the `Budget` protocol."""
 
     __slots__ = ()
+
+    #: The answer is always `answer()`'s.
+    answered = None
 
     def report(self, attempt: Any) -> bool:
         """No retry: the attempt leaves what it decided on the budget itself."""
@@ -108,6 +117,10 @@ class Retries(Generic[T]):
     """
 
     __slots__ = ("backoff", "call", "engine", "limit", "rounds", "stopped", "tried")
+
+    #: A subclass that makes its answer with its completion keeps it here (a slot of its
+    #: own); None: the path asks `answer()`.
+    answered: Any = None
 
     def __init__(self, engine: Engine, call: Call, limit: int, backoff: float) -> None:
         self.engine = engine
@@ -172,32 +185,29 @@ class CallPath(ABC, Generic[B, A, R]):
             deadlines = self._deadlines = Deadlines(loop)
         return deadlines
 
-    def _run(self, budget: B, lease: float, wait_seconds: float = 0.0) -> Coroutine[Any, Any, R]:
+    async def _run(
+        self,
+        budget: B,
+        lease: float,
+        wait_seconds: float = 0.0,
+        attempt: Callable[[B], Awaitable[A]] | None = None,
+    ) -> R:
         """Admit (after waiting up to `wait_seconds` for an outstanding probe), attempt (again
         while the budget wants a retry), complete, answer. Abandoned by its caller while
         attempting (`ABANDONING`), the call is completed neutral, once, and the exception goes
         on (`_abandoned`).
-        With telemetry on, inside the call's span, each attempt in its own (`telemetry`)."""
-        spans = telemetry.spans()
-        if spans is None:
-            return self._steps(budget, lease, wait_seconds, self._attempt)
-        steps = functools.partial(self._steps, budget, lease, wait_seconds)
-        return spans.run(self.engine, budget.call, self._carrier(budget), steps, self._attempt)
-
-    def _carrier(self, budget: B) -> Mapping[str, str] | None:
-        """The trace context the call's span continues: the gateway's agent's `traceparent`;
-        None (in-process doors): the current one."""
-        return None
-
-    async def _steps(
-        self,
-        budget: B,
-        lease: float,
-        wait_seconds: float,
-        attempt: Callable[[B], Awaitable[A]],
-    ) -> R:
+        With telemetry on, inside the call's span, each attempt in its own (`telemetry`): the
+        span runs this again with `attempt`, the shell's own wrapped in its span. (One frame
+        for both: a separate `_steps` coroutine was a call of every call's.)"""
         engine = self.engine
         call = budget.call
+        if attempt is None:
+            spans = telemetry.spans()
+            if spans is not None:
+                steps = functools.partial(self._run, budget, lease, wait_seconds)
+                carrier = self._carrier(budget)
+                return await spans.run(engine, call, carrier, steps, self._attempt)
+            attempt = self._attempt
         try:
             # A closed breaker's admission takes no lock and no await (`Engine.admitted_now`).
             admission = engine.admitted_now(call)
@@ -230,29 +240,32 @@ class CallPath(ABC, Generic[B, A, R]):
             line = await engine.complete_async(call, *completion)
             counted = line is not None and line.fields["counted"]
             self._completed(call, recorded_as(completion[0], counted))
-        answer: R = budget.answer()
-        return answer
+        answer: R | None = budget.answered
+        return budget.answer() if answer is None else answer
+
+    def _carrier(self, budget: B) -> Mapping[str, str] | None:
+        """The trace context the call's span continues: the gateway's agent's `traceparent`;
+        None (in-process doors): the current one."""
+        return None
 
     def _run_sync(
-        self, budget: B, lease: float, attempt: Callable[[B], A], sleep: Callable[[float], None]
-    ) -> R:
-        """`_run` for a caller without an event loop: the same steps over the same budget,
-        `attempt` making one attempt (the path counts it). No probe wait: it needs a loop."""
-        spans = telemetry.spans()
-        if spans is None:
-            return self._steps_sync(budget, lease, attempt, sleep)
-        steps = functools.partial(self._steps_sync, budget, lease, sleep=sleep)
-        return spans.run_sync(self.engine, budget.call, steps, attempt)
-
-    def _steps_sync(
         self,
         budget: B,
         lease: float,
         attempt: Callable[[B], A],
         sleep: Callable[[float], None],
+        traced: bool = False,
     ) -> R:
+        """`_run` for a caller without an event loop: the same steps over the same budget,
+        `attempt` making one attempt (the path counts it). No probe wait: it needs a loop.
+        With telemetry on, the span runs this again (`traced`) with `attempt` in its span."""
         engine = self.engine
         call = budget.call
+        if not traced:
+            spans = telemetry.spans()
+            if spans is not None:
+                steps = functools.partial(self._run_sync, budget, lease, sleep=sleep, traced=True)
+                return spans.run_sync(engine, call, steps, attempt)
         admission = engine.admitted_now(call) or engine.admit(call, lease)
         if not admission.allowed:
             return self._denied(budget, admission)
@@ -271,8 +284,8 @@ class CallPath(ABC, Generic[B, A, R]):
         completion = budget.completion()
         if not engine.ends_unread(call, completion[0]):  # nothing to record: no call
             engine.complete(call, *completion)
-        answer: R = budget.answer()
-        return answer
+        answer: R | None = budget.answered
+        return budget.answer() if answer is None else answer
 
     def _probe_waits(self) -> ProbeWaits:
         waits = self._waits

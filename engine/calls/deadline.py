@@ -18,10 +18,21 @@ import asyncio
 import itertools
 import math
 import time
+import types
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+#: The running task of each loop, as Python 3.11's `asyncio.current_task` (written in Python)
+#: reads it: read here directly, since that function and its `dict.get` were two calls of every
+#: attempt. None where `current_task` is written in C (3.12 on) or keeps no such table: it is
+#: called then.
+_TASKS: dict[asyncio.AbstractEventLoop, asyncio.Task[Any]] | None = (
+    getattr(asyncio.tasks, "_current_tasks", None)
+    if isinstance(asyncio.current_task, types.FunctionType)
+    else None
+)
 
 
 class Deadlines:
@@ -46,7 +57,8 @@ class Deadlines:
     def start(self, seconds: float) -> int:
         """Cancel the current task `seconds` from now unless `stop()` comes first."""
         when = self._time() + seconds
-        task = asyncio.current_task(self.loop)
+        loop, tasks = self.loop, _TASKS
+        task = tasks[loop] if tasks is not None and loop in tasks else asyncio.current_task(loop)
         assert task is not None, "a deadline needs a running task"
         number = self._next()
         self._pending[number] = (when, task, task.cancelling())
@@ -58,7 +70,9 @@ class Deadlines:
         """Stop a deadline. True when it had fired and its cancellation is the task's only one
         pending (it is withdrawn, and the caller reads the `CancelledError` as a timeout);
         False when it had not fired, or the task was also cancelled from outside."""
-        if self._pending.pop(number, None) is not None:
+        pending = self._pending
+        if number in pending:  # not fired: the usual case, with no call (`dict.pop` was one)
+            del pending[number]
             return False
         cancelling = self._expired.pop(number)
         task = asyncio.current_task(self.loop)

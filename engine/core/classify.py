@@ -52,6 +52,13 @@ class Attempt:
     raised: BaseException | None = None
 
 
+#: The attempt of every plain success (a function tool's value taken as it is, `Tool.plain`),
+#: shared: the value is kept by the call's budget (`RetryBudget.data`), not on an attempt made
+#: for each call (that constructor was one call in seventeen of `Harness.guard`'s). Its own
+#: `data` is always None.
+PLAIN_SUCCESS = Attempt(SUCCESS, "ok")
+
+
 def parse_retry_after(value: str | None, now_wall: float) -> float | None:
     """Seconds to wait from a Retry-After header; None when absent or unreadable.
 

@@ -25,6 +25,7 @@ class Call:
         "admitted_wall",
         "agent",
         "attempts",
+        "credential_revoked",
         "deadline_seconds",
         "key",
         "platform",
@@ -41,8 +42,10 @@ class Call:
         tool: str,
         deadline: float,
         number: int = 0,
+        revoked: bool = False,
     ) -> None:
-        """`draw` hands out the next call number (the ledger's); `number`: one drawn already."""
+        """`draw` hands out the next call number (the ledger's); `number`: one drawn already;
+        `revoked`: the key's credential was paused at entry."""
         self._draw = draw
         self._number = number
         self.key = key
@@ -57,6 +60,10 @@ class Call:
         #: A shadow breaker let this call through though it would have refused it: the
         #: refusal's reason and retry-after, for its `call.would_deny` line.
         self.would_deny: tuple[str, float] | None = None
+        #: The key's credential was revoked (paused until an operator restores it) when the
+        #: call entered (`Entries.enter`): the doors refuse it before anything is sent. Read
+        #: from the slot the entry looks up anyway, so no door asks the engine again.
+        self.credential_revoked = revoked
 
     @property
     def number(self) -> int:

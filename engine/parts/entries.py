@@ -47,13 +47,17 @@ class Entries:
     def enter(
         self, key: str, agent: str, platform: str, tool: str, deadline_seconds: float
     ) -> Call:
-        """One call's entry, `agent` noted among the key's callers."""
-        slot = self._slots.get(key)
-        if slot is None or agent not in slot.agents:
-            self._keys.slot(key, agent)
-        draw = self._draw  # as `entry`, inline: every door's call comes this way
+        """One call's entry, `agent` noted among the key's callers, and whether the key's
+        credential is revoked (`Call.credential_revoked`). (A membership test and a lookup, not
+        `dict.get`: every door's call comes this way, and a slot is never removed.)"""
+        slots, keys = self._slots, self._keys
+        slot = slots[key] if key in slots else keys.slot(key, agent)
+        if agent not in slot.agents:
+            slot = keys.slot(key, agent)
+        draw = self._draw  # as `entry`, inline
         number = draw() if self._outbox.listeners else 0
-        return Call(draw, key, agent, platform, tool, deadline_seconds, number)
+        revoked = slot.credential_revoked
+        return Call(draw, key, agent, platform, tool, deadline_seconds, number, revoked)
 
     def entry(
         self, key: str, agent: str, platform: str, tool: str, deadline_seconds: float

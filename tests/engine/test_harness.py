@@ -182,6 +182,19 @@ async def test_a_401_on_a_credential_that_worked_pauses_it_until_marked_fixed(ha
     assert harness.engine.view("payments@default").count == 0
 
 
+async def test_an_entry_says_whether_its_keys_credential_was_revoked_when_it_entered(
+    harness, platform
+):
+    engine = harness.engine
+    await harness.call_tool("ava", "charge")
+    platform.revoke_credential()
+    await harness.call_tool("ava", "charge")
+    assert engine.enter("payments@default", "ava", "payments", "charge", 30.0).credential_revoked
+    engine.restore_credential("payments@default", actor="alice")
+    entry = engine.enter("payments@default", "ava", "payments", "charge", 30.0)
+    assert not entry.credential_revoked
+
+
 async def test_a_call_whose_retry_finds_the_breaker_open_stops_with_circuit_open(harness, platform):
     platform.set_fault(REFUSED)
     await harness.call_tool("ava", "charge")

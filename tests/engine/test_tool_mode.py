@@ -59,3 +59,15 @@ def test_two_tools_of_one_backend_cannot_name_different_modes() -> None:
     harness.register(Tool("search", backend="crm", function=Backend().run))
     with pytest.raises(ValueError, match="share a breaker"):
         harness.register(Tool("update", backend="crm", function=Backend().run, mode="enforce"))
+
+
+async def test_a_shadow_tool_configures_its_key_though_a_tool_without_a_mode_called_it_first():
+    engine = Engine(ToolPolicy(), clock=ManualClock())
+    backend = Backend()
+    harness = Harness(engine)
+    harness.register(Tool("search", backend="crm", attempts=1, function=backend.run))
+    harness.register(Tool("lookup", backend="crm", attempts=1, function=backend.run, mode="shadow"))
+    await harness.call_tool("ava", "search")
+    assert engine.view("crm@default").mode == "enforce"
+    await harness.call_tool("ava", "lookup")
+    assert engine.view("crm@default").mode == "shadow"

@@ -163,7 +163,7 @@ class ToolCalls(CallPath[McpBudget, Sent, Answer]):
             tool=called,
             deadline_seconds=settings.deadline_seconds,
         )
-        refusal = self._precheck(upstream, tool, called, arguments, key)
+        refusal = self._precheck(upstream, tool, called, arguments, call)
         if refusal is not None:
             outcome, result = refusal
             return self._refused(call, outcome, result["status"], own_result(result))
@@ -190,7 +190,7 @@ class ToolCalls(CallPath[McpBudget, Sent, Answer]):
         tool: types.Tool,
         called: str,
         arguments: dict[str, Any] | None,
-        key: str,
+        call: Call,
     ) -> tuple[Outcome, ToolResult] | None:
         """Refusals before the breaker: arguments that are not an object or fail the schema, a
         revoked credential."""
@@ -207,7 +207,7 @@ class ToolCalls(CallPath[McpBudget, Sent, Answer]):
                 detail = f"arguments rejected: {fix}"
                 outcome = Outcome(OutcomeClass.CALLER_ERROR, detail=detail)
                 return outcome, results.invalid_request(called, detail)
-        if self.engine.credential_paused(key):
+        if call.credential_revoked:
             outcome = Outcome(OutcomeClass.CREDENTIAL_REVOKED, detail="credential revoked")
             return outcome, results.credential_revoked(called, upstream.config.credential_id)
         return None
