@@ -23,7 +23,7 @@ from pathlib import Path
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.errors import StateDirError
-from breakerdeck.engine.events import CallCompleted, Event
+from breakerdeck.engine.events import CallCompleted, CallDenied, Event
 from breakerdeck.engine.outcomes import OutcomeClass
 from breakerdeck.engine.parts.outbox import Outbox
 from breakerdeck.engine.storage import statedir
@@ -116,11 +116,14 @@ class Ledger:
                 while (event := posted.pop(seq, None)) is not None:
                     self.handed = seq
                     seq += 1
-                    if audit is not None and not event.relayed:
-                        healthy = type(event) is CallCompleted and event.result.cls is _SUCCESS
-                        kept = None if healthy else ev.audit_form(event)
-                        if kept is not None:
-                            audit.append(kept)
+                    if audit is not None:
+                        if type(event) is CallDenied:  # never relayed: a refusal is our own
+                            audit.append_denied(event)
+                        elif not event.relayed:
+                            success = type(event) is CallCompleted and event.result.cls is _SUCCESS
+                            kept = None if success else ev.audit_form(event)
+                            if kept is not None:
+                                audit.append(kept)
                     hand_out(event)
             finally:
                 self._handing.release()
