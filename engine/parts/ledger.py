@@ -42,7 +42,8 @@ _SUCCESS = OutcomeClass.SUCCESS
 
 class Ledger:
     def __init__(self, wall_clock: Callable[[], float], problems: Problems, outbox: Outbox) -> None:
-        self._wall = wall_clock
+        #: The engine's wall clock, as cheap as it comes (`Parts.wall`).
+        self.wall = wall_clock
         self._problems = problems
         self._outbox = outbox
         self.audit: AuditLog | None = None
@@ -91,7 +92,7 @@ class Ledger:
         if seq >= self._seq_refill:
             self._reserve_more(seq=seq)
         if not event.wall:
-            event.wall = self._wall()
+            event.wall = self.wall()
         view = event.view
         if view is not None:
             view.seq = seq
@@ -171,7 +172,7 @@ class Ledger:
 
     def _save_mark(self, seq: int, calls: int) -> None:
         assert self._mark_file is not None
-        mark = {"seq": seq, "wall": self._wall(), "calls": calls}
+        mark = {"seq": seq, "wall": self.wall(), "calls": calls}
         try:
             statedir.write_private(self._mark_file, json.dumps(mark))
         except OSError as error:
