@@ -201,7 +201,8 @@ class Engine:
         `with guard:` or `async with guard:` admits or raises `BreakerOpen`, and records
         the body's outcome. `settings`: `tool`, `deadline_seconds`, `classifier`."""
         slot = self._keys.slot(key, agent)
-        return Guard(self, self._entries, slot, key, agent=agent, lease=lease, **settings)
+        parts = self._parts
+        return Guard(self, self._entries, parts, slot, key, agent=agent, lease=lease, **settings)
 
     def idempotency_key(self, call: str | int) -> str:
         """What every attempt of a call sends upstream as its `Idempotency-Key`: the call's

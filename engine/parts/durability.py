@@ -57,14 +57,21 @@ class Durability:
         self._ledger.open(directory, self.audit, self.store)
 
     def persist(self, slot: Slot, *, urgent: bool, what: str | None = None, seq: int = 0) -> None:
-        """Under the key's lock: queue its verdict; an urgent one is owed to the caller."""
-        if self.store is None:
+        """Under the key's lock: queue its verdict; an urgent one is owed to the caller. One
+        that is not (a counter, when the credential last worked) is built by the store's
+        writer when it writes it, under the key's lock then: nobody waits for it, so the call
+        that made it pays for none of it (a new key's first call, a counted failure)."""
+        store = self.store
+        if store is None:
             return
-        ticket = self.store.submit(self.verdict(slot), urgent=urgent)
-        if urgent:
-            key = slot.breaker.key
-            _, last, said = self._owed.get(key, (0, 0, []))
-            self._owed[key] = (ticket, max(last, seq), [*said, what or key])
+        if not urgent:
+            saved_at = self._ledger.wall()  # its age is the state's: `is_stale` reads it
+            store.submit_later(slot.breaker.key, lambda: self._verdict_locked(slot, saved_at))
+            return
+        ticket = store.submit(self.verdict(slot), urgent=True)
+        key = slot.breaker.key
+        _, last, said = self._owed.get(key, (0, 0, []))
+        self._owed[key] = (ticket, max(last, seq), [*said, what or key])
 
     def persist_event(self, slot: Slot, event: Event) -> None:
         """Under the key's lock: the verdict after `event`, owed to the caller with it."""
@@ -144,7 +151,12 @@ class Durability:
             kept.append(fixed)
         return kept
 
-    def verdict(self, slot: Slot) -> Verdict:
+    def _verdict_locked(self, slot: Slot, saved_at: float) -> Verdict:
+        with slot.lock:
+            return self.verdict(slot, saved_at)
+
+    def verdict(self, slot: Slot, saved_at: float | None = None) -> Verdict:
+        """The key's verdict now, saved at `saved_at` (now when None)."""
         now = self._clock.wall()
         b = slot.breaker.snapshot(now - self._clock.monotonic())
         hold = b.hold if b.state is State.HELD else None
@@ -163,7 +175,7 @@ class Durability:
             trip_cause=b.trip_cause.value if b.trip_cause else None,
             credential_ok_at=slot.credential_worked_at,
             credential_revoked=slot.credential_revoked,
-            saved_at=now,
+            saved_at=now if saved_at is None else saved_at,
             last_failure_detail=b.last_failure_detail,
             held_by=None if hold is None else hold.actor,
             held_reason=None if hold is None else hold.reason,

@@ -20,8 +20,11 @@ Each entry is the engine's (`parts/entries.py`, `Engine.admit`, `Engine.complete
 decides nothing itself. The one thing it skips is an entry nobody could read: when the rule
 says a call goes in quietly (`Entries.quiet_entry`: closed, no listener) the context's
 outermost entry takes none (on a state dir it keeps when it went in, for the audit row of a
-failure), and a success that changes nothing records nothing (`Entries.ends_unread`);
-anything else takes its entry on the way out (`enter_late`).
+failure), and a success that changes nothing records nothing (`Entries.succeeds_unread`);
+anything else takes its entry on the way out (`enter_late`). A refusal in the cooldown that no
+listener reads takes no entry either (`Lines.refused`: the audit log's row, if any, is written
+all the same). The quiet path is each driver's own few lines, not a shared method: on a
+healthy call the guard's frames are most of its cost (issue 31).
 """
 
 from __future__ import annotations
@@ -37,7 +40,18 @@ from breakerdeck.engine.outcomes import ABANDONING, SUCCESS, Outcome
 from breakerdeck.engine.parts.call import Call
 from breakerdeck.engine.parts.entries import Entries, Kept
 from breakerdeck.engine.parts.keys import Slot
+from breakerdeck.engine.parts.operations import Parts
 from breakerdeck.engine.results import ToolResult
+
+#: A context's entries on one guard: a list holding what an outermost entry that went in
+#: quietly kept of its admission (empty: none is in), emptied in place when it leaves (never
+#: reset: a task or thread started inside it shares the list, reads it as an entry in
+#: progress and takes entries of its own); or the context's previous value with its own entry.
+Taken = list[Kept] | tuple["Taken", Call]
+
+#: No entry yet in a context. Never emptied nor filled: only a list an entry set holds
+#: anything to take.
+_NONE: list[Kept] = []
 
 
 class Engine(Protocol):
@@ -68,6 +82,7 @@ class Guard:
         self,
         engine: Engine,
         entries: Entries,
+        parts: Parts,
         slot: Slot,
         key: str,
         *,
@@ -87,11 +102,13 @@ class Guard:
         self.deadline_seconds = deadline_seconds
         self.classifier = classifier
         self._platform = key.partition("@")[0]
-        #: This context's entries, innermost last; an outermost entry that went in quietly
-        #: (`Entries.quiet_entry`) is on it only as what it kept of its admission (with an
-        #: audit log), else not at all.
-        self._calls: contextvars.ContextVar[tuple[Call | Kept, ...]] = contextvars.ContextVar(
-            f"guard:{key}", default=()
+        # What every entry asks, read once per guard.
+        self._quiet_entry = entries.quiet_entry
+        self._succeeds_unread = entries.succeeds_unread
+        self._refused = parts.lines.refused
+        self._monotonic = parts.clock.monotonic
+        self._calls: contextvars.ContextVar[Taken] = contextvars.ContextVar(
+            f"guard:{key}", default=_NONE
         )
 
     def __repr__(self) -> str:
@@ -100,10 +117,12 @@ class Guard:
     # -- the drivers: sync and async differ only in how they wait ----------------------------
 
     def __enter__(self) -> None:
-        call = self._entering()
-        if call is not None:
+        if self._calls.get() or (kept := self._quiet_entry(self._slot)) is None:
+            call = self._entering()
             early = self._entries.admitted(call)
             self._admitted(call, early or self.engine.admit(call, self.lease))
+        elif kept:
+            self._calls.set([kept])
 
     def __exit__(
         self,
@@ -111,19 +130,20 @@ class Guard:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        call = self._leaving(error)
-        if call is None:
-            return
-        if isinstance(error, ABANDONING):
-            self.engine.abandon(call)
-        else:
+        taken = self._calls.get()
+        if error is None and type(taken) is list and self._succeeds_unread(self._slot):
+            if taken:
+                taken.pop()
+        elif (call := self._leaving(taken, error)) is not None:
             self.engine.complete(call, *self._outcome(error))
 
     async def __aenter__(self) -> None:
-        call = self._entering()
-        if call is not None:
+        if self._calls.get() or (kept := self._quiet_entry(self._slot)) is None:
+            call = self._entering()
             early = self._entries.admitted(call)
             self._admitted(call, early or await self.engine.admit_async(call, self.lease))
+        elif kept:
+            self._calls.set([kept])
 
     async def __aexit__(
         self,
@@ -131,57 +151,54 @@ class Guard:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        call = self._leaving(error)
-        if call is None:
-            return
-        if isinstance(error, ABANDONING):
-            self.engine.abandon(call)  # no await once cancelled, or in a closing generator
-        else:
+        taken = self._calls.get()
+        if error is None and type(taken) is list and self._succeeds_unread(self._slot):
+            if taken:
+                taken.pop()
+        elif (call := self._leaving(taken, error)) is not None:
             await self.engine.complete_async(call, *self._outcome(error))
 
     # -- the one body of both --------------------------------------------------------------
 
-    def _entering(self) -> Call | None:
-        """The entry to admit, or None: the context's outermost entry goes in quietly."""
-        calls = self._calls
-        if not calls.get():
-            kept = self._entries.quiet_entry(self._slot)
-            if kept is not None:
-                if kept:
-                    calls.set((kept,))
-                return None
+    def _entering(self) -> Call:
+        """The entry of a call that does not go in quietly, or `BreakerOpen` at once: a
+        refusal in the cooldown nobody but the audit log reads takes none (`Lines.refused`)."""
+        refusal = self._refused(self._slot, self.agent, self._platform, self._monotonic())
+        if refusal is not None:
+            self._admitted(None, refusal)
         return self._entries.entry(
             self.key, self.agent, self._platform, self.tool, self.deadline_seconds
         )
 
-    def _admitted(self, call: Call, admission: Admission) -> None:
+    def _admitted(self, call: Call | None, admission: Admission) -> None:
         if not admission.allowed:
             raise BreakerOpen(
                 results.denied(self.tool, admission, self.engine.open_reason(self.key), ())
             )
+        assert call is not None  # only a refusal is decided before its entry
         call.attempts = 1
-        self._calls.set((*self._calls.get(), call))
-
-    def _leaving(self, error: BaseException | None) -> Call | None:
-        """The entry to complete now: this one's own, or (one that went in quietly, with
-        something to record) one taken now with what it kept. None: a quiet success that
-        changes nothing."""
         calls = self._calls
-        taken = calls.get()
-        kept: Kept = ()
-        if taken:
-            calls.set(taken[:-1])
-            top = taken[-1]
-            if type(top) is Call:  # not a kept pair: its own entry (`Call` is final)
-                if error is None and self._entries.ends_unread(top, SUCCESS):
-                    return None
-                return top
-            kept = top
-        if error is None and self._entries.succeeds_unread(self._slot):
+        calls.set((calls.get(), call))
+
+    def _leaving(self, taken: Taken, error: BaseException | None) -> Call | None:
+        """The entry to complete with the body's outcome: this one's own, or (one that went in
+        quietly, with something to record) one taken now with what it kept. None: a success
+        that changes nothing, or a body its caller abandoned, completed neutral here (no
+        await once cancelled, nor in a closing generator)."""
+        if isinstance(taken, tuple):  # its own entry, over the context's previous value
+            previous, call = taken
+            self._calls.set(previous)
+            if error is None and self._entries.ends_unread(call, SUCCESS):
+                return None
+        else:
+            kept = taken.pop() if taken else ()
+            call = self._entries.enter_late(
+                self.key, self.agent, self._platform, self.tool, self.deadline_seconds, kept
+            )
+        if isinstance(error, ABANDONING):
+            self.engine.abandon(call)
             return None
-        return self._entries.enter_late(
-            self.key, self.agent, self._platform, self.tool, self.deadline_seconds, kept
-        )
+        return call
 
     def _outcome(self, error: BaseException | None) -> tuple[Outcome, str, str]:
         if error is None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from breakerdeck.engine import events as ev
 from breakerdeck.engine.errors import StateDirError
-from breakerdeck.engine.events import CallCompleted, Event
+from breakerdeck.engine.events import CallCompleted, CallDenied, Event
 from breakerdeck.engine.outcomes import OutcomeClass
 from breakerdeck.engine.parts.outbox import Outbox
 from breakerdeck.engine.storage import statedir
@@ -42,7 +42,8 @@ _SUCCESS = OutcomeClass.SUCCESS
 
 class Ledger:
     def __init__(self, wall_clock: Callable[[], float], problems: Problems, outbox: Outbox) -> None:
-        self._wall = wall_clock
+        #: The engine's wall clock, as cheap as it comes (`Parts.wall`).
+        self.wall = wall_clock
         self._problems = problems
         self._outbox = outbox
         self.audit: AuditLog | None = None
@@ -91,7 +92,7 @@ class Ledger:
         if seq >= self._seq_refill:
             self._reserve_more(seq=seq)
         if not event.wall:
-            event.wall = self._wall()
+            event.wall = self.wall()
         view = event.view
         if view is not None:
             view.seq = seq
@@ -116,11 +117,14 @@ class Ledger:
                 while (event := posted.pop(seq, None)) is not None:
                     self.handed = seq
                     seq += 1
-                    if audit is not None and not event.relayed:
-                        healthy = type(event) is CallCompleted and event.result.cls is _SUCCESS
-                        kept = None if healthy else ev.audit_form(event)
-                        if kept is not None:
-                            audit.append(kept)
+                    if audit is not None:
+                        if type(event) is CallDenied:  # never relayed: a refusal is our own
+                            audit.append_denied(event)
+                        elif not event.relayed:
+                            success = type(event) is CallCompleted and event.result.cls is _SUCCESS
+                            kept = None if success else ev.audit_form(event)
+                            if kept is not None:
+                                audit.append(kept)
                     hand_out(event)
             finally:
                 self._handing.release()
@@ -168,7 +172,7 @@ class Ledger:
 
     def _save_mark(self, seq: int, calls: int) -> None:
         assert self._mark_file is not None
-        mark = {"seq": seq, "wall": self._wall(), "calls": calls}
+        mark = {"seq": seq, "wall": self.wall(), "calls": calls}
         try:
             statedir.write_private(self._mark_file, json.dumps(mark))
         except OSError as error:

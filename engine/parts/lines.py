@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from breakerdeck.engine.core.breaker import Admission
 from breakerdeck.engine.events import (
     BreakerView,
     CallCompleted,
+    CallDenied,
     CallDetails,
     CallEnding,
     Event,
@@ -186,6 +188,46 @@ class Lines:
         finally:
             lock.release()
         return event
+
+    def refused(self, slot: Slot, agent: str, platform: str, now: float) -> Admission | None:
+        """A refusal in the cooldown that no listener reads, made with no entry: counted, and
+        its `call.denied` written for the audit log when there is one (`call_id`: a number
+        drawn now). None: the breaker decides (a listener reads the line; shadow; not cooling).
+
+        With an audit log the row is decided and numbered under the key's lock (two lock
+        calls, uncontended), so it never lands between a call's line and the transition that
+        call caused, nor before a trip it was refused by (DESIGN, "The headless trace")."""
+        outbox = self._outbox
+        if outbox.listeners or slot.mode != "enforce":
+            return None
+        if not outbox.watched:
+            return slot.cooling(now)
+        lock = slot.made_lock or slot.lock  # made by the trip's lines: no property call
+        lock.acquire()  # not `with`, as in `quiet_line`
+        try:
+            refusal = slot.cooling(now)
+            if refusal is None:
+                return None
+            ledger = self._ledger
+            key = slot.breaker.key
+            denied = CallDenied(
+                0,
+                key,
+                key if self.agent_policy else agent,
+                0.0,
+                ledger.next_call(),
+                platform,
+                refusal.reason,
+                round(refusal.retry_after, 3),
+            )
+            if len(slot.agents) == slot.shown_agents:
+                ledger.post(denied)  # `publish`'s whole work when there is no view
+            else:
+                self.publish(slot, denied, self.views.of(slot))
+        finally:
+            lock.release()
+        ledger.deliver()
+        return refusal
 
     def expired(
         self, slot: Slot, call: Call | None, transitions: Sequence[Transition]

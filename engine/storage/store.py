@@ -319,7 +319,8 @@ class VerdictStore(SqliteFile):
         #: `Condition`'s `with` is two Python calls more, on every counted call's path).
         self._guard = threading.RLock()
         self._cond = threading.Condition(self._guard)
-        self._pending: dict[str, Verdict | None] = {}  # None: delete the key's row
+        #: None: delete the key's row; a callable: build the verdict when it is written.
+        self._pending: dict[str, Verdict | Callable[[], Verdict] | None] = {}
         self._tasks: list[Callable[[], None]] = []
         self._submitted = 0
         self._committed = 0
@@ -334,6 +335,12 @@ class VerdictStore(SqliteFile):
     def submit(self, verdict: Verdict, *, urgent: bool) -> int:
         """Queue a verdict; the ticket is what `wait` takes. Never blocks, never raises."""
         return self._enqueue(verdict.key, verdict, urgent)
+
+    def submit_later(self, key: str, build: Callable[[], Verdict]) -> int:
+        """Queue a counter-like change (never urgent): the verdict is built by `build` on the
+        writer thread when it is written, so the caller pays for none of it (DESIGN,
+        "Durability": counters within a second). `build` takes what locks it needs."""
+        return self._enqueue(key, build, urgent=False)
 
     def delete(self, key: str) -> int:
         return self._enqueue(key, None, urgent=False)
@@ -396,7 +403,9 @@ class VerdictStore(SqliteFile):
 
     # -- the writer thread ---------------------------------------------------------------
 
-    def _enqueue(self, key: str, verdict: Verdict | None, urgent: bool) -> int:
+    def _enqueue(
+        self, key: str, verdict: Verdict | Callable[[], Verdict] | None, urgent: bool
+    ) -> int:
         with self._guard:
             self._pending[key] = verdict
             self._submitted += 1
@@ -419,12 +428,13 @@ class VerdictStore(SqliteFile):
                 stopping = self._stopping
             for task in tasks:
                 self._run_task(task)
-            written = self._commit(batch)
+            built = self._built(batch)
+            written = self._commit(built)
             with self._cond:
                 if written:
                     self._committed = ticket
                 else:  # kept for the next try, unless a newer verdict replaced it meanwhile
-                    self._pending = batch | self._pending
+                    self._pending = {**built, **self._pending}
                 self._cond.notify_all()
                 if stopping:
                     return
@@ -436,6 +446,22 @@ class VerdictStore(SqliteFile):
             task()
         except Exception as exc:  # a task's failure is a problem to show, never a dead writer
             self._report(f"A state-dir write failed ({exc!r}).")
+
+    def _built(
+        self, batch: dict[str, Verdict | Callable[[], Verdict] | None]
+    ) -> dict[str, Verdict | None]:
+        """Each verdict submitted to be built later (`submit_later`), built now, off the
+        lock callers queue under; one that fails to build is reported and left out."""
+        built: dict[str, Verdict | None] = {}
+        for key, verdict in batch.items():
+            if callable(verdict):
+                try:
+                    verdict = verdict()
+                except Exception as exc:  # a build's failure is a problem to show
+                    self._report(f"The verdict for {key!r} could not be built ({exc!r}).")
+                    continue
+            built[key] = verdict
+        return built
 
     def _commit(self, batch: dict[str, Verdict | None]) -> bool:
         """Each verdict as a JSON object of its fields, read one by one (`dataclasses.asdict`
