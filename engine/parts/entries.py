@@ -6,8 +6,9 @@ someone reads. The rule, here and nowhere else:
 
 - a closed breaker lets a call in with no lock (`admitted`); with no listener a call may
   go in with no entry at all (`quiet_entry`), keeping only when it went in if the audit log
-  would keep its failure's line; with nobody reading a line (no listener, no audit log) a
-  breaker in its cooldown refuses with no lock and no line;
+  would keep its failure's line; with no listener a breaker in its cooldown refuses without
+  the breaker's decision (`Lines.refused`, for entries and `Engine.guard` alike: no lock and no
+  line when nobody reads one, its audit row under the key's lock on a state dir);
 - a success ends with no lock and no line when the key is closed with nothing counted and a
   credential known to work (`Slot.quiet`) and no listener reads it (the audit log keeps no
   successes); so does an abandoned call's neutral end when nobody reads a line
@@ -43,6 +44,7 @@ class Entries:
         self._agent_policy = isinstance(parts.policy, AgentPolicy)
         self._wall = parts.wall
         self._monotonic = parts.clock.monotonic
+        self._refused = parts.lines.refused
 
     def enter(
         self, key: str, agent: str, platform: str, tool: str, deadline_seconds: float
@@ -100,8 +102,9 @@ class Entries:
         return (self._wall(), seq) if outbox.watched else _NOTHING_KEPT
 
     def admitted(self, call: Call) -> Admission | None:
-        """The admissions that take no lock: a closed breaker lets in, and (when nobody reads
-        a refusal's line) one in its cooldown refuses. None: the locked path decides."""
+        """The admissions the breaker need not decide: a closed breaker lets in with no lock,
+        and (when no listener reads a refusal's line) one in its cooldown refuses
+        (`Lines.refused`). None: the locked path decides."""
         slot = self._slots[call.key]
         # The seq is read before the state: if a trip lands in between, this call still reads
         # as admitted before it, which is what a closed breaker let in.
@@ -111,9 +114,7 @@ class Entries:
             call.admitted_wall = self._wall()
             call.admitted_seq = seq
             return ADMIT_NORMAL
-        if not self._outbox.watched and slot.mode == "enforce":  # shadow: the locked path
-            return slot.cooling(self._monotonic())
-        return None
+        return self._refused(slot, call.agent, call.platform, self._monotonic(), call)
 
     def ends_unread(self, call: Call, outcome: Outcome) -> bool:
         """Whether a call's end changes nothing and nobody reads it: a success on a quiet key

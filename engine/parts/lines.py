@@ -189,10 +189,13 @@ class Lines:
             lock.release()
         return event
 
-    def refused(self, slot: Slot, agent: str, platform: str, now: float) -> Admission | None:
-        """A refusal in the cooldown that no listener reads, made with no entry: counted, and
-        its `call.denied` written for the audit log when there is one (`call_id`: a number
-        drawn now). None: the breaker decides (a listener reads the line; shadow; not cooling).
+    def refused(
+        self, slot: Slot, agent: str, platform: str, now: float, call: Call | None = None
+    ) -> Admission | None:
+        """A refusal in the cooldown that no listener reads, made with no lock when nobody
+        reads a line: counted, and its `call.denied` written for the audit log when there is
+        one (`call_id`: the entry's number, or with none, as `Engine.guard` refuses, one drawn
+        now). None: the breaker decides (a listener reads the line; shadow; not cooling).
 
         With an audit log the row is decided and numbered under the key's lock (two lock
         calls, uncontended), so it never lands between a call's line and the transition that
@@ -215,7 +218,7 @@ class Lines:
                 key,
                 key if self.agent_policy else agent,
                 0.0,
-                ledger.next_call(),
+                ledger.next_call() if call is None else call.number,
                 platform,
                 refusal.reason,
                 round(refusal.retry_after, 3),

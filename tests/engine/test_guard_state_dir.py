@@ -1,6 +1,7 @@
 """`Engine.guard` on a state dir, restored as docs/engine.md sets it up, with no listener: the
 audit log alone reads its lines. A quiet entry keeps its admission for the row of a failure;
-a refusal in the cooldown takes no entry yet is audited once, in seq order (issue 31)."""
+a refusal in the cooldown takes no entry yet is audited once, in seq order (issue 31). A
+harness's refusal goes the same way (`Lines.refused`), under its entry's own number."""
 
 import asyncio
 import contextvars
@@ -13,6 +14,7 @@ from breakerdeck.engine import events as ev
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.engine import Engine
 from breakerdeck.engine.events import Event
+from breakerdeck.engine.harness import Harness, Tool
 from breakerdeck.engine.parts.guard import BreakerOpen, Guard
 from breakerdeck.engine.policy import ToolPolicy
 
@@ -199,3 +201,22 @@ def test_a_thread_sharing_a_quiet_entrys_context_completes_its_own_call(tmp_path
             raise ConnectionError("connection refused")
         admitted = sorted(row.fields["admitted_t"] for row in _failed(engine))
     assert admitted == [0.0, 3.0]
+
+
+async def test_a_harness_refusal_is_audited_once_under_its_entrys_number(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    harness = Harness(engine)
+
+    async def down(args: object = None) -> None:
+        raise ConnectionError("connection refused")
+
+    harness.register(Tool("lookup", backend="search", attempts=1, function=down))
+    with engine:
+        for _ in range(ToolPolicy().failure_threshold):
+            await harness.call_tool("planner", "lookup")
+        answer = await harness.call_tool("planner", "lookup")
+        rows = _audited(engine)
+    assert answer["status"] == "circuit_open"
+    assert [row.type for row in rows[-2:]] == [ev.TRIPPED, ev.CALL_DENIED]
+    failed_ids = [row.fields["call_id"] for row in rows if row.type == ev.CALL_FAILED]
+    assert rows[-1].fields["call_id"] == "call-000004" and "call-000004" not in failed_ids
