@@ -24,6 +24,9 @@ from breakerdeck.fixtures.simulation import Simulation
 from tests.console.conftest import settle
 from tests.console.helpers import cards_text, static_text, status_text
 
+#: One xdist worker runs the whole module, so its demo trace (a module fixture) is made once.
+pytestmark = pytest.mark.xdist_group("replay-index")
+
 #: Large enough that the index is built while the console is up, and far more events than
 #: the player keeps decoded.
 LARGE = 50_000
