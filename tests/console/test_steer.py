@@ -13,7 +13,7 @@ from breakerdeck.console.messages import SteerRequested
 from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.screens.write import WriteScreen
 from breakerdeck.engine import events as ev
-from tests.console.conftest import OPERATOR, make_app, settle
+from tests.console.conftest import OPERATOR, make_app, open_screen, settle
 from tests.console.helpers import cards_text, static_text
 
 
@@ -35,11 +35,7 @@ async def ava_console(world, *, held: bool = False) -> AsyncIterator[Pilot[None]
 
 async def open_dialog(pilot, key: str) -> WriteScreen:
     await settle(pilot)
-    await pilot.press(key)
-    await settle(pilot)
-    screen = pilot.app.screen
-    assert isinstance(screen, WriteScreen)
-    return screen
+    return await open_screen(pilot, key, WriteScreen)
 
 
 async def fill(pilot, screen: WriteScreen, **fields: str) -> None:
