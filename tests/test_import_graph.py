@@ -4,6 +4,7 @@ included (issue 18): a circle means neither can be read, tested or moved without
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,10 +23,16 @@ def _modules() -> dict[str, Path]:
     return found
 
 
+@cache
+def _tree(path: Path) -> ast.Module:
+    """The file parsed once for every test that reads it: the tests only read the trees."""
+    return ast.parse(path.read_text())
+
+
 def _imports(path: Path, known: set[str], *, type_only: bool = False) -> set[str]:
     """Every breakerdeck module this file imports, at any depth of the file; those imported
     only for type checking (they never run) only when `type_only` asks for them."""
-    tree = ast.parse(path.read_text())
+    tree = _tree(path)
     checking_only: set[int] = set()
     for node in ast.walk(tree):
         if not type_only and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -77,7 +84,9 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+@cache
 def _graph(*, type_only: bool = False) -> dict[str, set[str]]:
+    """The import graph, made once a process for each `type_only`; the tests only read it."""
     modules = _modules()
     known = set(modules)
     return {
