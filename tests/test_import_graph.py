@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import gc
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,10 +24,12 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _parsed(path: Path) -> ast.Module:
-    """The file's tree, parsed with the collector off: CPython 3.11 keeps the AST builder's
-    depth once per interpreter (gh-106905), so a collection in mid-parse that runs another
-    thread's parse (a test's leftover thread importing) fails this one with a SystemError."""
+@cache
+def _tree(path: Path) -> ast.Module:
+    """The file parsed once for every test that reads it (the tests only read the trees), with
+    the collector off: CPython 3.11 keeps the AST builder's depth once per interpreter
+    (gh-106905), so a collection in mid-parse that runs another thread's parse (a test's
+    leftover thread importing) fails this one with a SystemError."""
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -39,7 +42,7 @@ def _parsed(path: Path) -> ast.Module:
 def _imports(path: Path, known: set[str], *, type_only: bool = False) -> set[str]:
     """Every breakerdeck module this file imports, at any depth of the file; those imported
     only for type checking (they never run) only when `type_only` asks for them."""
-    tree = _parsed(path)
+    tree = _tree(path)
     checking_only: set[int] = set()
     for node in ast.walk(tree):
         if not type_only and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -91,7 +94,9 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+@cache
 def _graph(*, type_only: bool = False) -> dict[str, set[str]]:
+    """The import graph, made once a process for each `type_only`; the tests only read it."""
     modules = _modules()
     known = set(modules)
     return {

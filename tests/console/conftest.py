@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import httpx
 import pytest
 import pytest_asyncio
 from textual.pilot import Pilot
+from textual.screen import Screen
 
 from breakerdeck.console import cli
 from breakerdeck.console.app import BreakerdeckApp
@@ -34,6 +35,8 @@ from tests.console.web_server import (
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, BrowserContext
+
+ScreenT = TypeVar("ScreenT", bound=Screen[object])
 
 PLATFORMS = ("payments", "crm", "email", "search")
 OPERATOR = "oncall-ann"
@@ -193,6 +196,14 @@ async def press(pilot, *keys: str) -> None:
     """Press `keys`, then let what they set off settle."""
     await pilot.press(*keys)
     await settle(pilot)
+
+
+async def open_screen(pilot, key: str, kind: type[ScreenT]) -> ScreenT:
+    """Press `key` and let it settle: the screen it opened, which must be a `kind`."""
+    await press(pilot, key)
+    screen = pilot.app.screen
+    assert isinstance(screen, kind), screen
+    return screen
 
 
 async def filter_by(pilot, text: str) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from breakerdeck.console.screens.confirm import ConfirmScreen
 from breakerdeck.console.screens.detail import DetailScreen
 from breakerdeck.engine import events as ev
-from tests.console.conftest import make_app, settle
+from tests.console.conftest import make_app, open_screen, settle
 from tests.console.helpers import cards_text, screen_text, static_text
 
 #: Markup and a terminal escape in an operator's reason: shown as typed, never interpreted.
@@ -53,10 +53,8 @@ async def test_a_held_cards_details_say_who_why_and_the_time_left(agent_world):
     app = await held_console(agent_world, HOSTILE, 90)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
-        assert isinstance(app.screen, DetailScreen)
-        said = static_text(app.screen, "#detail-hint")
+        detail = await open_screen(pilot, "enter", DetailScreen)
+        said = static_text(detail, "#detail-hint")
         assert "held by oncall:dana until 12:01:30 (01:30 left): vendor [bold red]window[/]" in said
         assert "\\x1b[31mred" in said
 
@@ -65,13 +63,11 @@ async def test_the_reset_dialog_says_a_reset_ends_the_hold(agent_world):
     app = await held_console(agent_world, "vendor window", 600)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("r")
-        await settle(pilot)
-        assert isinstance(app.screen, ConfirmScreen)
-        warning = static_text(app.screen, "#confirm-warning")
+        dialog = await open_screen(pilot, "r", ConfirmScreen)
+        warning = static_text(dialog, "#confirm-warning")
         assert "held by oncall:dana until 12:10:00" in warning
         assert "A reset ends the hold" in warning
-        assert "State: HELD, held by oncall:dana" in static_text(app.screen, "#confirm-body")
+        assert "State: HELD, held by oncall:dana" in static_text(dialog, "#confirm-body")
 
 
 async def test_a_shadow_card_says_shadow_beside_the_state_it_would_be_in(agent_world):

@@ -32,6 +32,9 @@ from tests.console.conftest import press, settle
 from tests.console.helpers import cards_text, countdown_of, header_text, status_text
 from tests.waiting import eventually
 
+#: One xdist worker runs the whole module, so its recorded run (a module fixture) is made once.
+pytestmark = pytest.mark.xdist_group("replay")
+
 #: After the first trips (open, counting down); between a half-open and its page, another
 #: breaker paged; after the recoveries, the timelines holding the whole first episode.
 MOMENTS = (300.0, 626.0, 1000.0)

@@ -18,6 +18,9 @@ from breakerdeck.fixtures.simulation import Simulation
 from tests.console.conftest import settle
 from tests.console.helpers import cards_text
 
+#: One xdist worker runs the whole module, so its recorded runs (module fixtures) are made once.
+pytestmark = pytest.mark.xdist_group("replay-holds")
+
 #: The operator holds payments at 100 s, for 5 minutes, and releases it at 370 s.
 HELD_AT, RELEASED_AT, DURATION = 100.0, 370.0, 400.0
 REASON = "payments vendor maintenance window (announced, about 5 minutes)"

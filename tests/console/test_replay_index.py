@@ -21,8 +21,11 @@ from breakerdeck.engine.recorded.replay import replay_trace
 from breakerdeck.engine.recorded.traceindex import TraceIndex
 from breakerdeck.fixtures import scenario as scenarios
 from breakerdeck.fixtures.simulation import Simulation
-from tests.console.conftest import settle
+from tests.console.conftest import open_screen, settle
 from tests.console.helpers import cards_text, static_text, status_text
+
+#: One xdist worker runs the whole module, so its demo trace (a module fixture) is made once.
+pytestmark = pytest.mark.xdist_group("replay-index")
 
 #: Large enough that the index is built while the console is up, and far more events than
 #: the player keeps decoded.
@@ -225,8 +228,6 @@ async def test_the_replays_details_name_what_led_to_a_trip(demo_trace):
     async with app.run_test(size=(100, 40)) as pilot:
         await pilot.press("n")  # the first trip
         await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
-        assert isinstance(app.screen, DetailScreen)
-        trips = static_text(app.screen, "#detail-trips")
+        detail = await open_screen(pilot, "enter", DetailScreen)
+        trips = static_text(detail, "#detail-trips")
         assert "after: payments refused ×5" in trips

@@ -3,13 +3,17 @@ checked in the dialog, sent to the engine only on `y`."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from textual.pilot import Pilot
 from textual.widgets import Button, Input
 
 from breakerdeck.console.messages import SteerRequested
 from breakerdeck.console.screens.dashboard import DashboardScreen
 from breakerdeck.console.screens.write import WriteScreen
 from breakerdeck.engine import events as ev
-from tests.console.conftest import OPERATOR, make_app, settle
+from tests.console.conftest import OPERATOR, make_app, open_screen, settle
 from tests.console.helpers import cards_text, static_text
 
 
@@ -17,13 +21,21 @@ def written(engine, key: str, kind: str) -> list:
     return engine.audit.query(key=key, types=[kind])
 
 
+@asynccontextmanager
+async def ava_console(world, *, held: bool = False) -> AsyncIterator[Pilot[None]]:
+    """The console at 80x24 on ava, which has made one call; held by oncall:dana for 10
+    minutes before the console starts when `held`."""
+    await world.call("ava", "payments")
+    if held:
+        world.engine.hold("ava", "oncall:dana", "window", 600)
+    app = make_app(world.engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        yield pilot
+
+
 async def open_dialog(pilot, key: str) -> WriteScreen:
     await settle(pilot)
-    await pilot.press(key)
-    await settle(pilot)
-    screen = pilot.app.screen
-    assert isinstance(screen, WriteScreen)
-    return screen
+    return await open_screen(pilot, key, WriteScreen)
 
 
 async def fill(pilot, screen: WriteScreen, **fields: str) -> None:
@@ -36,9 +48,8 @@ async def fill(pilot, screen: WriteScreen, **fields: str) -> None:
 
 
 async def test_o_with_a_reason_and_a_duration_holds_the_breaker(agent_world):
-    await agent_world.call("ava", "payments")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with ava_console(agent_world) as pilot:
+        app = pilot.app
         screen = await open_dialog(pilot, "o")
         assert isinstance(app.focused, Button) and app.focused.id == "no"
         await fill(pilot, screen, reason="vendor window", duration="30m")
@@ -53,9 +64,8 @@ async def test_o_with_a_reason_and_a_duration_holds_the_breaker(agent_world):
 
 
 async def test_tab_from_no_reaches_the_reason_then_the_duration(agent_world):
-    await agent_world.call("ava", "payments")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with ava_console(agent_world) as pilot:
+        app = pilot.app
         await open_dialog(pilot, "o")
         await pilot.press("tab")
         assert app.focused.id == "write-reason"
@@ -64,9 +74,8 @@ async def test_tab_from_no_reaches_the_reason_then_the_duration(agent_world):
 
 
 async def test_a_bad_duration_is_said_in_the_dialog_and_changes_nothing(agent_world):
-    await agent_world.call("ava", "payments")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with ava_console(agent_world) as pilot:
+        app = pilot.app
         screen = await open_dialog(pilot, "o")
         await fill(pilot, screen, reason="vendor window", duration="30x")
         await pilot.press("enter")
@@ -78,9 +87,8 @@ async def test_a_bad_duration_is_said_in_the_dialog_and_changes_nothing(agent_wo
 
 
 async def test_an_empty_reason_is_said_in_the_dialog_and_changes_nothing(agent_world):
-    await agent_world.call("ava", "payments")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with ava_console(agent_world) as pilot:
+        app = pilot.app
         screen = await open_dialog(pilot, "o")
         await fill(pilot, screen, duration="30m")
         await pilot.press("enter")
@@ -91,9 +99,7 @@ async def test_an_empty_reason_is_said_in_the_dialog_and_changes_nothing(agent_w
 
 
 async def test_a_hold_past_max_hold_seconds_is_said_in_the_dialog(agent_world):
-    await agent_world.call("ava", "payments")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with ava_console(agent_world) as pilot:
         screen = await open_dialog(pilot, "o")
         assert "at most 24h (max_hold_seconds)" in static_text(screen, "#write-body")
         await fill(pilot, screen, reason="long one", duration="25h")
@@ -104,9 +110,8 @@ async def test_a_hold_past_max_hold_seconds_is_said_in_the_dialog(agent_world):
 
 
 async def test_enter_on_no_and_escape_cancel_the_hold(agent_world):
-    await agent_world.call("ava", "payments")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with ava_console(agent_world) as pilot:
+        app = pilot.app
         await open_dialog(pilot, "o")
         await pilot.press("enter")  # No is focused
         await settle(pilot)
@@ -120,9 +125,8 @@ async def test_enter_on_no_and_escape_cancel_the_hold(agent_world):
 
 
 async def test_hold_is_offered_only_where_not_held_and_release_only_where_held(agent_world):
-    await agent_world.call("ava", "payments")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with ava_console(agent_world) as pilot:
+        app = pilot.app
         await settle(pilot)
         offers = {a: app.screen.check_action(a, ()) for a in ("hold", "release", "mode")}
         assert offers == {"hold": True, "release": None, "mode": True}
@@ -136,10 +140,8 @@ async def test_hold_is_offered_only_where_not_held_and_release_only_where_held(a
 
 
 async def test_shift_o_releases_into_half_open(agent_world):
-    await agent_world.call("ava", "payments")
-    agent_world.engine.hold("ava", "oncall:dana", "window", 600)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with ava_console(agent_world, held=True) as pilot:
+        app = pilot.app
         screen = await open_dialog(pilot, "O")
         assert "State: HELD, held by oncall:dana" in static_text(screen, "#write-body")
         await pilot.press("y")
@@ -151,10 +153,7 @@ async def test_shift_o_releases_into_half_open(agent_world):
 
 
 async def test_shift_o_with_closed_chosen_closes_it(agent_world):
-    await agent_world.call("ava", "payments")
-    agent_world.engine.hold("ava", "oncall:dana", "window", 600)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with ava_console(agent_world, held=True) as pilot:
         screen = await open_dialog(pilot, "O")
         assert static_text(screen, "#write-closed").startswith("Then: HALF-OPEN")
         await pilot.press("c")
@@ -167,9 +166,7 @@ async def test_shift_o_with_closed_chosen_closes_it(agent_world):
 
 
 async def test_m_switches_the_mode_and_back_with_a_reason_or_without(agent_world):
-    await agent_world.call("ava", "payments")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with ava_console(agent_world) as pilot:
         screen = await open_dialog(pilot, "m")
         assert static_text(screen, "#write-title") == "Switch ava to shadow?"
         await fill(pilot, screen, reason="trial week")
@@ -190,10 +187,8 @@ async def test_m_switches_the_mode_and_back_with_a_reason_or_without(agent_world
 
 async def test_a_viewers_console_offers_no_hold_release_or_mode(agent_world, as_web):
     as_web("viewer")
-    await agent_world.call("ava", "payments")
-    agent_world.engine.hold("ava", "oncall:dana", "window", 600)
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with ava_console(agent_world, held=True) as pilot:
+        app = pilot.app
         await settle(pilot)
         offers = {a: app.screen.check_action(a, ()) for a in ("hold", "release", "mode")}
         assert offers == {"hold": False, "release": False, "mode": False}
@@ -212,9 +207,8 @@ async def test_a_viewers_console_offers_no_hold_release_or_mode(agent_world, as_
 
 
 async def test_the_table_and_the_details_offer_o_too(agent_world):
-    await agent_world.call("ava", "payments")
-    app = make_app(agent_world.engine)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with ava_console(agent_world) as pilot:
+        app = pilot.app
         await settle(pilot)
         for opening in ("t", "enter"):
             await pilot.press(opening)

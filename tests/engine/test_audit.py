@@ -10,6 +10,7 @@ from breakerdeck.engine import events
 from breakerdeck.engine.clock import ManualClock
 from breakerdeck.engine.events import Event
 from breakerdeck.engine.storage.audit import PRUNE_EVERY, AuditLog
+from tests.engine.damage import damage_index
 
 DAY = 86400.0
 START = ManualClock().wall()
@@ -240,24 +241,12 @@ def test_failed_write_is_reported_and_flush_still_returns(tmp_path: Path) -> Non
         assert any("could not record 1 event(s)" in problem for problem in log.problems)
 
 
-def damage_index(path: Path, index: str) -> None:
-    """Overwrite 8 KB from an index's root page, as a failing disk or a stray write would."""
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # so the damage lands on real pages
-    (page_size,) = conn.execute("PRAGMA page_size").fetchone()
-    (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (index,)).fetchone()
-    conn.close()
-    with path.open("r+b") as db:
-        db.seek((root - 1) * page_size)
-        db.write(b"\xff" * 8192)
-
-
 def test_damaged_pages_under_the_seq_lookup_are_moved_aside_at_open(tmp_path: Path) -> None:
     path = tmp_path / "audit.db"
     with open_log(path) as log:
         for seq in range(1, 3001):
             log.append(event(seq, note="x" * 40))
-    damage_index(path, "events_seq")
+    damage_index(path, "events_seq", size=8192)
 
     with open_log(path) as log:
         assert log.max_seq() == 0
@@ -305,7 +294,7 @@ def test_damage_found_by_a_write_mid_run_sets_the_file_aside_for_a_fresh_one(
         for seq in range(1, 3001):
             log.append(event(seq, note="x" * 40))
         log.flush()
-        damage_index(path, "events_seq")
+        damage_index(path, "events_seq", size=8192)
         log.append(event(3001))  # this batch meets the damage and is lost
         log.flush()
 

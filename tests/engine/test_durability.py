@@ -28,6 +28,7 @@ from breakerdeck.engine.engine import COMMIT_WAIT, Engine
 from breakerdeck.engine.errors import StateDirError
 from breakerdeck.engine.outcomes import SUCCESS, Outcome, OutcomeClass
 from breakerdeck.engine.policy import ToolPolicy
+from tests.engine.damage import damage_index
 
 UPSTREAM = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="refused")
 KEY = "payments@default"
@@ -439,17 +440,7 @@ def test_a_verdict_store_replaced_after_damage_gets_every_key_again(state):
     with Engine(ToolPolicy(), clock=ManualClock(), state_dir=state) as engine:
         for i in range(40):
             trip(engine, f"backend-{i}@default")
-        path = state / "verdicts.sqlite3"
-        conn = sqlite3.connect(path)
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        (page_size,) = conn.execute("PRAGMA page_size").fetchone()
-        (index_page,) = conn.execute(
-            "SELECT rootpage FROM sqlite_master WHERE type = 'index'"
-        ).fetchone()
-        conn.close()
-        with path.open("r+b") as db:
-            db.seek((index_page - 1) * page_size)
-            db.write(b"\xff" * page_size)
+        damage_index(state / "verdicts.sqlite3")
 
         engine.reset("backend-7@default", actor="alice", reason="fixed")  # meets the damage
 
@@ -464,14 +455,7 @@ def test_an_engine_starts_on_an_audit_log_damaged_under_its_seq_lookup(state):
         for i in range(500):
             trip(engine, f"backend-{i}@default")
         last_seq = engine.seq
-    path = state / "audit.sqlite3"
-    conn = sqlite3.connect(path)
-    query = "SELECT rootpage FROM sqlite_master WHERE name = 'events_seq'"
-    (root,) = conn.execute(query).fetchone()
-    conn.close()
-    with path.open("r+b") as db:
-        db.seek((root - 1) * 4096)
-        db.write(b"\xff" * 8192)
+    damage_index(state / "audit.sqlite3", "events_seq", size=8192)
 
     with Engine(ToolPolicy(), clock=ManualClock(), state_dir=state) as engine:
         assert any("moved to" in problem for problem in engine.problems)

@@ -12,6 +12,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,22 @@ class Fleet:
         for replica in self.replicas:
             replica.engine.close()
 
+    def __enter__(self) -> Fleet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@pytest.fixture(autouse=True)
+def quick_listener(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The listener's real-time rhythm, a tenth of the product's: a lost store is tried again
+    (and a quiet one pinged) every 0.1 s, not every second, and closing an engine waits at most
+    0.02 s for its listener. What the tests wait for in real time, a replica rejoining, then
+    comes ten times sooner; what they check of it is the same."""
+    monkeypatch.setattr(shared, "RETRY_SECONDS", 0.1)
+    monkeypatch.setattr(shared, "LISTEN_SECONDS", 0.02)
+
 
 @pytest.fixture
 def link(session_redis: RedisServer) -> Iterator[Cuttable]:
@@ -121,9 +138,32 @@ def link(session_redis: RedisServer) -> Iterator[Cuttable]:
 
 @pytest.fixture
 def fleet(session_redis: RedisServer, tmp_path: Path) -> Iterator[Fleet]:
-    made = Fleet(session_redis.url, tmp_path)
-    yield made
-    made.close()
+    with Fleet(session_redis.url, tmp_path) as made:
+        yield made
+
+
+@pytest.fixture
+def own_fleet(redis_server: RedisServer, tmp_path: Path) -> Iterator[Fleet]:
+    """A fleet on the test's own Redis, one the test may kill or reconfigure."""
+    with Fleet(redis_server.url, tmp_path) as made:
+        yield made
+
+
+@pytest.fixture
+def hasty_fleet(redis_server: RedisServer, tmp_path: Path) -> Iterator[Fleet]:
+    """A fleet on the test's own Redis with `SHORT_TIMEOUT`: for a test that pauses it."""
+    with Fleet(redis_server.url, tmp_path, SHORT_TIMEOUT) as made:
+        yield made
+
+
+@contextmanager
+def paused(server: RedisServer) -> Iterator[None]:
+    """The server hangs (SIGSTOP) while the block runs: its sockets stay open, nothing answers."""
+    server.pause()
+    try:
+        yield
+    finally:
+        server.resume()
 
 
 def knows_the_probe(replica: Replica) -> bool:
@@ -362,6 +402,30 @@ def test_the_tool_policy_keeps_a_breaker_per_harness(session_redis: RedisServer)
 # -- the store lost, and back ------------------------------------------------------------------
 
 
+def on_a_link(fleet: Fleet, link: Cuttable) -> tuple[Replica, Replica]:
+    """Replica a on `link` (to cut), b on the store itself; both know the agent, closed."""
+    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
+    a.call(SUCCESS)
+    b.call(SUCCESS)
+    return a, b
+
+
+def cut_off(fleet: Fleet, link: Cuttable) -> tuple[Replica, Replica]:
+    """Replica a on `link`, b on the store itself: b trips the agent, a hears of it, then a's
+    link is cut. a is alone with a breaker the fleet opened."""
+    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
+    trip([b])
+    wait_until(lambda: a.state() == "open", "the trip reached a")
+    link.cut()
+    return a, b
+
+
+def rejoin(link: Cuttable, replica: Replica) -> None:
+    """The replica's link to the store mended, and the replica back on it (reconciled)."""
+    link.mend()
+    wait_until(lambda: replica.engine.shared_lost is None, "the replica back on the store")
+
+
 def test_a_replica_that_loses_the_store_keeps_its_verdicts_and_counts_alone(
     fleet: Fleet, session_redis: RedisServer, link: Cuttable
 ) -> None:
@@ -382,8 +446,7 @@ def test_on_return_a_replicas_open_verdict_of_the_outage_is_written(
     link.cut()
     trip([a])
     assert b.state() == "unknown"
-    link.mend()
-    wait_until(lambda: a.engine.shared_lost is None)
+    rejoin(link, a)
     wait_until(lambda: b.state() == "open")
     assert not any(p.startswith("shared store lost") for p in a.engine.problems)
     assert b.seen(ev.RESTORED)[-1].fields["origin"] == "a"
@@ -392,15 +455,12 @@ def test_on_return_a_replicas_open_verdict_of_the_outage_is_written(
 def test_on_return_a_reset_made_meanwhile_wins(
     fleet: Fleet, session_redis: RedisServer, link: Cuttable
 ) -> None:
-    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
-    trip([b])
-    wait_until(lambda: a.state() == "open")
-    link.cut()
+    a, b = cut_off(fleet, link)
     fleet.clock.advance(300)
     assert a.call(UPSTREAM).as_probe  # a's probe fails alone: open again, locally
     b.engine.reset(AGENT, actor="oncall", reason="fixed")
-    link.mend()
-    wait_until(lambda: a.engine.shared_lost is None and a.state() == "closed")
+    rejoin(link, a)
+    wait_until(lambda: a.state() == "closed")
     assert b.state() == "closed"
 
 
@@ -419,24 +479,17 @@ def test_reconcile_keeps_the_later_deadline(fleet: Fleet, session_redis: RedisSe
 
 
 def test_a_slow_store_costs_one_timeout_then_the_replica_decides_alone(
-    redis_server: RedisServer, tmp_path: Path
+    hasty_fleet: Fleet, redis_server: RedisServer
 ) -> None:
-    fleet = Fleet(redis_server.url, tmp_path, SHORT_TIMEOUT)
-    try:
-        a = fleet.replica("a")
-        redis_server.pause()
-        try:
-            a.call(UPSTREAM)
-            assert a.engine.shared_lost is not None
-            trip([a], times=4)
-            assert a.state() == "open"
-        finally:
-            redis_server.resume()
-        wait_until(lambda: a.engine.shared_lost is None)
-        with redis_server.client() as client:
-            assert client.hget(f"breakerdeck:breaker:{AGENT}", "state") == b"open"
-    finally:
-        fleet.close()
+    a = hasty_fleet.replica("a")
+    with paused(redis_server):
+        a.call(UPSTREAM)
+        assert a.engine.shared_lost is not None
+        trip([a], times=4)
+        assert a.state() == "open"
+    wait_until(lambda: a.engine.shared_lost is None)
+    with redis_server.client() as client:
+        assert client.hget(f"breakerdeck:breaker:{AGENT}", "state") == b"open"
 
 
 def test_a_wiped_store_gets_the_replicas_verdicts_back(
@@ -495,19 +548,15 @@ def test_a_replica_whose_clock_ran_ahead_holds_the_fleet_open_one_cooldown_at_mo
 
 
 def test_a_wrong_password_leaves_local_breakers_and_says_why(
-    redis_server: RedisServer, tmp_path: Path
+    own_fleet: Fleet, redis_server: RedisServer
 ) -> None:
     with redis_server.client() as client:
         client.config_set("requirepass", "right")
-    fleet = Fleet(redis_server.url, tmp_path)
-    try:
-        a = fleet.replica("a")
-        trip([a])
-        assert a.state() == "open"
-        assert "auth" in (a.engine.shared_lost or "").lower()
-        assert "right" not in " ".join(a.engine.problems)
-    finally:
-        fleet.close()
+    a = own_fleet.replica("a")
+    trip([a])
+    assert a.state() == "open"
+    assert "auth" in (a.engine.shared_lost or "").lower()
+    assert "right" not in " ".join(a.engine.problems)
 
 
 # -- the script is the core --------------------------------------------------------------------
@@ -565,19 +614,12 @@ def test_the_stores_script_holds_and_releases_as_the_core_does(fleet: Fleet, see
 
 
 def test_a_store_that_hangs_is_noticed_with_no_call_made(
-    redis_server: RedisServer, tmp_path: Path
+    hasty_fleet: Fleet, redis_server: RedisServer
 ) -> None:
-    fleet = Fleet(redis_server.url, tmp_path, SHORT_TIMEOUT)
-    try:
-        a = fleet.replica("a")
-        redis_server.pause()
-        try:
-            wait_until(lambda: a.engine.shared_lost is not None)
-        finally:
-            redis_server.resume()
-        wait_until(lambda: a.engine.shared_lost is None)
-    finally:
-        fleet.close()
+    a = hasty_fleet.replica("a")
+    with paused(redis_server):
+        wait_until(lambda: a.engine.shared_lost is not None)
+    wait_until(lambda: a.engine.shared_lost is None)
 
 
 @pytest.mark.parametrize("first_back", ["tripped", "counted"])
@@ -652,22 +694,17 @@ def test_a_foreign_key_does_not_stop_a_returning_replica_adopting_the_others(
     with session_redis.client() as client:
         client.hset("breakerdeck:breaker:aaa", mapping={"v": "2"})
     trip([a], times=5)
-    link.mend()
-    wait_until(lambda: b.engine.shared_lost is None)
+    rejoin(link, b)
     wait_until(lambda: b.state() == "open")
 
 
 def test_a_probe_taken_alone_stays_the_fleets_one_probe_when_the_store_returns(
     fleet: Fleet, session_redis: RedisServer, link: Cuttable
 ) -> None:
-    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
-    trip([b])
-    wait_until(lambda: a.state() == "open")
-    link.cut()
+    a, b = cut_off(fleet, link)
     fleet.clock.advance(300)
     assert a.call().as_probe  # taken alone, still out
-    link.mend()
-    wait_until(lambda: a.engine.shared_lost is None)
+    rejoin(link, a)
     wait_until(lambda: b.engine.breaker(AGENT).probe_id is not None)
     assert b.call().reason is DenyReason.PROBE_IN_FLIGHT
 
@@ -788,20 +825,6 @@ def stored(server: RedisServer, field: str, agent: str = AGENT) -> bytes | None:
     with server.client() as client:
         value: bytes | None = client.hget(f"breakerdeck:breaker:{agent}", field)
     return value
-
-
-def on_a_link(fleet: Fleet, link: Cuttable) -> tuple[Replica, Replica]:
-    """Replica a on `link` (to cut), b on the store itself; both know the agent, closed."""
-    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
-    a.call(SUCCESS)
-    b.call(SUCCESS)
-    return a, b
-
-
-def rejoin(link: Cuttable, replica: Replica) -> None:
-    """The replica's link to the store mended, and the replica back on it (reconciled)."""
-    link.mend()
-    wait_until(lambda: replica.engine.shared_lost is None, "the replica back on the store")
 
 
 def test_a_hold_on_one_replica_refuses_on_every_replica_without_a_round_trip(
@@ -995,10 +1018,7 @@ def test_a_hold_taken_alone_stands_over_a_trip_made_meanwhile(
 def test_a_reset_made_through_the_store_meanwhile_ends_a_hold_taken_alone(
     fleet: Fleet, session_redis: RedisServer, link: Cuttable
 ) -> None:
-    a, b = fleet.replica("a", url=link.url()), fleet.replica("b")
-    trip([b])
-    wait_until(lambda: a.state() == "open", "the trip reached a")
-    link.cut()
+    a, b = cut_off(fleet, link)
     a.engine.hold(AGENT, "ana", "vendor incident", HOUR)
     b.engine.reset(AGENT, "bo", "vendor fixed")
     rejoin(link, a)
@@ -1007,23 +1027,19 @@ def test_a_reset_made_through_the_store_meanwhile_ends_a_hold_taken_alone(
 
 
 def test_a_hold_taken_while_redis_is_down_survives_its_restart_and_reaches_the_others(
-    redis_server: RedisServer, tmp_path: Path
+    own_fleet: Fleet, redis_server: RedisServer
 ) -> None:
-    fleet = Fleet(redis_server.url, tmp_path)
-    try:
-        a, b = fleet.replica("a"), fleet.replica("b")
-        a.call(SUCCESS)
-        b.call(SUCCESS)
-        redis_server.kill()
-        a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
-        assert a.engine.shared_lost is not None and a.call().reason is DenyReason.HELD
-        redis_server.start()  # on the same port, and empty
-        wait_until(lambda: a.engine.shared_lost is None, "a back on the store")
-        wait_until(lambda: b.state() == "held", "the hold reached b")
-        assert b.call().reason is DenyReason.HELD
-        assert stored(redis_server, "hby") == b"oncall"
-    finally:
-        fleet.close()
+    a, b = own_fleet.replica("a"), own_fleet.replica("b")
+    a.call(SUCCESS)
+    b.call(SUCCESS)
+    redis_server.kill()
+    a.engine.hold(AGENT, "oncall", "vendor incident", HOUR)
+    assert a.engine.shared_lost is not None and a.call().reason is DenyReason.HELD
+    redis_server.start()  # on the same port, and empty
+    wait_until(lambda: a.engine.shared_lost is None, "a back on the store")
+    wait_until(lambda: b.state() == "held", "the hold reached b")
+    assert b.call().reason is DenyReason.HELD
+    assert stored(redis_server, "hby") == b"oncall"
 
 
 def test_calls_admitted_on_one_replica_before_a_hold_on_another_change_nothing(

@@ -11,6 +11,7 @@ import pytest
 from breakerdeck.engine.core.verdict import Verdict
 from breakerdeck.engine.storage import store as store_module
 from breakerdeck.engine.storage.store import VerdictStore
+from tests.engine.damage import damage_index
 
 WALL = 1_767_225_600.0
 
@@ -119,17 +120,7 @@ def test_damaged_index_is_found_at_open_even_though_rows_still_read(tmp_path: Pa
     with VerdictStore(path) as store:
         for i in range(50):
             store.save(verdict(f"key-{i}"))
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # so the damage below lands on real pages
-    (page_size,) = conn.execute("PRAGMA page_size").fetchone()
-    (index_page,) = conn.execute(
-        "SELECT rootpage FROM sqlite_master WHERE type = 'index'"
-    ).fetchone()
-    conn.close()
-    damaged = bytearray(path.read_bytes())
-    start = (index_page - 1) * page_size
-    damaged[start : start + page_size] = b"\xff" * page_size
-    path.write_bytes(bytes(damaged))
+    damage_index(path)
 
     with VerdictStore(path) as store:
         assert store.load() == []
@@ -231,16 +222,7 @@ def test_damage_found_by_a_write_mid_run_moves_the_file_aside_and_the_verdict_st
     with VerdictStore(path) as store:
         for i in range(50):
             store.save(verdict(f"key-{i}"))
-        conn = sqlite3.connect(path)
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        (page_size,) = conn.execute("PRAGMA page_size").fetchone()
-        (index_page,) = conn.execute(
-            "SELECT rootpage FROM sqlite_master WHERE type = 'index'"
-        ).fetchone()
-        conn.close()
-        with path.open("r+b") as db:
-            db.seek((index_page - 1) * page_size)
-            db.write(b"\xff" * page_size)
+        damage_index(path)
 
         assert store.save(verdict("key-7", count=9))  # kept and written to the fresh file
 

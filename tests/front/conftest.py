@@ -11,7 +11,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import signal
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +34,7 @@ from breakerdeck.engine.front.gateway.server import uvicorn_config
 from breakerdeck.engine.policy import AgentPolicy
 from breakerdeck.engine.replicas.replica import Store
 from breakerdeck.engine.state import State
+from tests.waiting import BOUND_SECONDS
 
 DEADLINE = 10.0
 SHORT_DEADLINE = 0.5
@@ -180,3 +185,41 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 def body(response: httpx.Response) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(response.content)
     return result
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """One `breakerdeck mcp --demo` run at 25x with `--events`, stopped (SIGTERM) once search's
+    breaker refused a call."""
+
+    port: int
+    said: list[str]
+    stdout: str
+    events: Path
+
+
+@pytest.fixture(scope="session")
+def mcp_demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """The demo run once for the tests that read what it said and wrote (they share the xdist
+    group "mcp-demo", so one worker runs it): it starts four processes that import the SDK."""
+    directory = tmp_path_factory.mktemp("mcp-demo")
+    events = directory / "events.jsonl"
+    with free_socket() as probe:
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "breakerdeck.console.cli", "mcp", "--demo"]
+    command += ["--state-dir", str(directory / "state"), "--speed", "25"]
+    command += ["--events", str(events), "--feed-listen", f"127.0.0.1:{port}"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None and process.stdout is not None
+    said: list[str] = []
+    # Starts that miss their 10 s on a loaded machine are made good by later listings.
+    deadline = time.monotonic() + 3 * BOUND_SECONDS
+    try:
+        while time.monotonic() < deadline:
+            said.append(process.stderr.readline())
+            if "search__lookup: circuit_open" in said[-1]:
+                break
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+    return DemoRun(port, said, process.stdout.read(), events)

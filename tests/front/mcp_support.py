@@ -7,9 +7,10 @@ import asyncio
 import io
 import os
 import socket
+import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from breakerdeck.engine.front.mcp.proxy import Proxy
 from breakerdeck.engine.front.mcp.settings.config import ProxyConfig
 from breakerdeck.engine.front.mcp.stdio import parsed
 from breakerdeck.fixtures.mcp_server import FixtureControl
+from tests.waiting import wait_until
 
 #: The `[proxy]` table of a host that wants the opt-in `Unavailable` first line.
 ANNOTATED = {"annotate_unavailable": True}
@@ -229,25 +231,26 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-@asynccontextmanager
-async def http_fixture(control_dir: Path) -> AsyncIterator[str]:
+@contextmanager
+def http_fixture(control_dir: Path) -> Iterator[str]:
     """The fixture server on streamable HTTP in its own process; yields its URL."""
     port = free_port()
     command = [*FIXTURE, "--control", str(control_dir), "--http", f"127.0.0.1:{port}"]
-    process = await anyio.open_process(command, stdout=None, stderr=None)
+    with subprocess.Popen(command) as process:
+        try:
+            wait_until(lambda: _listening(port), "the HTTP fixture listening", HTTP_START_SECONDS)
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _listening(port: int) -> bool:
     try:
-        with anyio.fail_after(HTTP_START_SECONDS):
-            while True:
-                try:
-                    stream = await anyio.connect_tcp("127.0.0.1", port)
-                except OSError:
-                    await anyio.sleep(0.05)
-                    continue
-                await stream.aclose()
-                break
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        with anyio.move_on_after(5):
-            await process.wait()
-        await process.aclose()
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True

@@ -6,23 +6,19 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
-import sys
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from breakerdeck.fixtures.faults import REFUSED
 from breakerdeck.fixtures.platform import FakePlatform
 from breakerdeck.fixtures.server import PlatformServer
 from tests.console.test_headless import CALL_FIELDS, KEYS
-from tests.front.conftest import auth, credential_file, write_config
-from tests.front.mcp_support import free_port
+from tests.front.conftest import DemoRun, auth, credential_file, write_config
 from tests.front.test_gateway_process import Gateway
-from tests.waiting import BOUND_SECONDS
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -82,23 +78,9 @@ async def test_the_gateway_writes_every_call_and_its_trip_to_events(tmp_path: Pa
     assert lines[6]["reason"] == "circuit_breaker_open"
 
 
-def test_the_mcp_demo_writes_its_calls_with_server_and_tool_names(tmp_path: Path) -> None:
-    events = tmp_path / "events.jsonl"
-    command = [sys.executable, "-m", "breakerdeck.console.cli", "mcp", "--demo"]
-    command += ["--state-dir", str(tmp_path / "state"), "--speed", "25", "--events", str(events)]
-    command += ["--feed-listen", f"127.0.0.1:{free_port()}"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert process.stderr is not None
-    # Starts that miss their 10 s on a loaded machine are made good by later listings.
-    deadline = time.monotonic() + 3 * BOUND_SECONDS
-    try:
-        while time.monotonic() < deadline:
-            if "search__lookup: circuit_open" in process.stderr.readline():
-                break
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
-    lines = _lines(events)
+@pytest.mark.xdist_group("mcp-demo")
+def test_the_mcp_demo_writes_its_calls_with_server_and_tool_names(mcp_demo: DemoRun) -> None:
+    lines = _lines(mcp_demo.events)
     _check_format(lines)
     calls = [line for line in lines if line["type"] == "call.completed"]
     assert {(c["platform"], c["tool"]) for c in calls} >= {("search", "search__lookup")}

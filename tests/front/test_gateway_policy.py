@@ -16,6 +16,7 @@ from breakerdeck.fixtures.platform import FakePlatform
 from breakerdeck.fixtures.server import PlatformServer
 from tests.front.conftest import (
     ROTATING_CREDENTIAL,
+    Rig,
     StartRig,
     body,
     credential_file,
@@ -39,6 +40,15 @@ def _config(tmp_path: Path, server: PlatformServer, platform_extra: str = "") ->
         {"billing": {"payments": cred}, "other": {"payments": cred}},
         platform_extra=platform_extra,
     )
+
+
+async def trip_and_cool_down(rig: Rig, platform: FakePlatform) -> None:
+    """billing trips on five refused calls, and its 300 s cooldown passes on the rig's clock:
+    the next call is the probe."""
+    platform.set_fault(REFUSED)
+    for _ in range(5):
+        await rig.call("billing", "/p/payments/x")
+    rig.clock.advance(300)
 
 
 def _assert_halted(response, reason: str, state: str, cause: str) -> None:  # type: ignore[no-untyped-def]
@@ -133,10 +143,7 @@ async def test_after_the_cooldown_fifty_concurrent_calls_send_exactly_one_probe(
 ) -> None:
     platform, server = payments
     rig = await start_gateway(_config(tmp_path, server), deadline=30.0)
-    platform.set_fault(REFUSED)
-    for _ in range(5):
-        await rig.call("billing", "/p/payments/x")
-    rig.clock.advance(300)
+    await trip_and_cool_down(rig, platform)
     # The probe is held on the wire until the other forty-nine have been answered.
     platform.set_fault(Fault(SLOW.kind, delay=60))
     calls = [asyncio.create_task(rig.call("billing", "/p/payments/x")) for _ in range(50)]
@@ -152,18 +159,23 @@ async def test_after_the_cooldown_fifty_concurrent_calls_send_exactly_one_probe(
     assert platform.requests == 5 + 1
 
 
-async def test_with_probe_wait_the_waiters_proceed_after_a_successful_probe(
+@pytest.fixture
+async def billing_at_probe(
     tmp_path: Path, payments: tuple[FakePlatform, PlatformServer], start_gateway: StartRig
-) -> None:
+) -> Rig:
+    """A gateway whose calls wait for billing's probe, billing tripped and its cooldown passed.
+    The deadline and the waiters' bound are far longer than a loaded machine takes for the
+    probe."""
     platform, server = payments
-    # A longer deadline, and the waiters' bound far longer than the probe can take on a
-    # loaded machine.
-    config = _config(tmp_path, server, "probe_wait_seconds = 30")
-    rig = await start_gateway(config, deadline=10.0)
-    platform.set_fault(REFUSED)
-    for _ in range(5):
-        await rig.call("billing", "/p/payments/x")
-    rig.clock.advance(300)
+    rig = await start_gateway(_config(tmp_path, server, "probe_wait_seconds = 30"), deadline=10.0)
+    await trip_and_cool_down(rig, platform)
+    return rig
+
+
+async def test_with_probe_wait_the_waiters_proceed_after_a_successful_probe(
+    payments: tuple[FakePlatform, PlatformServer], billing_at_probe: Rig
+) -> None:
+    platform, rig = payments[0], billing_at_probe
     platform.set_fault(Fault(SLOW.kind, delay=0.2))
     answers = await asyncio.gather(*(rig.call("billing", "/p/payments/x") for _ in range(20)))
     assert [a.status_code for a in answers] == [200] * 20
@@ -171,16 +183,9 @@ async def test_with_probe_wait_the_waiters_proceed_after_a_successful_probe(
 
 
 async def test_with_probe_wait_the_waiters_are_refused_after_a_failed_probe(
-    tmp_path: Path, payments: tuple[FakePlatform, PlatformServer], start_gateway: StartRig
+    payments: tuple[FakePlatform, PlatformServer], billing_at_probe: Rig
 ) -> None:
-    platform, server = payments
-    # Waiters and the probe have bounds far longer than a loaded machine takes to refuse it.
-    config = _config(tmp_path, server, "probe_wait_seconds = 30")
-    rig = await start_gateway(config, deadline=10.0)
-    platform.set_fault(REFUSED)
-    for _ in range(5):
-        await rig.call("billing", "/p/payments/x")
-    rig.clock.advance(300)
+    platform, rig = payments[0], billing_at_probe
     answers = await asyncio.gather(*(rig.call("billing", "/p/payments/x") for _ in range(20)))
     assert sorted(a.status_code for a in answers) == [403] * 19 + [502]
     reasons = {body(a)["reason"] for a in answers if a.status_code == 403}
@@ -236,10 +241,7 @@ async def test_with_probe_wait_waiters_on_another_replica_proceed_when_its_probe
         await start_gateway(config, 25.0, clock=clock, shared=SharedStore(session_redis.url))
         for _ in range(2)
     ]
-    platform.set_fault(REFUSED)
-    for _ in range(5):
-        await a.call("billing", "/p/payments/x")
-    clock.advance(300)
+    await trip_and_cool_down(a, platform)
     platform.set_fault(Fault(SLOW.kind, delay=0.5))
     probe = asyncio.create_task(a.call("billing", "/p/payments/x"))
 

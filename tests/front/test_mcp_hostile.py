@@ -23,6 +23,10 @@ from tests.front.test_mcp_cli import COMMAND
 from tests.front.test_mcp_state import INITIALIZE
 from tests.front.test_mcp_stdio_files import INITIALIZED
 
+#: One xdist worker runs the whole module, so its hostile run (`raw_host`, a module fixture)
+#: is made once.
+pytestmark = pytest.mark.xdist_group("mcp-hostile")
+
 PLAIN = [sys.executable, "-m", "breakerdeck.fixtures.mcp_plain_server"]
 FAST = {"deadline_seconds": 2.0, "backoff_seconds": 0.01, "attempts": 1}
 LIMIT = 16 * 1024 * 1024

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -13,18 +13,44 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from breakerdeck.engine.front.mcp.host_http import host_app
-from tests.front.mcp_support import ANNOTATED, control, free_port, http_fixture, proxied
+from breakerdeck.fixtures.mcp_server import FixtureControl
+from tests.front.mcp_support import ANNOTATED, free_port, http_fixture, proxied
+
+#: One worker runs the module: its tests share one fixture server (`served`).
+pytestmark = pytest.mark.xdist_group("mcp-http")
 
 FAST = {"deadline_seconds": 1.0, "backoff_seconds": 0.01}
+#: What the fixture server keeps of a test in its control dir, beside its process's `starts`.
+TEST_FILES = ("modes.json", "calls", "released")
+#: The fixture server's URL and its control.
+Upstream = tuple[str, FixtureControl]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
+    """One fixture server on streamable HTTP for the module: a process costs a second of CPU
+    importing the SDK, and the server keeps nothing of a test but its control dir's files."""
+    ctl = FixtureControl(tmp_path_factory.mktemp("web"))
+    with http_fixture(ctl.dir) as url:
+        yield url, ctl
+
+
+@pytest.fixture
+def upstream(served: Upstream) -> Upstream:
+    """The module's server with its control dir as new: no mode set, no call counted."""
+    url, ctl = served
+    for name in TEST_FILES:
+        (ctl.dir / name).unlink(missing_ok=True)
+    return url, ctl
 
 
 def web(url: str, **settings: Any) -> dict[str, Any]:
     return {"url": url, **FAST, **settings}
 
 
-async def test_an_http_403_stays_uncounted_though_the_sdk_reports_32603(tmp_path: Path) -> None:
-    ctl = control(tmp_path)
-    async with http_fixture(ctl.dir) as url, proxied({"web": web(url)}) as bench:
+async def test_an_http_403_stays_uncounted_though_the_sdk_reports_32603(upstream: Upstream) -> None:
+    url, ctl = upstream
+    async with proxied({"web": web(url)}) as bench:
         ctl.set_mode("http_403")
         for _ in range(10):
             result = await bench.call("web__lookup", {"query": "q"})
@@ -34,9 +60,9 @@ async def test_an_http_403_stays_uncounted_though_the_sdk_reports_32603(tmp_path
         assert bench.engine.breaker("web@default").count == 0
 
 
-async def test_http_5xx_is_counted_and_three_open_the_breaker(tmp_path: Path) -> None:
-    ctl = control(tmp_path)
-    async with http_fixture(ctl.dir) as url, proxied({"web": web(url)}) as bench:
+async def test_http_5xx_is_counted_and_three_open_the_breaker(upstream: Upstream) -> None:
+    url, ctl = upstream
+    async with proxied({"web": web(url)}) as bench:
         ctl.set_mode("http_500")
         for _ in range(3):
             result = await bench.call("web__lookup", {"query": "q"})
@@ -45,9 +71,9 @@ async def test_http_5xx_is_counted_and_three_open_the_breaker(tmp_path: Path) ->
         assert bench.state("web") == "open"
 
 
-async def test_a_429_with_retry_after_beyond_the_deadline_opens_for_it(tmp_path: Path) -> None:
-    ctl = control(tmp_path)
-    async with http_fixture(ctl.dir) as url, proxied({"web": web(url)}) as bench:
+async def test_a_429_with_retry_after_beyond_the_deadline_opens_for_it(upstream: Upstream) -> None:
+    url, ctl = upstream
+    async with proxied({"web": web(url)}) as bench:
         ctl.set_mode("http_429", retry_after=120)
         for _ in range(3):
             result = await bench.call("web__lookup", {"query": "q"})
@@ -58,10 +84,10 @@ async def test_a_429_with_retry_after_beyond_the_deadline_opens_for_it(tmp_path:
 
 
 async def test_a_429_within_the_deadline_is_waited_out_and_retried_uncounted(
-    tmp_path: Path,
+    upstream: Upstream,
 ) -> None:
-    ctl = control(tmp_path)
-    async with http_fixture(ctl.dir) as url, proxied({"web": web(url)}) as bench:
+    url, ctl = upstream
+    async with proxied({"web": web(url)}) as bench:
         ctl.set_mode("http_429", retry_after=0)
         result = await bench.call("web__charge", {"amount": 1})  # not idempotent: still retried
         assert result.structured_content["status"] == "rate_limited"
@@ -70,13 +96,10 @@ async def test_a_429_within_the_deadline_is_waited_out_and_retried_uncounted(
 
 
 async def test_a_401_on_a_credential_that_has_worked_pauses_its_tools_until_mark_fixed(
-    tmp_path: Path,
+    upstream: Upstream,
 ) -> None:
-    ctl = control(tmp_path)
-    async with (
-        http_fixture(ctl.dir) as url,
-        proxied({"web": web(url)}, proxy_table=ANNOTATED) as bench,
-    ):
+    url, ctl = upstream
+    async with proxied({"web": web(url)}, proxy_table=ANNOTATED) as bench:
         assert not (await bench.call("web__lookup", {"query": "q"})).is_error
         ctl.set_mode("http_401")
         revoked = await bench.call("web__lookup", {"query": "q"})
@@ -96,10 +119,10 @@ async def test_a_401_on_a_credential_that_has_worked_pauses_its_tools_until_mark
 
 
 async def test_a_401_on_a_credential_that_never_worked_is_the_callers_to_fix(
-    tmp_path: Path,
+    upstream: Upstream,
 ) -> None:
-    ctl = control(tmp_path)
-    async with http_fixture(ctl.dir) as url, proxied({"web": web(url)}) as bench:
+    url, ctl = upstream
+    async with proxied({"web": web(url)}) as bench:
         ctl.set_mode("http_401")
         result = await bench.call("web__lookup", {"query": "q"})
         assert result.structured_content["status"] == "invalid_request"
@@ -108,27 +131,24 @@ async def test_a_401_on_a_credential_that_never_worked_is_the_callers_to_fix(
 
 
 async def test_an_expired_session_is_started_again_once_and_the_call_resent(
-    tmp_path: Path,
+    upstream: Upstream,
 ) -> None:
-    ctl = control(tmp_path)
-    settings = {"web": web(url="", attempts=1)}
-    async with http_fixture(ctl.dir) as url:
-        settings["web"]["url"] = url
-        async with proxied(settings, upstream_mode="legacy") as bench:
-            ctl.set_mode("http_404_session")
-            result = await bench.call("web__charge", {"amount": 1})
-            assert not result.is_error
-            assert ctl.calls() == 2
-            assert bench.engine.breaker("web@default").count == 0
+    url, ctl = upstream
+    async with proxied({"web": web(url, attempts=1)}, upstream_mode="legacy") as bench:
+        ctl.set_mode("http_404_session")
+        result = await bench.call("web__charge", {"amount": 1})
+        assert not result.is_error
+        assert ctl.calls() == 2
+        assert bench.engine.breaker("web@default").count == 0
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_a_host_over_streamable_http_needs_the_bearer_token(
-    tmp_path: Path, mode: str
+    upstream: Upstream, mode: str
 ) -> None:
-    ctl = control(tmp_path)
+    upstream_url, ctl = upstream
     token = "t" * 32
-    async with http_fixture(ctl.dir) as upstream, proxied({"web": web(upstream)}) as bench:
+    async with proxied({"web": web(upstream_url)}) as bench:
         port = free_port()
         config = uvicorn.Config(
             host_app(bench.proxy, token, "127.0.0.1"),
