@@ -114,7 +114,8 @@ class Ledger:
             try:
                 audit, hand_out = self.audit, self._outbox.hand_out
                 seq = self.handed + 1
-                while (event := posted.pop(seq, None)) is not None:
+                while seq in posted:  # only the one handing takes events out
+                    event = posted.pop(seq)
                     self.handed = seq
                     seq += 1
                     if audit is not None:

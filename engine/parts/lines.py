@@ -170,8 +170,9 @@ class Lines:
         ending: CallEnding,
     ) -> CallCompleted | None:
         """The line of a success that changes nothing (`Slot.quiet`), written under the key's
-        lock if it still changes nothing there (None: it does not; the caller records it).
-        `details` are `call_line`'s, taken by the caller (a guard keeps them from admission)."""
+        lock if it still changes nothing there (None: it does not; the caller records it),
+        then handed on. `details` are `call_line`'s, taken by the caller (a call that went in
+        quietly keeps them from admission: `Entries.quiet_entry`)."""
         lock = slot.made_lock or slot.lock  # made by the key's first line: no property call
         lock.acquire()  # not `with`: on the hot path it measured twice acquire and release
         try:
@@ -187,6 +188,7 @@ class Lines:
                 self.publish(slot, event, self.views.of(slot))
         finally:
             lock.release()
+        self._ledger.deliver()
         return event
 
     def refused(
