@@ -48,8 +48,7 @@ class Entries:
     def __init__(self, parts: Parts) -> None:
         keys = self._keys = parts.keys
         self._slots = keys.slots
-        self._ledger = ledger = parts.ledger
-        self._draw = ledger.next_call
+        self._ledger = parts.ledger
         self._outbox = parts.outbox
         self._agent_policy = isinstance(parts.policy, AgentPolicy)
         self._wall = parts.wall
@@ -75,7 +74,7 @@ class Entries:
         slot = slots[key] if key in slots else keys.slot(key, agent)
         if agent not in slot.agents:
             slot = keys.slot(key, agent)
-        draw = self._draw  # as `entry`, inline
+        draw = self._ledger.draw_call  # as `entry`, inline
         if not number and self._outbox.listeners:
             number = draw()
         revoked = slot.credential_revoked
@@ -87,7 +86,7 @@ class Entries:
         """One call's entry on a key `agent` is known to call. Its number is drawn now when a
         listener will read its line (in the order calls arrive), else only when something
         needs one (`Call.number`)."""
-        draw = self._draw
+        draw = self._ledger.draw_call
         number = draw() if self._outbox.listeners else 0
         return Call(draw, key, agent, platform, tool, deadline_seconds, number)
 
@@ -124,7 +123,7 @@ class Entries:
             return None
         if not outbox.watched:
             return _NOTHING_KEPT
-        number = self._draw() if outbox.listeners else 0
+        number = self._ledger.draw_call() if outbox.listeners else 0
         wall = self._wall()
         return (number, platform, tool, wall, "normal", 1, deadline_seconds, seq, self._epoch)
 

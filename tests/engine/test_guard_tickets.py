@@ -111,7 +111,8 @@ def test_eight_threads_on_their_own_keys_see_seqs_gap_free_and_in_order() -> Non
     assert engine.seq == 8 * 300
 
 
-def test_a_healthy_guarded_call_on_a_state_dir_takes_no_entry(tmp_path: Path, monkeypatch) -> None:
+def _entries_taken(monkeypatch) -> list[str]:
+    """The key of every entry `Engine.guard` takes from now on."""
     entries: list[str] = []
     taking = Entries.entry
 
@@ -120,6 +121,11 @@ def test_a_healthy_guarded_call_on_a_state_dir_takes_no_entry(tmp_path: Path, mo
         return taking(self, key, *rest)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Entries, "entry", counted)
+    return entries
+
+
+def test_a_healthy_guarded_call_on_a_state_dir_takes_no_entry(tmp_path: Path, monkeypatch) -> None:
+    entries = _entries_taken(monkeypatch)
     with _engine(tmp_path / "state") as engine:
         _succeed(engine)  # learns that the credential works
         _succeed(engine, times=5)
@@ -147,14 +153,7 @@ def test_an_outer_guarded_failure_on_a_state_dir_is_audited_with_its_own_admissi
 
 
 def test_a_watched_healthy_guarded_call_takes_no_entry(monkeypatch) -> None:
-    entries: list[str] = []
-    taking = Entries.entry
-
-    def counted(self: Entries, key: str, *rest: object) -> Call:
-        entries.append(key)
-        return taking(self, key, *rest)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(Entries, "entry", counted)
+    entries = _entries_taken(monkeypatch)
     engine = _engine()
     engine.subscribe(lambda event: None)
     _succeed(engine, times=3)
