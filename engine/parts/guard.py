@@ -108,8 +108,6 @@ class Guard:
         # What every entry asks, read once per guard.
         self._quiet_entry = entries.quiet_entry
         self._succeeded = entries.succeeded
-        #: What a line of its calls names besides the key (`Entries.quiet_entry`).
-        self._line = (self._platform, self.tool, deadline_seconds)
         self._refused = parts.lines.refused
         self._monotonic = parts.clock.monotonic
         self._calls: contextvars.ContextVar[Taken] = contextvars.ContextVar(
@@ -123,7 +121,11 @@ class Guard:
 
     def __enter__(self) -> None:
         taken = self._calls.get()
-        kept = None if taken else self._quiet_entry(self._slot, *self._line)
+        kept = (
+            None
+            if taken
+            else self._quiet_entry(self._slot, self._platform, self.tool, self.deadline_seconds)
+        )
         if kept is None:
             call = self._entering()
             early = self._entries.admitted(call)
@@ -145,7 +147,11 @@ class Guard:
 
     async def __aenter__(self) -> None:
         taken = self._calls.get()
-        kept = None if taken else self._quiet_entry(self._slot, *self._line)
+        kept = (
+            None
+            if taken
+            else self._quiet_entry(self._slot, self._platform, self.tool, self.deadline_seconds)
+        )
         if kept is None:
             call = self._entering()
             early = self._entries.admitted(call)
@@ -199,7 +205,9 @@ class Guard:
                 return None
         else:
             kept = taken.pop() if taken else ()
-            call = self._entries.enter_late(kept, self.key, self.agent, *self._line)
+            call = self._entries.enter_late(
+                kept, self.key, self.agent, self._platform, self.tool, self.deadline_seconds
+            )
         if isinstance(error, ABANDONING):
             self.engine.abandon(call)
             return None
