@@ -23,7 +23,18 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import AGENT, BACKEND, TOOL, awork, work
-from bench.shell import PLACES, _engine, _guarded, _guarded_async, _new_keys, _trip, interleaved
+from bench.shell import (
+    PLACES,
+    _bus,
+    _engine,
+    _guarded,
+    _guarded_async,
+    _inside,
+    _LeastWatchedGuard,
+    _new_keys,
+    _trip,
+    interleaved,
+)
 from breakerdeck.engine.harness import Harness, Tool
 
 WARM = 5
@@ -74,9 +85,9 @@ def rows() -> list[tuple[str, int]]:
         dirs = itertools.count()
         for place in PLACES:
 
-            def engine(place: str = place) -> Any:
+            def engine(place: str = place, listener: bool = False) -> Any:
                 state_dir = f"{tmp}/state-{next(dirs)}" if place else None
-                return open_.enter_context(_engine(False, loop, state_dir))
+                return open_.enter_context(_engine(listener, loop, state_dir))
 
             subject = engine()
             asyn = _guarded_async(subject, awork)
@@ -88,6 +99,10 @@ def rows() -> list[tuple[str, int]]:
             beside.append(
                 [
                     (f"Engine.guard, sync{place}", _profiled(_guarded(subject, work))),
+                    (
+                        f"Engine.guard, sync, EventBus listener{place}",
+                        _profiled(_guarded(engine(listener=True), work)),
+                    ),
                     (f"Engine.guard, async{place}", loop.run_until_complete(count(asyn))),
                     (f"Harness.guard{place}", _profiled(harness.guard(TOOL)(work))),
                     (f"Harness.call_tool{place}", loop.run_until_complete(count(call_tool))),
@@ -101,8 +116,10 @@ def rows() -> list[tuple[str, int]]:
                     ),
                 ]
             )
+        least = _LeastWatchedGuard(_bus(engine(), loop).offer)
+        floor = ("(reference) the least a watched line needs", _profiled(_inside(least, work)))
     loop.close()
-    return interleaved(beside)
+    return [*interleaved(beside), floor]
 
 
 def render(found: list[tuple[str, int]]) -> str:

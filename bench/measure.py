@@ -88,12 +88,20 @@ def overhead_async(
 
 
 def beside(
-    ours: Callable[[], Any], peer: Callable[[], Any], bare: Callable[[], Any]
+    ours: Callable[[], Any],
+    peer: Callable[[], Any],
+    bare: Callable[[], Any],
+    *,
+    gc_on: bool = False,
 ) -> tuple[float, float, float]:
     """Our overhead, the peer's, and the median of their ratio per round: each of ROUNDS
     rounds runs bare, ours and the peer back to back, so load from other processes (this
-    machine is shared) hits all three alike and a ratio is read within one round."""
-    timers = [timeit.Timer(fn) for fn in (bare, ours, peer)]
+    machine is shared) hits all three alike and a ratio is read within one round.
+
+    `gc_on`: with the garbage collector running, as in users' processes (timeit turns it off):
+    a call that leaves objects behind (a line a listener keeps) pays for their collection."""
+    setup = "import gc; gc.enable()" if gc_on else "pass"
+    timers = [timeit.Timer(fn, setup) for fn in (bare, ours, peer)]
     number = _number(timers[1].timeit(1000) / 1000, ROUND_SECONDS)
     rounds = [[t.timeit(number) / number for t in timers] for _ in range(ROUNDS)]
     return _beside(rounds)

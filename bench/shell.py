@@ -41,6 +41,12 @@ DOWN = Outcome(OutcomeClass.UPSTREAM_FAILURE, counted=True, detail="backend down
 THREADS = 8
 THREAD_CALLS = 20_000
 THREAD_ROUNDS = 5
+#: Issue 31's watched call against the floor of the design, both with the garbage collector on:
+#: what a watched line leaves behind (the line a listener keeps) is collected as in users'
+#: processes.
+WATCHED_TITLE = (
+    "Engine.guard closed, sync, with the EventBus listener ÷ the least a watched line needs, GC on"
+)
 #: How a healthy call ended, as its line keeps it (probe, fault, status, refresh, platform's).
 _HEALTHY = (False, "ok", "ok", None, None)
 
@@ -362,6 +368,9 @@ def run() -> list[Row]:
         rows.append(
             _reference("(reference) the least a watched line needs, inline", floor, p_label)
         )
+        watched = _guarded(engine(True, ""), work)
+        beside_least = measure.beside(watched, _inside(least, work), work, gc_on=True)
+        rows.append(_ratio_row(WATCHED_TITLE, beside_least, "", 1.3))
         floor = measure.beside(_engine_guard(_EmptyEngine(), work), p_sync, work)
         rows.append(_reference("(reference) the three-call shape alone, sync", floor, p_label))
         for listener in (False, True):

@@ -17,14 +17,14 @@ guard serves any number of threads and tasks at once: each entry's call is kept 
 variable, not on the guard.
 
 Each entry is the engine's (`parts/entries.py`, `Engine.admit`, `Engine.complete`): the guard
-decides nothing itself. The one thing it skips is an entry nobody could read: when the rule
-says a call goes in quietly (`Entries.quiet_entry`: closed, no listener) the context's
-outermost entry takes none (on a state dir it keeps when it went in, for the audit row of a
-failure), and a success that changes nothing records nothing (`Entries.succeeds_unread`);
-anything else takes its entry on the way out (`enter_late`). A refusal in the cooldown that no
-listener reads takes no entry either (`Lines.refused`: the audit log's row, if any, is written
-all the same). The quiet path is each driver's own few lines, not a shared method: on a
-healthy call the guard's frames are most of its cost (issue 31).
+decides nothing itself. The one thing it skips is an entry: when the rule says a call goes in
+quietly (`Entries.quiet_entry`: closed) the context's outermost entry takes none (it keeps its
+line's numbers when someone may read a line: a listener, or the audit log for a failure), and
+a success that changes nothing records nothing but its line for a listener
+(`Entries.succeeded`); anything else takes its entry on the way out (`enter_late`). A refusal
+in the cooldown that no listener reads takes no entry either (`Lines.refused`: the audit log's
+row, if any, is written all the same). The quiet path is each driver's own few lines, not a
+shared method: on a healthy call the guard's frames are most of its cost (issue 31).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from breakerdeck.engine.core.breaker import Admission
 from breakerdeck.engine.core.classify import Classifier, default_classifier, network_fault
 from breakerdeck.engine.outcomes import ABANDONING, SUCCESS, Outcome
 from breakerdeck.engine.parts.call import Call
-from breakerdeck.engine.parts.entries import Entries, Kept
+from breakerdeck.engine.parts.entries import SUCCEEDED, Entries, Kept
 from breakerdeck.engine.parts.keys import Slot
 from breakerdeck.engine.parts.operations import Parts
 from breakerdeck.engine.results import ToolResult
@@ -52,6 +52,9 @@ Taken = list[Kept] | tuple["Taken", Call]
 #: No entry yet in a context. Never emptied nor filled: only a list an entry set holds
 #: anything to take.
 _NONE: list[Kept] = []
+
+#: A success's fault and status, as its line keeps them (`SUCCEEDED`).
+_OK = SUCCEEDED[1:3]
 
 
 class Engine(Protocol):
@@ -104,7 +107,7 @@ class Guard:
         self._platform = key.partition("@")[0]
         # What every entry asks, read once per guard.
         self._quiet_entry = entries.quiet_entry
-        self._succeeds_unread = entries.succeeds_unread
+        self._succeeded = entries.succeeded
         self._refused = parts.lines.refused
         self._monotonic = parts.clock.monotonic
         self._calls: contextvars.ContextVar[Taken] = contextvars.ContextVar(
@@ -117,10 +120,16 @@ class Guard:
     # -- the drivers: sync and async differ only in how they wait ----------------------------
 
     def __enter__(self) -> None:
-        if self._calls.get() or (kept := self._quiet_entry(self._slot)) is None:
+        taken = self._calls.get()
+        kept = (
+            None
+            if taken
+            else self._quiet_entry(self._slot, self._platform, self.tool, self.deadline_seconds)
+        )
+        if kept is None:
             call = self._entering()
             early = self._entries.admitted(call)
-            self._admitted(call, early or self.engine.admit(call, self.lease))
+            self._admitted(taken, call, early or self.engine.admit(call, self.lease))
         elif kept:
             self._calls.set([kept])
 
@@ -131,17 +140,22 @@ class Guard:
         traceback: TracebackType | None,
     ) -> None:
         taken = self._calls.get()
-        if error is None and type(taken) is list and self._succeeds_unread(self._slot):
-            if taken:
-                taken.pop()
-        elif (call := self._leaving(taken, error)) is not None:
+        if error is None and type(taken) is list and self._succeeded(self._slot, self.agent, taken):
+            return
+        if (call := self._leaving(taken, error)) is not None:
             self.engine.complete(call, *self._outcome(error))
 
     async def __aenter__(self) -> None:
-        if self._calls.get() or (kept := self._quiet_entry(self._slot)) is None:
+        taken = self._calls.get()
+        kept = (
+            None
+            if taken
+            else self._quiet_entry(self._slot, self._platform, self.tool, self.deadline_seconds)
+        )
+        if kept is None:
             call = self._entering()
             early = self._entries.admitted(call)
-            self._admitted(call, early or await self.engine.admit_async(call, self.lease))
+            self._admitted(taken, call, early or await self.engine.admit_async(call, self.lease))
         elif kept:
             self._calls.set([kept])
 
@@ -152,10 +166,9 @@ class Guard:
         traceback: TracebackType | None,
     ) -> None:
         taken = self._calls.get()
-        if error is None and type(taken) is list and self._succeeds_unread(self._slot):
-            if taken:
-                taken.pop()
-        elif (call := self._leaving(taken, error)) is not None:
+        if error is None and type(taken) is list and self._succeeded(self._slot, self.agent, taken):
+            return
+        if (call := self._leaving(taken, error)) is not None:
             await self.engine.complete_async(call, *self._outcome(error))
 
     # -- the one body of both --------------------------------------------------------------
@@ -165,20 +178,20 @@ class Guard:
         refusal in the cooldown nobody but the audit log reads takes none (`Lines.refused`)."""
         refusal = self._refused(self._slot, self.agent, self._platform, self._monotonic())
         if refusal is not None:
-            self._admitted(None, refusal)
+            self._admitted(_NONE, None, refusal)
         return self._entries.entry(
             self.key, self.agent, self._platform, self.tool, self.deadline_seconds
         )
 
-    def _admitted(self, call: Call | None, admission: Admission) -> None:
+    def _admitted(self, taken: Taken, call: Call | None, admission: Admission) -> None:
+        """`taken`: the context's value before this entry."""
         if not admission.allowed:
             raise BreakerOpen(
                 results.denied(self.tool, admission, self.engine.open_reason(self.key), ())
             )
         assert call is not None  # only a refusal is decided before its entry
         call.attempts = 1
-        calls = self._calls
-        calls.set((calls.get(), call))
+        self._calls.set((taken, call))
 
     def _leaving(self, taken: Taken, error: BaseException | None) -> Call | None:
         """The entry to complete with the body's outcome: this one's own, or (one that went in
@@ -193,7 +206,7 @@ class Guard:
         else:
             kept = taken.pop() if taken else ()
             call = self._entries.enter_late(
-                self.key, self.agent, self._platform, self.tool, self.deadline_seconds, kept
+                kept, self.key, self.agent, self._platform, self.tool, self.deadline_seconds
             )
         if isinstance(error, ABANDONING):
             self.engine.abandon(call)
@@ -202,7 +215,7 @@ class Guard:
 
     def _outcome(self, error: BaseException | None) -> tuple[Outcome, str, str]:
         if error is None:
-            return SUCCESS, "ok", "ok"
+            return SUCCESS, *_OK
         outcome = self.classifier(None, error)
         status = "tool_error" if outcome.counted else outcome.cls.value
         return outcome, network_fault(error), status

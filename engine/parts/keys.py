@@ -34,9 +34,10 @@ class Slot:
     #: with nobody reading its lines, never takes it.
     made_lock: threading.RLock | None = None
     probe: Call | None = None
-    #: How many agents the last view put on an event named (-1: none yet), so the first event
-    #: on a key and the first call from a new agent carry the key's view.
-    shown_agents: int = -1
+    #: The agents the last view put on an event named (None: none yet), so the first event
+    #: on a key and the first call from a new agent carry the key's view. `agents` is
+    #: replaced, never edited, by a longer tuple: an identity test says whether it moved.
+    shown_agents: tuple[str, ...] | None = None
     #: The key's refusals by reason and its other events by `tally_name`, for metrics read at
     #: scrape time (DESIGN, "Metrics"): plain integer adds under the key's lock, no listener.
     denied: dict[DenyReason | None, int] | None = None

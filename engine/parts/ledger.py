@@ -50,6 +50,9 @@ class Ledger:
         self._store: VerdictStore | None = None
         self._seqs = itertools.count(1)
         self._calls = itertools.count(1)
+        #: Draws the next call number: the counter itself while no number needs reserving on
+        #: disk (no state dir); `next_call` from `open` on.
+        self.draw_call: Callable[[], int] = self._calls.__next__
         #: The last seq numbered (see `last`), and the last handed on: every event up to it
         #: is in the audit log's queue and was given to the outbox. Only the one handing
         #: writes `handed`.
@@ -74,6 +77,7 @@ class Ledger:
         self.numbered = self.handed = max(audit.max_seq(), mark.seq)
         self._seqs = itertools.count(self.handed + 1)
         self._calls = itertools.count(mark.calls + 1)
+        self.draw_call = self.next_call
         self._seq_ceiling = self.handed + NUMBER_BLOCK
         self._calls_ceiling = mark.calls + NUMBER_BLOCK
         self._set_refills()
@@ -114,7 +118,8 @@ class Ledger:
             try:
                 audit, hand_out = self.audit, self._outbox.hand_out
                 seq = self.handed + 1
-                while (event := posted.pop(seq, None)) is not None:
+                while seq in posted:  # only the one handing takes events out
+                    event = posted.pop(seq)
                     self.handed = seq
                     seq += 1
                     if audit is not None:

@@ -102,7 +102,7 @@ class Lines:
             slot.count(tally)
         if view is not None:
             event.view = view
-            slot.shown_agents = len(view.agents)
+            slot.shown_agents = view.agents
         self._ledger.post(event)
 
     def emit(
@@ -138,7 +138,7 @@ class Lines:
         (`moved`, a new agent, the key's first line)."""
         details = self.details(call)
         view = None
-        if viewed and (moved or len(slot.agents) != slot.shown_agents):
+        if viewed and (moved or slot.agents is not slot.shown_agents):
             view = self.views.of(slot)
         ending = (is_probe, fault, agent_status, refresh, platform_status)
         event = CallCompleted(
@@ -170,8 +170,9 @@ class Lines:
         ending: CallEnding,
     ) -> CallCompleted | None:
         """The line of a success that changes nothing (`Slot.quiet`), written under the key's
-        lock if it still changes nothing there (None: it does not; the caller records it).
-        `details` are `call_line`'s, taken by the caller (a guard keeps them from admission)."""
+        lock if it still changes nothing there (None: it does not; the caller records it),
+        then handed on. `details` are `call_line`'s, taken by the caller (a call that went in
+        quietly keeps them from admission: `Entries.quiet_entry`)."""
         lock = slot.made_lock or slot.lock  # made by the key's first line: no property call
         lock.acquire()  # not `with`: on the hot path it measured twice acquire and release
         try:
@@ -181,12 +182,13 @@ class Lines:
             event = CallCompleted(
                 key, key if self.agent_policy else agent, details, outcome, ending
             )
-            if len(slot.agents) == slot.shown_agents:
+            if slot.agents is slot.shown_agents:
                 self._ledger.post(event)  # `publish`'s whole work when there is no view
             else:
                 self.publish(slot, event, self.views.of(slot))
         finally:
             lock.release()
+        self._ledger.deliver()
         return event
 
     def refused(
@@ -218,12 +220,12 @@ class Lines:
                 key,
                 key if self.agent_policy else agent,
                 0.0,
-                ledger.next_call() if call is None else call.number,
+                ledger.draw_call() if call is None else call.number,
                 platform,
                 refusal.reason,
                 round(refusal.retry_after, 3),
             )
-            if len(slot.agents) == slot.shown_agents:
+            if slot.agents is slot.shown_agents:
                 ledger.post(denied)  # `publish`'s whole work when there is no view
             else:
                 self.publish(slot, denied, self.views.of(slot))

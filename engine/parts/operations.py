@@ -180,7 +180,6 @@ class Operations:
             ending = (False, fault, agent_status, refresh, platform_status)
             quiet = lines.quiet_line(slot, call.agent, lines.details(call), outcome, ending)
             if quiet is not None:
-                self._ledger.deliver()
                 return quiet, None
         with slot.lock:
             now = self._clock.monotonic()

@@ -61,7 +61,7 @@ class Views:
     def first(self, slot: Slot) -> BreakerView | None:
         """The key's view for a line that changes nothing in the breaker: only the key's
         first line and the first from a new agent need one."""
-        return self.of(slot) if len(slot.agents) != slot.shown_agents else None
+        return self.of(slot) if slot.agents is not slot.shown_agents else None
 
     def _probe_since(self, slot: Slot) -> float | None:
         """Under the key's lock: since when the probe is out (None: none is, and the next call

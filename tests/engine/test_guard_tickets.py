@@ -111,7 +111,8 @@ def test_eight_threads_on_their_own_keys_see_seqs_gap_free_and_in_order() -> Non
     assert engine.seq == 8 * 300
 
 
-def test_a_healthy_guarded_call_on_a_state_dir_takes_no_entry(tmp_path: Path, monkeypatch) -> None:
+def _entries_taken(monkeypatch) -> list[str]:
+    """The key of every entry `Engine.guard` takes from now on."""
     entries: list[str] = []
     taking = Entries.entry
 
@@ -120,6 +121,11 @@ def test_a_healthy_guarded_call_on_a_state_dir_takes_no_entry(tmp_path: Path, mo
         return taking(self, key, *rest)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Entries, "entry", counted)
+    return entries
+
+
+def test_a_healthy_guarded_call_on_a_state_dir_takes_no_entry(tmp_path: Path, monkeypatch) -> None:
+    entries = _entries_taken(monkeypatch)
     with _engine(tmp_path / "state") as engine:
         _succeed(engine)  # learns that the credential works
         _succeed(engine, times=5)
@@ -144,3 +150,52 @@ def test_an_outer_guarded_failure_on_a_state_dir_is_audited_with_its_own_admissi
         assert engine.audit is not None and engine.audit.flush(10)
         failed = [row for row in engine.audit.query(key=KEY) if row.type == ev.CALL_FAILED]
     assert [row.fields["admitted_t"] for row in failed] == [0.0]
+
+
+def test_a_watched_healthy_guarded_call_takes_no_entry(monkeypatch) -> None:
+    entries = _entries_taken(monkeypatch)
+    engine = _engine()
+    engine.subscribe(lambda event: None)
+    _succeed(engine, times=3)
+    assert entries == []
+
+
+def test_a_watched_guarded_failure_keeps_the_number_it_drew_on_the_way_in() -> None:
+    engine = _engine()
+    lines: list[Event] = []
+    engine.subscribe(lines.append)
+    guard = engine.guard(KEY, agent="planner", lease=61)
+    try:
+        with guard:
+            with guard:
+                pass
+            raise ConnectionError("connection refused")
+    except ConnectionError:
+        pass
+    completed = [line for line in lines if line.type == ev.CALL_COMPLETED]
+    assert [(line.fields["call_id"], line.fields["counted"]) for line in completed] == [
+        ("call-000002", False),
+        ("call-000001", True),
+    ]
+
+
+def test_a_watched_success_after_a_failure_counted_during_it_clears_the_count() -> None:
+    engine = _engine()
+    lines: list[Event] = []
+    engine.subscribe(lines.append)
+    _succeed(engine)  # learns that the credential works
+    guard = engine.guard(KEY, agent="planner", lease=61)
+    with guard:
+        _fail(engine)
+        assert engine.view(KEY).count == 1
+    assert engine.view(KEY).count == 0
+    assert _call_ids(lines) == ["call-000001", "call-000003", "call-000002"]
+
+
+def test_a_listener_that_comes_during_a_quiet_call_reads_its_line() -> None:
+    engine = _engine()
+    _succeed(engine)  # learns that the credential works
+    lines: list[Event] = []
+    with engine.guard(KEY, agent="planner", lease=61):
+        engine.subscribe(lines.append)
+    assert _call_ids(lines) == ["call-000002"]  # the first, learning the credential, drew 1
