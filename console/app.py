@@ -25,7 +25,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.notifications import SeverityLevel
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 
 from breakerdeck.console.board import SEED_EVENTS
@@ -488,26 +488,31 @@ class BreakerdeckApp(OperatorActions, Exports):
             self.push_screen(TableScreen())
 
     # The keys are not offered to a read-only console (`check_action`); these refuse again,
-    # so that nothing that posts the message (a binding, a click, a palette) writes.
+    # so that nothing that posts the message (a binding, a click, a palette) writes. Nor do
+    # they open a dialog over another: keys read in one burst (`rr`, `om`) are all queued for
+    # the dashboard before the first one's dialog is on top.
+
+    def _may_open_dialog(self) -> bool:
+        return not self.read_only and not isinstance(self.screen, ModalScreen)
 
     @on(ResetRequested)
     def _reset_requested(self, message: ResetRequested) -> None:
-        if not self.read_only:
+        if self._may_open_dialog():
             self.request_reset(message.card, every=message.every)
 
     @on(SteerRequested)
     def _steer_requested(self, message: SteerRequested) -> None:
-        if not self.read_only:
+        if self._may_open_dialog():
             self.request_steer(message.what, message.card)
 
     @on(EnforceShownRequested)
     def _enforce_shown_requested(self, message: EnforceShownRequested) -> None:
-        if not self.read_only:
+        if self._may_open_dialog():
             self.request_enforce_shown(message.cards)
 
     @on(FixRequested)
     def _fix_requested(self, message: FixRequested) -> None:
-        if not self.read_only:
+        if self._may_open_dialog():
             self.request_fix(message.card)
 
     @on(ExportRequested)
